@@ -1,0 +1,188 @@
+"""Exact token counting: the typed API over the Rust core.
+
+Counts equal ``len(tiktoken.get_encoding(name).encode_ordinary(text))`` whenever
+:attr:`TokenCount.exact` is true. Long text without exact pre-token boundaries is cut
+by force and each cut adds :data:`BOUNDARY_SLACK` tokens, so the count is then a
+guaranteed upper bound. Counting releases the GIL; :meth:`Encoding.count_many` uses
+every core.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from . import _ctxbudget
+from .errors import InvalidJsonError
+
+__all__ = [
+    "BOUNDARY_SLACK",
+    "DEFAULT_CACHE_SIZE",
+    "Encoding",
+    "TokenCount",
+    "count_tokens",
+    "encoding_for_model",
+    "encoding_names",
+]
+
+BOUNDARY_SLACK: int = _ctxbudget.BOUNDARY_SLACK
+"""Tokens added per forced cut, so an inexact count is never below the truth."""
+
+DEFAULT_CACHE_SIZE: int = _ctxbudget.DEFAULT_CACHE_SIZE
+"""Counts an :class:`Encoding` remembers by content hash unless told otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCount:
+    """The result of counting one text."""
+
+    tokens: int
+    """Number of tokens; an upper bound when ``exact`` is false."""
+    exact: bool
+    """True when ``tokens`` equals tiktoken's count (false for estimates and forced cuts)."""
+    forced_cuts: int
+    """Cuts made where no exact pre-token boundary existed."""
+
+
+class Encoding:
+    """A tokenizer for one encoding, e.g. ``Encoding("o200k_base")``.
+
+    Raises :class:`~ctxbudget.UnknownEncodingError` for a name ctxbudget does not ship
+    (see :func:`encoding_names`). Counts of texts of 64 bytes or more are cached by
+    content hash (``cache_size`` entries, 0 to disable), so recounting an unchanged
+    message is a lookup.
+    """
+
+    __slots__ = ("_core",)
+
+    def __init__(self, name: str, *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"encoding name must be str, got {type(name).__name__}")
+        self._core = _ctxbudget.Encoding(name, cache_size=_check_cache_size(cache_size))
+
+    @classmethod
+    def for_model(cls, model: str, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Encoding:
+        """The encoding that counts tokens for ``model``.
+
+        Follows tiktoken's model table (exact names, then prefixes; ``ft:`` fine-tunes
+        count like their base model). Families without a public tokenizer (``claude-*``,
+        ``gemini-*``) get a stated estimate: see :attr:`estimate_scale`. Anything else
+        raises :class:`~ctxbudget.UnknownModelError`.
+        """
+        if not isinstance(model, str):
+            raise TypeError(f"model must be str, got {type(model).__name__}")
+        enc = cls.__new__(cls)
+        enc._core = _ctxbudget.Encoding.for_model(model, cache_size=_check_cache_size(cache_size))
+        return enc
+
+    @property
+    def name(self) -> str:
+        """The encoding's name, e.g. ``"o200k_base"``."""
+        return self._core.name
+
+    @property
+    def estimate_scale(self) -> float | None:
+        """``None`` for a real tokenizer; else the factor applied to estimate another
+        model's count (rounded up), e.g. ``1.3``."""
+        bp = self._core.estimate_scale_bp
+        return None if bp is None else bp / 10_000
+
+    @property
+    def is_estimate(self) -> bool:
+        """True when counts estimate a model whose tokenizer is not public."""
+        return self._core.estimate_scale_bp is not None
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text``."""
+        return self._core.count(text)
+
+    def count_detail(self, text: str) -> TokenCount:
+        """Tokens in ``text``, whether the count is exact, and the forced cuts it needed."""
+        tokens, exact, forced_cuts = self._core.count_detail(text)
+        return TokenCount(tokens=tokens, exact=exact, forced_cuts=forced_cuts)
+
+    def count_many(self, texts: Iterable[str]) -> list[int]:
+        """Counts of many texts, in order, spread over all cores."""
+        if isinstance(texts, str):
+            raise TypeError("count_many() expects an iterable of str, not a single str")
+        seq = texts if isinstance(texts, (list, tuple)) else list(texts)
+        return self._core.count_many(seq)
+
+    def count_json(self, value: object) -> int:
+        """Tokens of a JSON document: its string contents, plus one token per byte of
+        punctuation, numbers and escape expansion, and never less than the count of the
+        serialized text.
+
+        ``value`` is JSON text (``str``/``bytes``) or a JSON-able Python value, which is
+        serialized compactly (``ensure_ascii=False``) first.
+        """
+        if isinstance(value, (bytes, bytearray)):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidJsonError(
+                    f"JSON bytes are not UTF-8 at byte offset {exc.start}; pass UTF-8 JSON"
+                ) from exc
+        if not isinstance(value, str):
+            try:
+                value = json.dumps(
+                    value, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+                )
+            except (TypeError, ValueError) as exc:
+                raise InvalidJsonError(f"value cannot be serialized as JSON: {exc}") from exc
+        assert isinstance(value, str)
+        return self._core.count_json(value)
+
+    def cache_len(self) -> int:
+        """Number of counts currently cached."""
+        return self._core.cache_len()
+
+    def clear_cache(self) -> None:
+        """Forget every cached count."""
+        self._core.clear_cache()
+
+    def __repr__(self) -> str:
+        if self.is_estimate:
+            return f"Encoding({self.name!r}, estimate_scale={self.estimate_scale})"
+        return f"Encoding({self.name!r})"
+
+
+def _check_cache_size(cache_size: int) -> int:
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int):
+        raise TypeError(f"cache_size must be int, got {type(cache_size).__name__}")
+    if cache_size < 0:
+        raise ValueError(f"cache_size must be >= 0 (0 disables the cache), got {cache_size}")
+    return cache_size
+
+
+def encoding_names() -> tuple[str, ...]:
+    """Names of every encoding ctxbudget ships."""
+    return tuple(_ctxbudget.encoding_names())
+
+
+def encoding_for_model(model: str) -> Encoding:
+    """The :class:`Encoding` for ``model``; see :meth:`Encoding.for_model`."""
+    return Encoding.for_model(model)
+
+
+@functools.lru_cache(maxsize=64)
+def _shared(kind: str, value: str) -> Encoding:
+    return Encoding.for_model(value) if kind == "model" else Encoding(value)
+
+
+def count_tokens(text: str, *, model: str | None = None, encoding: str | None = None) -> int:
+    """Tokens of ``text`` for ``model`` or for ``encoding`` (exactly one of them).
+
+    Encodings are shared between calls, so repeated calls reuse one cache.
+    """
+    if (model is None) == (encoding is None):
+        raise ValueError(
+            "count_tokens() needs exactly one of model= or encoding=, "
+            "e.g. count_tokens(text, encoding='o200k_base')"
+        )
+    if model is not None:
+        return _shared("model", model).count(text)
+    assert encoding is not None
+    return _shared("encoding", encoding).count(text)

@@ -1,0 +1,93 @@
+//! The one place where core errors and panics become Python exceptions.
+//!
+//! The exception classes are defined in Python (`ctxbudget/errors.py`) so that they can
+//! inherit from both `CtxBudgetError` and the fitting builtin (`ValueError`, …); this
+//! module looks them up once and raises them.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use ctxbudget::TokenError;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+/// The class `name` from `ctxbudget.errors`.
+fn exception_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    let module = MODULE.get_or_try_init(py, || py.import("ctxbudget.errors").map(Bound::unbind))?;
+    Ok(module.bind(py).getattr(name)?.cast_into::<PyType>()?)
+}
+
+/// Builds `ctxbudget.errors.<class>(message)` and sets keyword attributes on it.
+fn raise(py: Python<'_>, class: &str, message: String, attrs: &[(&str, Py<PyAny>)]) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let cls = exception_class(py, class)?;
+        let exc = cls.call1((message.clone(),))?;
+        for (key, value) in attrs {
+            exc.setattr(*key, value.bind(py))?;
+        }
+        Ok(PyErr::from_value(exc))
+    };
+    // If the Python side cannot be imported the message still reaches the user.
+    build().unwrap_or_else(|_| PyRuntimeError::new_err(message))
+}
+
+/// Maps a core token error to its Python exception.
+pub(crate) fn token_error(py: Python<'_>, err: TokenError) -> PyErr {
+    let message = err.to_string();
+    match err {
+        TokenError::UnknownEncoding { name, known } => raise(
+            py,
+            "UnknownEncodingError",
+            message,
+            &[
+                ("name", obj(py, name)),
+                ("known", known_names(py, &known)),
+            ],
+        ),
+        TokenError::UnknownModel { model } => raise(
+            py,
+            "UnknownModelError",
+            message,
+            &[("model", obj(py, model))],
+        ),
+        TokenError::InvalidJson { line, column, .. } => raise(
+            py,
+            "InvalidJsonError",
+            message,
+            &[
+                ("line", obj(py, line)),
+                ("column", obj(py, column)),
+            ],
+        ),
+        _ => raise(py, "TokenizerError", message, &[]),
+    }
+}
+
+fn known_names(py: Python<'_>, known: &str) -> Py<PyAny> {
+    obj(py, known.split(", ").collect::<Vec<&str>>())
+}
+
+/// A Python object for an exception attribute (`None` if conversion fails).
+fn obj<'py, T: IntoPyObject<'py>>(py: Python<'py>, value: T) -> Py<PyAny> {
+    value.into_py_any(py).unwrap_or_else(|_| py.None())
+}
+
+/// Runs `f`, turning a panic into `TokenizerError` so that none crosses into Python.
+pub(crate) fn no_panic<T>(py: Python<'_>, what: &str, f: impl FnOnce() -> T) -> PyResult<T> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        let detail = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_owned());
+        raise(
+            py,
+            "TokenizerError",
+            format!("{what} failed inside the tokenizer ({detail}); no count was produced. Please report this input."),
+            &[],
+        )
+    })
+}

@@ -1,0 +1,14 @@
+//! # ctxbudget
+//!
+//! Token-budget context windows for agent backends. This core crate holds the parts that
+//! must be exact and fast, usable from Rust without Python:
+//!
+//! - [`tokens`]: exact, linear-time token counting over tiktoken's encodings.
+//!
+//! The Python package `ctxbudget` wraps this crate and adds policy, settings and tools.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod tokens;
+
+pub use tokens::{Encoding, TokenCount, TokenError};

@@ -1,0 +1,127 @@
+//! Cutting long text into bounded chunks without changing its token count.
+//!
+//! A cut at an *exact pre-token boundary* — a point where the encoding's regex always
+//! starts a new piece, whatever follows — splits the pre-tokenization into two
+//! independent halves, so counting the chunks separately gives the same total. Where no
+//! such point exists within the bound (a megabyte of spaces, one enormous word), the cut
+//! is forced at a character boundary and the caller adds [`BOUNDARY_SLACK`] tokens.
+//!
+//! [`BOUNDARY_SLACK`]: super::BOUNDARY_SLACK
+
+use super::pretokenize::Family;
+use super::unicode::{class_at, len_before};
+
+/// Largest chunk handed to the pre-tokenizer and merger, in bytes.
+pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
+
+/// How far past a newline we look for the end of its whitespace run.
+const NEWLINE_LOOKAHEAD: usize = 64;
+
+/// Where the chunk that starts at `start` ends, and whether that cut was forced.
+///
+/// Exact boundaries are searched backwards from `start + max` down to `start + max / 2`,
+/// so every chunk advances by at least half the bound and the search is linear overall.
+pub(crate) fn next_cut(family: Family, text: &[u8], start: usize, max: usize) -> (usize, bool) {
+    let limit = start + max;
+    if limit >= text.len() {
+        return (text.len(), false);
+    }
+    let floor = start + max / 2;
+    let mut p = limit;
+    while p > floor {
+        if is_exact_boundary(family, text, p) {
+            return (p, false);
+        }
+        p -= 1;
+    }
+    let mut p = limit;
+    while p > start + 1 && (text[p] & 0xC0) == 0x80 {
+        p -= 1;
+    }
+    (p, true)
+}
+
+/// Whether a new piece always starts at byte `p` (`0 < p < text.len()`).
+///
+/// Two rules, each checked against every alternative of the patterns in
+/// `pretokenize.rs`:
+/// - an ASCII space right after printable, non-space ASCII: no piece runs from a
+///   non-space character into a following space, and `?`-prefixed pieces start there;
+/// - right after the last `\r`/`\n` of a whitespace run that is followed by a
+///   non-whitespace character (o200k: not `/`, which its punctuation pieces swallow
+///   after newlines). For the GPT-2 pattern, whose `\s+(?!\S)` leaves a newline's
+///   preceding whitespace attached, only a lone newline after non-whitespace counts.
+pub(crate) fn is_exact_boundary(family: Family, text: &[u8], p: usize) -> bool {
+    let before = text[p - 1];
+    if text[p] == b' ' && (0x21..=0x7E).contains(&before) {
+        return true;
+    }
+    if before != b'\n' && before != b'\r' {
+        return false;
+    }
+    match family {
+        Family::Cl100k | Family::O200k => {
+            let stop = (p + NEWLINE_LOOKAHEAD).min(text.len());
+            let mut q = p;
+            while q < stop {
+                let (class, len) = class_at(text, q);
+                if !class.is_space() {
+                    return !(family == Family::O200k && q == p && text[q] == b'/');
+                }
+                if text[q] == b'\n' || text[q] == b'\r' {
+                    return false;
+                }
+                q += len;
+            }
+            false
+        }
+        Family::Gpt2 => {
+            let lone = p == 1 || !class_at(text, p - 1 - len_before(text, p - 1)).0.is_space();
+            lone && !class_at(text, p).0.is_space()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn space_after_word_is_exact() {
+        let t = b"hello world";
+        for f in [Family::Gpt2, Family::Cl100k, Family::O200k] {
+            assert!(is_exact_boundary(f, t, 5));
+            assert!(!is_exact_boundary(f, t, 3));
+        }
+    }
+
+    #[test]
+    fn newline_rules_differ_by_family() {
+        let t = b"a\n  b";
+        assert!(is_exact_boundary(Family::Cl100k, t, 2));
+        assert!(is_exact_boundary(Family::O200k, t, 2));
+        assert!(!is_exact_boundary(Family::Gpt2, t, 2));
+        let slash = b"!\n/x";
+        assert!(!is_exact_boundary(Family::O200k, slash, 2));
+        assert!(is_exact_boundary(Family::Cl100k, slash, 2));
+        let trailing = b"a\n   ";
+        assert!(!is_exact_boundary(Family::Cl100k, trailing, 2));
+    }
+
+    #[test]
+    fn forced_cut_lands_on_char_boundary() {
+        let text = "中".repeat(100);
+        let (p, forced) = next_cut(Family::O200k, text.as_bytes(), 0, 32);
+        assert!(forced);
+        assert!(text.is_char_boundary(p));
+        assert!(p <= 32 && p >= 30);
+    }
+
+    #[test]
+    fn exact_cut_preferred_over_forced() {
+        let text = "word ".repeat(40);
+        let (p, forced) = next_cut(Family::Cl100k, text.as_bytes(), 0, 64);
+        assert!(!forced);
+        assert_eq!(text.as_bytes()[p], b' ');
+    }
+}

@@ -1,0 +1,419 @@
+//! Exact, linear-time token counting.
+//!
+//! Counts equal `len(tiktoken.get_encoding(name).encode_ordinary(text))` whenever
+//! [`TokenCount::exact`] is true. The rank tables come from the `tiktoken-rs` crate (no
+//! network, ever); the split into pre-tokens is a hand-written scanner equivalent to
+//! tiktoken's regex, which runs in one forward pass and never backtracks.
+//!
+//! ```
+//! use ctxbudget::tokens::Encoding;
+//!
+//! let enc = Encoding::new("o200k_base")?;
+//! assert_eq!(enc.count("Hello, world!"), 4);
+//! let detail = enc.count_detail(&" ".repeat(1 << 20));
+//! assert!(!detail.exact && detail.forced_cuts > 0); // an upper bound, computed in linear time
+//! # Ok::<(), ctxbudget::tokens::TokenError>(())
+//! ```
+
+mod bpe;
+mod cache;
+mod chunk;
+mod error;
+mod json;
+mod models;
+mod pretokenize;
+mod unicode;
+
+use std::sync::{Arc, OnceLock};
+
+use rayon::prelude::*;
+
+pub use error::TokenError;
+pub use models::{model_encoding, ModelEncoding};
+
+use bpe::{Ranks, Scratch};
+use cache::CountCache;
+use pretokenize::Family;
+
+/// Tokens added per forced cut, so that a count with forced cuts is an upper bound.
+pub const BOUNDARY_SLACK: usize = 8;
+
+/// Counts cached per [`Encoding`] by default (see [`Encoding::with_cache_capacity`]).
+pub const DEFAULT_CACHE_CAPACITY: usize = 16_384;
+
+/// Texts shorter than this are recounted rather than looked up: hashing and locking
+/// would cost about as much as counting them.
+const CACHE_MIN_BYTES: usize = 64;
+
+/// The encodings this library ships, with their split-pattern family.
+const ENCODINGS: &[(&str, Family)] = &[
+    ("o200k_base", Family::O200k),
+    ("o200k_harmony", Family::O200k),
+    ("cl100k_base", Family::Cl100k),
+    ("p50k_base", Family::Gpt2),
+    ("p50k_edit", Family::Gpt2),
+    ("r50k_base", Family::Gpt2),
+];
+
+/// Names of every encoding [`Encoding::new`] accepts.
+pub fn encoding_names() -> impl Iterator<Item = &'static str> {
+    ENCODINGS.iter().map(|(name, _)| *name)
+}
+
+/// The result of counting one text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TokenCount {
+    /// Number of tokens; an upper bound when `exact` is false.
+    pub tokens: usize,
+    /// True when `tokens` equals tiktoken's count for the same encoding.
+    pub exact: bool,
+    /// Cuts made where no exact pre-token boundary existed; each added
+    /// [`BOUNDARY_SLACK`] tokens.
+    pub forced_cuts: usize,
+}
+
+/// Rank table and pattern of one encoding, shared by every [`Encoding`] of that name.
+struct Tables {
+    family: Family,
+    ranks: Ranks,
+}
+
+/// A tokenizer: counts tokens of text for one encoding.
+///
+/// Cloning is cheap and clones share the count cache.
+#[derive(Clone)]
+pub struct Encoding {
+    name: &'static str,
+    tables: &'static Tables,
+    estimate_scale_bp: Option<u32>,
+    chunk_bytes: usize,
+    cache_capacity: usize,
+    cache: Option<Arc<CountCache>>,
+}
+
+impl std::fmt::Debug for Encoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoding")
+            .field("name", &self.name)
+            .field("estimate_scale_bp", &self.estimate_scale_bp)
+            .finish_non_exhaustive()
+    }
+}
+
+fn load_tables(name: &str) -> Result<Tables, TokenError> {
+    let fail = |reason: String| TokenError::RankTable {
+        name: name.to_owned(),
+        reason,
+    };
+    let family = ENCODINGS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| fail("not a shipped encoding".to_owned()))?;
+    let bpe = match name {
+        "o200k_base" => tiktoken_rs::o200k_base(),
+        "o200k_harmony" => tiktoken_rs::o200k_harmony(),
+        "cl100k_base" => tiktoken_rs::cl100k_base(),
+        "p50k_base" => tiktoken_rs::p50k_base(),
+        "p50k_edit" => tiktoken_rs::p50k_edit(),
+        _ => tiktoken_rs::r50k_base(),
+    }
+    .map_err(|e| fail(e.to_string()))?;
+    // tiktoken-rs keeps its encoder private; every rank decodes to its byte string, and
+    // special tokens (which ordinary text never produces) are left out.
+    let special: Vec<&str> = bpe.special_tokens().into_iter().collect();
+    let mut entries = Vec::new();
+    let mut misses = 0u32;
+    let mut rank = 0u32;
+    // Ranks are dense apart from a few reserved ids; stop after a long run of misses.
+    while misses < 4_096 {
+        match bpe.decode_bytes(&[rank]) {
+            Ok(bytes) if !special.iter().any(|s| s.as_bytes() == bytes.as_slice()) => {
+                entries.push((bytes, rank));
+                misses = 0;
+            }
+            _ => misses += 1,
+        }
+        rank += 1;
+    }
+    let ranks = Ranks::new(entries);
+    if ranks.len() < 256 {
+        return Err(fail(format!("only {} ranks decoded", ranks.len())));
+    }
+    unicode::warm_up();
+    Ok(Tables { family, ranks })
+}
+
+/// The shared tables of `name`, loaded on first use.
+fn tables(name: &str) -> Result<(&'static str, &'static Tables), TokenError> {
+    static LOADED: [OnceLock<Result<Tables, TokenError>>; 6] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
+    let Some(index) = ENCODINGS.iter().position(|(n, _)| *n == name) else {
+        return Err(TokenError::UnknownEncoding {
+            name: name.to_owned(),
+            known: encoding_names().collect::<Vec<_>>().join(", "),
+        });
+    };
+    let static_name = ENCODINGS[index].0;
+    match LOADED[index].get_or_init(|| load_tables(static_name)) {
+        Ok(tables) => Ok((static_name, tables)),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+impl Encoding {
+    /// The encoding called `name` (see [`encoding_names`]).
+    ///
+    /// The first call for a name builds its rank table (tens of milliseconds); later
+    /// calls share it.
+    pub fn new(name: &str) -> Result<Encoding, TokenError> {
+        let (name, tables) = tables(name)?;
+        Ok(Encoding {
+            name,
+            tables,
+            estimate_scale_bp: None,
+            chunk_bytes: chunk::CHUNK_BYTES,
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            cache: Some(Arc::new(CountCache::new(DEFAULT_CACHE_CAPACITY))),
+        })
+    }
+
+    /// The encoding that counts tokens for `model`: its real tokenizer when tiktoken
+    /// knows it, or a stated estimate (see [`models::ESTIMATES`]) for families whose
+    /// tokenizer is not public, whose counts then report `exact == false`.
+    pub fn for_model(model: &str) -> Result<Encoding, TokenError> {
+        let found = model_encoding(model).ok_or_else(|| TokenError::UnknownModel {
+            model: model.to_owned(),
+        })?;
+        let mut enc = Encoding::new(found.encoding)?;
+        enc.estimate_scale_bp = found.estimate_scale_bp;
+        Ok(enc)
+    }
+
+    /// The same encoding with a cache of about `capacity` counts (0 disables caching).
+    /// The new cache is not shared with `self`.
+    pub fn with_cache_capacity(mut self, capacity: usize) -> Encoding {
+        self.cache_capacity = capacity;
+        self.cache = (capacity > 0).then(|| Arc::new(CountCache::new(capacity)));
+        self
+    }
+
+    /// The same encoding cutting text into chunks of at most `bytes` (at least 64).
+    /// Smaller chunks mean more forced cuts on text without exact boundaries; this
+    /// exists for tests and experiments, the default suits every real input.
+    /// Counts depend on the chunk size, so the result gets a cache of its own.
+    pub fn with_chunk_bytes(mut self, bytes: usize) -> Encoding {
+        self.chunk_bytes = bytes.max(64);
+        let capacity = self.cache_capacity;
+        self.with_cache_capacity(capacity)
+    }
+
+    /// Name of the encoding, e.g. `"o200k_base"`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The estimate factor in basis points, if counts are estimates for another model.
+    pub fn estimate_scale_bp(&self) -> Option<u32> {
+        self.estimate_scale_bp
+    }
+
+    /// Number of tokens in `text` (an upper bound if a forced cut was needed).
+    pub fn count(&self, text: &str) -> usize {
+        self.count_detail(text).tokens
+    }
+
+    /// Number of tokens in `text`, whether that number is exact, and how many forced
+    /// cuts it needed.
+    pub fn count_detail(&self, text: &str) -> TokenCount {
+        let cache = self.cache.as_ref().filter(|_| text.len() >= CACHE_MIN_BYTES);
+        let key = cache.map(|_| CountCache::key(text));
+        if let (Some(cache), Some(key)) = (cache, key) {
+            if let Some(hit) = cache.get(key) {
+                return self.scaled(hit);
+            }
+        }
+        let raw = self.count_uncached(text);
+        if let (Some(cache), Some(key)) = (cache, key) {
+            cache.insert(key, raw);
+        }
+        self.scaled(raw)
+    }
+
+    /// Counts of many texts, spread over all cores.
+    pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<usize> {
+        texts
+            .par_iter()
+            .with_min_len(8)
+            .map(|t| self.count(t.as_ref()))
+            .collect()
+    }
+
+    /// Tokens of a JSON document: the tokens of its string contents plus one per byte
+    /// of everything else (punctuation, numbers, escapes), and never less than the
+    /// count of the JSON text itself.
+    pub fn count_json(&self, json_text: &str) -> Result<usize, TokenError> {
+        let strings = json::string_contents(json_text)?;
+        let raw_bytes: usize = strings.iter().map(|s| s.len()).sum();
+        let content: usize = strings.iter().map(|s| self.count(s)).sum();
+        let allowance = json_text.len().saturating_sub(raw_bytes);
+        Ok((content + allowance).max(self.count(json_text)))
+    }
+
+    /// Number of counts held in the cache.
+    pub fn cache_len(&self) -> usize {
+        self.cache.as_ref().map_or(0, |c| c.len())
+    }
+
+    /// Empties the cache (shared with clones).
+    pub fn clear_cache(&self) {
+        if let Some(cache) = &self.cache {
+            cache.clear();
+        }
+    }
+
+    fn scaled(&self, raw: TokenCount) -> TokenCount {
+        match self.estimate_scale_bp {
+            None => raw,
+            Some(bp) => TokenCount {
+                tokens: (raw.tokens * bp as usize).div_ceil(10_000),
+                exact: false,
+                forced_cuts: raw.forced_cuts,
+            },
+        }
+    }
+
+    fn count_uncached(&self, text: &str) -> TokenCount {
+        let bytes = text.as_bytes();
+        let family = self.tables.family;
+        let mut scratch = Scratch::default();
+        let mut tokens = 0;
+        let mut forced_cuts = 0;
+        let mut start = 0;
+        while start < bytes.len() {
+            let (end, forced) = chunk::next_cut(family, bytes, start, self.chunk_bytes);
+            tokens += self.count_chunk(&bytes[start..end], &mut scratch);
+            forced_cuts += usize::from(forced);
+            start = end;
+        }
+        TokenCount {
+            tokens: tokens + forced_cuts * BOUNDARY_SLACK,
+            exact: forced_cuts == 0,
+            forced_cuts,
+        }
+    }
+
+    fn count_chunk(&self, chunk: &[u8], scratch: &mut Scratch) -> usize {
+        let family = self.tables.family;
+        let mut tokens = 0;
+        let mut i = 0;
+        while i < chunk.len() {
+            let end = pretokenize::piece_end(family, chunk, i);
+            tokens += self.tables.ranks.count_piece(&chunk[i..end], scratch);
+            i = end;
+        }
+        tokens
+    }
+}
+
+/// Counts `text` with the encoding called `name`.
+pub fn count(name: &str, text: &str) -> Result<usize, TokenError> {
+    Ok(Encoding::new(name)?.count(text))
+}
+
+/// [`Encoding::count_detail`] with the encoding called `name`.
+pub fn count_detail(name: &str, text: &str) -> Result<TokenCount, TokenError> {
+    Ok(Encoding::new(name)?.count_detail(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(name: &str) -> Encoding {
+        Encoding::new(name).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn known_counts() {
+        let o200k = enc("o200k_base");
+        assert_eq!(o200k.count(""), 0);
+        assert_eq!(o200k.count("Hello, world!"), 4);
+        let cl100k = enc("cl100k_base");
+        assert_eq!(cl100k.count("hello world"), 2);
+        assert_eq!(cl100k.count("<|endoftext|>"), 7);
+    }
+
+    #[test]
+    fn unknown_names_are_errors() {
+        assert!(matches!(
+            Encoding::new("nope"),
+            Err(TokenError::UnknownEncoding { .. })
+        ));
+        assert!(matches!(
+            Encoding::for_model("llama-9"),
+            Err(TokenError::UnknownModel { .. })
+        ));
+    }
+
+    #[test]
+    fn estimates_scale_up_and_are_inexact() {
+        let claude = Encoding::for_model("claude-opus-4").unwrap_or_else(|e| panic!("{e}"));
+        let base = enc("cl100k_base");
+        let text = "The quick brown fox jumps over the lazy dog.";
+        let detail = claude.count_detail(text);
+        assert!(!detail.exact);
+        assert_eq!(detail.tokens, (base.count(text) * 13_000).div_ceil(10_000));
+    }
+
+    #[test]
+    fn forced_cuts_add_slack_and_stay_above_truth() {
+        let e = enc("o200k_base");
+        let text = "a".repeat(5_000);
+        let truth = e.clone().with_chunk_bytes(1 << 20).count_detail(&text);
+        assert!(truth.exact);
+        let cut = e.with_chunk_bytes(1_000).count_detail(&text);
+        assert!(!cut.exact);
+        assert!(cut.forced_cuts >= 4);
+        assert!(cut.tokens >= truth.tokens);
+    }
+
+    #[test]
+    fn exact_cuts_change_nothing() {
+        let e = enc("cl100k_base").with_cache_capacity(0);
+        let text = "Some words, and more words.\n  Indented line\n".repeat(200);
+        let whole = e.clone().with_chunk_bytes(1 << 20).count_detail(&text);
+        let chunked = e.with_chunk_bytes(100).count_detail(&text);
+        assert_eq!(whole, chunked);
+        assert!(chunked.exact);
+    }
+
+    #[test]
+    fn cache_hits_return_the_same_count() {
+        let e = enc("o200k_base");
+        let text = "cached ".repeat(50);
+        let first = e.count_detail(&text);
+        assert_eq!(e.cache_len(), 1);
+        assert_eq!(e.count_detail(&text), first);
+        e.clear_cache();
+        assert_eq!(e.cache_len(), 0);
+    }
+
+    #[test]
+    fn count_json_never_undercounts_the_text() {
+        let e = enc("o200k_base");
+        let doc = r#"{"name": "tool", "args": {"path": "/tmp/a b", "n": [1, 2, 3]}}"#;
+        let n = e.count_json(doc).unwrap_or_else(|err| panic!("{err}"));
+        assert!(n >= e.count(doc));
+        assert!(matches!(
+            e.count_json("{not json"),
+            Err(TokenError::InvalidJson { line: 1, .. })
+        ));
+    }
+}

@@ -1,0 +1,319 @@
+//! Hand-written pre-tokenizers, equivalent to tiktoken's split regexes.
+//!
+//! tiktoken splits text with a backtracking regex (fancy-regex) before byte-pair
+//! merging. That regex is the slow part of tiktoken and the part that overflows its
+//! stack on a million spaces. Each function here computes, in one forward pass with no
+//! backtracking, the end of the piece the regex would match at a given offset — the
+//! leftmost-first semantics of every alternative are spelled out next to its code.
+//! Equivalence is checked against tiktoken-rs and Python tiktoken in the tests.
+
+use super::unicode::{class_at, len_before, Class};
+
+/// The three split-pattern families of the encodings tiktoken ships.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// r50k_base, p50k_base, p50k_edit (GPT-2 pattern).
+    Gpt2,
+    /// cl100k_base.
+    Cl100k,
+    /// o200k_base, o200k_harmony.
+    O200k,
+}
+
+/// End (exclusive byte offset) of the piece that starts at `i`; `text` ends where the
+/// regex would see the end of input. `i < text.len()` and `i` is a char boundary.
+#[inline]
+pub(crate) fn piece_end(family: Family, text: &[u8], i: usize) -> usize {
+    match family {
+        Family::Gpt2 => gpt2(text, i),
+        Family::Cl100k => cl100k(text, i),
+        Family::O200k => o200k(text, i),
+    }
+}
+
+/// End of the longest run of characters from `i` whose class satisfies `keep`.
+#[inline]
+fn run(text: &[u8], mut i: usize, keep: impl Fn(Class) -> bool) -> usize {
+    while i < text.len() {
+        let (class, len) = class_at(text, i);
+        if !keep(class) {
+            break;
+        }
+        i += len;
+    }
+    i
+}
+
+/// Class of the character at `i`, or `None` at the end of input.
+#[inline]
+fn class_of(text: &[u8], i: usize) -> Option<Class> {
+    (i < text.len()).then(|| class_at(text, i).0)
+}
+
+/// Length of a contraction (`'s 't 're 've 'm 'll 'd`) starting at `i`, if any.
+///
+/// Case-insensitive matching follows Unicode simple case folding, under which `ſ`
+/// (U+017F LATIN SMALL LETTER LONG S) matches `s`.
+#[inline]
+fn contraction(text: &[u8], i: usize, ignore_case: bool) -> Option<usize> {
+    if text.get(i) != Some(&b'\'') {
+        return None;
+    }
+    let fold = |b: u8| if ignore_case { b.to_ascii_lowercase() } else { b };
+    let at = |k: usize| text.get(i + k).copied().map(fold);
+    match at(1)? {
+        b's' | b'd' | b'm' | b't' => Some(2),
+        b'l' if at(2) == Some(b'l') => Some(3),
+        b'v' | b'r' if at(2) == Some(b'e') => Some(3),
+        0xC5 if ignore_case && text.get(i + 2) == Some(&0xBF) => Some(3),
+        _ => None,
+    }
+}
+
+/// Extent of the whitespace run starting at `i` and the start of its last `\r`/`\n`.
+#[inline]
+fn space_run(text: &[u8], i: usize) -> (usize, Option<usize>) {
+    let mut end = i;
+    let mut last_newline = None;
+    while end < text.len() {
+        let (class, len) = class_at(text, end);
+        match class {
+            Class::Newline => last_newline = Some(end),
+            Class::Space => {}
+            _ => break,
+        }
+        end += len;
+    }
+    (end, last_newline)
+}
+
+/// `\s+(?!\S)` then `\s`, for a whitespace run `[i, end)` that is not followed by the
+/// end of input: greedy `\s+` gives back its last character so that the lookahead sees
+/// whitespace; a run of one character falls through to the single `\s`.
+#[inline]
+fn space_before_word(text: &[u8], i: usize, end: usize) -> usize {
+    let back = end - len_before(text, end);
+    if back > i {
+        back
+    } else {
+        end
+    }
+}
+
+/// `'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s`
+fn gpt2(text: &[u8], i: usize) -> usize {
+    if let Some(len) = contraction(text, i, false) {
+        return i + len;
+    }
+    let (c0, _) = class_at(text, i);
+    // ` ?X++`: the optional space is taken only if an X follows it.
+    let start = if text[i] == b' ' { i + 1 } else { i };
+    let next = if start > i { class_of(text, start) } else { Some(c0) };
+    if let Some(c) = next {
+        if c.is_letter() {
+            return run(text, start, Class::is_letter);
+        }
+        if c == Class::Number {
+            return run(text, start, |c| c == Class::Number);
+        }
+        if c.is_symbol() {
+            return run(text, start, Class::is_symbol);
+        }
+    }
+    // Only whitespace is left: `\s++$`, then `\s+(?!\S)`, then `\s`.
+    let (end, _) = space_run(text, i);
+    if end == text.len() {
+        return end;
+    }
+    space_before_word(text, i, end)
+}
+
+/// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|
+/// ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
+fn cl100k(text: &[u8], i: usize) -> usize {
+    if let Some(len) = contraction(text, i, true) {
+        return i + len;
+    }
+    let (c0, len0) = class_at(text, i);
+    // `[^\r\n\p{L}\p{N}]?+\p{L}++`
+    if c0.is_letter() {
+        return run(text, i, Class::is_letter);
+    }
+    if c0.is_word_prefix() && class_of(text, i + len0).is_some_and(Class::is_letter) {
+        return run(text, i + len0, Class::is_letter);
+    }
+    // `\p{N}{1,3}+`
+    if c0 == Class::Number {
+        return numbers_up_to_three(text, i);
+    }
+    // ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
+    if let Some(end) = symbols(text, i, c0, len0, b"\r\n") {
+        return end;
+    }
+    let (end, last_newline) = space_run(text, i);
+    // `\s++$`
+    if end == text.len() {
+        return end;
+    }
+    // `\s*[\r\n]`: greedy `\s*` backs off to the last newline of the run.
+    if let Some(nl) = last_newline {
+        return nl + 1;
+    }
+    space_before_word(text, i, end)
+}
+
+/// `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+/// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+/// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+fn o200k(text: &[u8], i: usize) -> usize {
+    let (c0, len0) = class_at(text, i);
+    // The optional prefix is greedy: the word is tried after it first, then without it.
+    let with_prefix = c0.is_word_prefix().then_some(i + len0);
+    let starts = [with_prefix, Some(i)];
+    for start in starts.into_iter().flatten() {
+        if let Some(end) = o200k_lower_word(text, start) {
+            return with_contraction(text, end);
+        }
+    }
+    for start in starts.into_iter().flatten() {
+        if class_of(text, start).is_some_and(Class::is_o200k_upper) {
+            // `U+ L*`: when the first alternative failed from this start there is no
+            // lower-class character after the `U` run, so `L*` matches nothing.
+            let end = run(text, start, Class::is_o200k_upper);
+            return with_contraction(text, end);
+        }
+    }
+    if c0 == Class::Number {
+        return numbers_up_to_three(text, i);
+    }
+    if let Some(end) = symbols(text, i, c0, len0, b"\r\n/") {
+        return end;
+    }
+    let (end, last_newline) = space_run(text, i);
+    // `\s*[\r\n]+`: the match ends right after the last newline of the run.
+    if let Some(nl) = last_newline {
+        return nl + 1;
+    }
+    // `\s+(?!\S)` is satisfied by the end of input; otherwise it gives back a character.
+    if end == text.len() {
+        return end;
+    }
+    space_before_word(text, i, end)
+}
+
+/// `U* L+` from `start`, where `U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]` and
+/// `L = [\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
+///
+/// Greedy `U*` takes the whole `U` run `[start, u)`. If the character at `u` is in `L`
+/// (it can only be `Ll`), `L+` continues from there. Otherwise `U*` backs off to the
+/// rightmost character of its run that is also in `L` (`Lm Lo M`), and `L+` takes just
+/// that one character, because everything after it up to `u` is `Lu Lt`.
+#[inline]
+fn o200k_lower_word(text: &[u8], start: usize) -> Option<usize> {
+    let mut pos = start;
+    let mut last_shared_end = None;
+    while pos < text.len() {
+        let (class, len) = class_at(text, pos);
+        if !class.is_o200k_upper() {
+            if class == Class::Lower {
+                return Some(run(text, pos, Class::is_o200k_lower));
+            }
+            break;
+        }
+        pos += len;
+        if class.is_o200k_lower() {
+            last_shared_end = Some(pos);
+        }
+    }
+    last_shared_end
+}
+
+/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)?` after a word.
+#[inline]
+fn with_contraction(text: &[u8], end: usize) -> usize {
+    end + contraction(text, end, true).unwrap_or(0)
+}
+
+/// `\p{N}{1,3}`
+#[inline]
+fn numbers_up_to_three(text: &[u8], i: usize) -> usize {
+    let mut end = i;
+    for _ in 0..3 {
+        match (end < text.len()).then(|| class_at(text, end)) {
+            Some((Class::Number, len)) => end += len,
+            _ => break,
+        }
+    }
+    end
+}
+
+/// ` ?[^\s\p{L}\p{N}]+[tail]*`, if it matches at `i`.
+#[inline]
+fn symbols(text: &[u8], i: usize, c0: Class, len0: usize, tail: &[u8]) -> Option<usize> {
+    let start = if c0.is_symbol() {
+        i
+    } else if text[i] == b' ' && class_of(text, i + len0).is_some_and(Class::is_symbol) {
+        i + len0
+    } else {
+        return None;
+    };
+    let mut end = run(text, start, Class::is_symbol);
+    while end < text.len() && tail.contains(&text[end]) {
+        end += 1;
+    }
+    Some(end)
+}
+
+/// Iterator over the pieces of `text`, as byte ranges.
+#[cfg(test)]
+pub(crate) fn pieces(family: Family, text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if i >= bytes.len() {
+            return None;
+        }
+        let start = i;
+        i = piece_end(family, bytes, i);
+        Some((start, i))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(family: Family, text: &str) -> Vec<&str> {
+        pieces(family, text).map(|(a, b)| &text[a..b]).collect()
+    }
+
+    #[test]
+    fn cl100k_examples() {
+        let f = Family::Cl100k;
+        assert_eq!(split(f, "Hello world"), ["Hello", " world"]);
+        assert_eq!(split(f, "it's   done\n\n  x"), ["it", "'s", "  ", " done", "\n\n", " ", " x"]);
+        assert_eq!(split(f, "a  \n "), ["a", "  \n "]);
+        assert_eq!(split(f, "12345"), ["123", "45"]);
+        assert_eq!(split(f, "x!!\n\ny"), ["x", "!!\n\n", "y"]);
+        assert_eq!(split(f, "'ſ"), ["'ſ"]);
+    }
+
+    #[test]
+    fn o200k_examples() {
+        let f = Family::O200k;
+        assert_eq!(split(f, "HelloWorld"), ["Hello", "World"]);
+        assert_eq!(split(f, "ABCdef"), ["ABCdef"]);
+        assert_eq!(split(f, "ABC def"), ["ABC", " def"]);
+        assert_eq!(split(f, "don't"), ["don't"]);
+        assert_eq!(split(f, "a  \n "), ["a", "  \n", " "]);
+        assert_eq!(split(f, "x!\n/y"), ["x", "!\n/", "y"]);
+    }
+
+    #[test]
+    fn gpt2_examples() {
+        let f = Family::Gpt2;
+        assert_eq!(split(f, "Hello world 123"), ["Hello", " world", " 123"]);
+        assert_eq!(split(f, "a\n\n b"), ["a", "\n\n", " b"]);
+        assert_eq!(split(f, "  "), ["  "]);
+    }
+}

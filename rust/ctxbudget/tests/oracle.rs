@@ -1,0 +1,107 @@
+//! Counts must equal tiktoken-rs (the reference implementation over the same rank
+//! tables) for every encoding, on generated text full of the characters that decide
+//! where tiktoken's regexes split.
+use ctxbudget::Encoding;
+use proptest::prelude::*;
+
+const ENCODINGS: [&str; 6] = [
+    "o200k_base",
+    "o200k_harmony",
+    "cl100k_base",
+    "p50k_base",
+    "p50k_edit",
+    "r50k_base",
+];
+
+fn oracle(name: &str) -> &'static tiktoken_rs::CoreBPE {
+    match name {
+        "o200k_base" => tiktoken_rs::o200k_base_singleton(),
+        "o200k_harmony" => tiktoken_rs::o200k_harmony_singleton(),
+        "cl100k_base" => tiktoken_rs::cl100k_base_singleton(),
+        "p50k_base" => tiktoken_rs::p50k_base_singleton(),
+        "p50k_edit" => tiktoken_rs::p50k_edit_singleton(),
+        _ => tiktoken_rs::r50k_base_singleton(),
+    }
+}
+
+fn ours(name: &str) -> Encoding {
+    match Encoding::new(name) {
+        Ok(e) => e.with_cache_capacity(0),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Characters from every class the scanners distinguish, weighted towards the
+/// boundaries: spaces, newlines, apostrophes, case changes, marks, digits, slashes.
+fn tricky_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        4 => prop::sample::select(vec![
+            ' ', ' ', ' ', '\n', '\r', '\t', '\'', '/', '.', ',', '!', '-', '_', '"', '\\',
+            '\u{3000}', '\u{a0}', '\u{2028}', '\u{85}', '\u{b}', '\u{c}', '\0',
+        ]),
+        4 => prop::sample::select(vec![
+            'a', 'b', 's', 't', 'd', 'm', 'l', 'v', 'e', 'r', 'S', 'T', 'L', 'V', 'E', 'R', 'D',
+            'M', 'A', 'Z', 'ſ', 'K', 'ǅ', 'ʰ', 'é', 'É', 'ß', 'Ω',
+        ]),
+        2 => prop::sample::select(vec![
+            '0', '1', '9', '٣', '½', 'Ⅻ', '²',
+        ]),
+        2 => prop::sample::select(vec![
+            '\u{301}', '\u{308}', '\u{94d}', '中', '文', 'の', 'ア', '한', 'ก', '\u{e31}', 'ה',
+            'ع', '😀', '👍', '\u{200d}', '\u{fe0f}', '\u{fffd}', '€', '→',
+        ]),
+        1 => any::<char>(),
+    ]
+}
+
+fn tricky_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(tricky_char(), 0..80).prop_map(|cs| cs.into_iter().collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn equals_tiktoken_rs(text in tricky_text()) {
+        for name in ENCODINGS {
+            let expected = oracle(name).encode_ordinary(&text).len();
+            let got = ours(name).count_detail(&text);
+            prop_assert!(got.exact);
+            prop_assert_eq!(got.tokens, expected, "{} on {:?}", name, text);
+        }
+    }
+
+    #[test]
+    fn exact_chunking_changes_nothing(text in tricky_text(), reps in 1usize..20, chunk in 64usize..300) {
+        let text = text.repeat(reps);
+        for name in ENCODINGS {
+            let expected = oracle(name).encode_ordinary(&text).len();
+            let got = ours(name).with_chunk_bytes(chunk).count_detail(&text);
+            if got.exact {
+                prop_assert_eq!(got.tokens, expected, "{} chunk {} on {:?}", name, chunk, text);
+            } else {
+                prop_assert!(got.tokens >= expected, "{} chunk {} on {:?}", name, chunk, text);
+            }
+        }
+    }
+}
+
+#[test]
+fn long_pieces_use_the_heap_merge_and_agree() {
+    for name in ENCODINGS {
+        for text in [
+            "a".repeat(3_000),
+            "ab".repeat(1_500),
+            "Zx".repeat(900),
+            "中".repeat(700),
+            "!".repeat(2_000),
+            " ".repeat(2_000),
+            "\n".repeat(2_000),
+            "😀".repeat(500),
+            "é".repeat(900),
+        ] {
+            let expected = oracle(name).encode_ordinary(&text).len();
+            assert_eq!(ours(name).count(&text), expected, "{name} on {:?}…", &text[..8]);
+        }
+    }
+}
