@@ -1,15 +1,27 @@
 # Hand-written stub of the Rust extension module; checked by `python -m mypy.stubtest`.
 from typing import final
 
+__all__ = [
+    "BOUNDARY_SLACK",
+    "DEFAULT_CACHE_SIZE",
+    "Encoding",
+    "__version__",
+    "_panic_for_test",
+    "encoding_names",
+    "model_encoding",
+]
+
 __version__: str
 BOUNDARY_SLACK: int
 DEFAULT_CACHE_SIZE: int
 
 @final
 class Encoding:
-    def __new__(cls, name: str, *, cache_size: int = 16384) -> Encoding: ...
+    def __new__(
+        cls, name: str, *, cache_size: int = ..., chunk_bytes: int | None = None
+    ) -> Encoding: ...
     @staticmethod
-    def for_model(model: str, *, cache_size: int = 16384) -> Encoding: ...
+    def for_model(model: str, *, cache_size: int = ...) -> Encoding: ...
     @property
     def name(self) -> str: ...
     @property

@@ -36,7 +36,7 @@ class CountRow:
 def _read_inputs(files: Sequence[str], use_sample: bool) -> list[tuple[str, str]]:
     inputs: list[tuple[str, str]] = []
     if use_sample:
-        text = resources.files("ctxbudget").joinpath("samples", SAMPLE).read_text("utf-8")
+        text = resources.files("ctxbudget").joinpath("samples").joinpath(SAMPLE).read_text("utf-8")
         inputs.append((f"sample:{SAMPLE}", text))
     for name in files:
         if name == "-":
@@ -113,7 +113,7 @@ def _format_table(rows: Sequence[CountRow]) -> str:
     def fmt(line: Sequence[str]) -> str:
         cells = [
             cell.rjust(w) if i in numeric else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(line, widths))
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
         ]
         return "  ".join(cells).rstrip()
 

@@ -9,9 +9,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use ctxbudget::TokenError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::IntoPyObjectExt;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
+use pyo3::IntoPyObjectExt;
 
 /// The class `name` from `ctxbudget.errors`.
 fn exception_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
@@ -42,10 +42,7 @@ pub(crate) fn token_error(py: Python<'_>, err: TokenError) -> PyErr {
             py,
             "UnknownEncodingError",
             message,
-            &[
-                ("name", obj(py, name)),
-                ("known", known_names(py, &known)),
-            ],
+            &[("name", obj(py, name)), ("known", known_names(py, &known))],
         ),
         TokenError::UnknownModel { model } => raise(
             py,
@@ -57,10 +54,7 @@ pub(crate) fn token_error(py: Python<'_>, err: TokenError) -> PyErr {
             py,
             "InvalidJsonError",
             message,
-            &[
-                ("line", obj(py, line)),
-                ("column", obj(py, column)),
-            ],
+            &[("line", obj(py, line)), ("column", obj(py, column))],
         ),
         _ => raise(py, "TokenizerError", message, &[]),
     }

@@ -18,7 +18,11 @@ use errors::{no_panic, token_error};
 /// (through UTF-16 with `surrogatepass`, which also joins a split surrogate pair).
 fn text_of<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, str>> {
     let Ok(s) = obj.cast::<PyString>() else {
-        let kind = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        let kind = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
         let hint = if kind == "bytes" || kind == "bytearray" {
             "; decode it first, e.g. data.decode(\"utf-8\")"
         } else {
@@ -47,13 +51,23 @@ struct PyEncoding {
 
 #[pymethods]
 impl PyEncoding {
+    /// `chunk_bytes` overrides the chunk bound; it exists for tests of forced cuts.
     #[new]
-    #[pyo3(signature = (name, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY))]
-    fn new(py: Python<'_>, name: &str, cache_size: usize) -> PyResult<Self> {
+    #[pyo3(signature = (name, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY, chunk_bytes = None))]
+    fn new(
+        py: Python<'_>,
+        name: &str,
+        cache_size: usize,
+        chunk_bytes: Option<usize>,
+    ) -> PyResult<Self> {
         let inner = no_panic(py, "loading the encoding", || {
             py.detach(|| Encoding::new(name))
         })?
         .map_err(|e| token_error(py, e))?;
+        let inner = match chunk_bytes {
+            Some(bytes) => inner.with_chunk_bytes(bytes),
+            None => inner,
+        };
         Ok(PyEncoding {
             inner: inner.with_cache_capacity(cache_size),
         })
@@ -88,9 +102,15 @@ impl PyEncoding {
     }
 
     /// `(tokens, exact, forced_cuts)`.
-    fn count_detail(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<(usize, bool, usize)> {
+    fn count_detail(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+    ) -> PyResult<(usize, bool, usize)> {
         let text = text_of(text, "count_detail()")?;
-        let c = no_panic(py, "count_detail()", || py.detach(|| self.inner.count_detail(&text)))?;
+        let c = no_panic(py, "count_detail()", || {
+            py.detach(|| self.inner.count_detail(&text))
+        })?;
         Ok((c.tokens, c.exact, c.forced_cuts))
     }
 
@@ -108,13 +128,17 @@ impl PyEncoding {
         for (i, item) in items.iter().enumerate() {
             owned.push(text_of(item, &format!("count_many() item {i}"))?);
         }
-        no_panic(py, "count_many()", || py.detach(|| self.inner.count_many(&owned)))
+        no_panic(py, "count_many()", || {
+            py.detach(|| self.inner.count_many(&owned))
+        })
     }
 
     fn count_json(&self, py: Python<'_>, json_text: &Bound<'_, PyAny>) -> PyResult<usize> {
         let text = text_of(json_text, "count_json()")?;
-        no_panic(py, "count_json()", || py.detach(|| self.inner.count_json(&text)))?
-            .map_err(|e| token_error(py, e))
+        no_panic(py, "count_json()", || {
+            py.detach(|| self.inner.count_json(&text))
+        })?
+        .map_err(|e| token_error(py, e))
     }
 
     fn cache_len(&self) -> usize {
@@ -146,7 +170,9 @@ fn model_encoding(model: &str) -> Option<(&'static str, Option<u32>)> {
 /// panic crosses into Python.
 #[pyfunction]
 fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
-    no_panic(py, "_panic_for_test()", || py.detach(|| panic!("deliberate test panic")))
+    no_panic(py, "_panic_for_test()", || {
+        py.detach(|| panic!("deliberate test panic"))
+    })
 }
 
 #[pymodule]

@@ -10,7 +10,9 @@ fn corpus() -> String {
             "Line {i}: The agent read `src/main.rs`, found {} TODOs, and wrote a 漢字 note 🙂.\n",
             i % 17
         ));
-        text.push_str("    fn handle(&mut self, req: Request) -> Result<Response, Error> { todo!() }\n");
+        text.push_str(
+            "    fn handle(&mut self, req: Request) -> Result<Response, Error> { todo!() }\n",
+        );
     }
     text
 }

@@ -101,7 +101,12 @@ fn long_pieces_use_the_heap_merge_and_agree() {
             "é".repeat(900),
         ] {
             let expected = oracle(name).encode_ordinary(&text).len();
-            assert_eq!(ours(name).count(&text), expected, "{name} on {:?}…", &text[..8]);
+            assert_eq!(
+                ours(name).count(&text),
+                expected,
+                "{name} on {:?}…",
+                &text[..8]
+            );
         }
     }
 }

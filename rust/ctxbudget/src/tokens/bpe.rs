@@ -107,7 +107,11 @@ impl Ranks {
     fn merge_heap(&self, piece: &[u8], scratch: &mut Scratch) -> usize {
         let n = piece.len();
         let Scratch {
-            next, prev, rank, heap, ..
+            next,
+            prev,
+            rank,
+            heap,
+            ..
         } = scratch;
         next.clear();
         prev.clear();
@@ -182,7 +186,8 @@ mod tests {
 
     fn toy() -> Ranks {
         // Single bytes first (as in every tiktoken table), then merges.
-        let mut entries: Vec<(Vec<u8>, u32)> = (0u8..=255).map(|b| (vec![b], u32::from(b))).collect();
+        let mut entries: Vec<(Vec<u8>, u32)> =
+            (0u8..=255).map(|b| (vec![b], u32::from(b))).collect();
         for (i, s) in ["ab", "bc", "abc", "aa", "aaaa", "cd"].iter().enumerate() {
             entries.push((s.as_bytes().to_vec(), 256 + i as u32));
         }
@@ -193,7 +198,14 @@ mod tests {
     fn heap_and_quadratic_agree() {
         let ranks = toy();
         let mut scratch = Scratch::default();
-        let samples = ["abcd", "aaaaaaa", "abcabcabc", "bcabcaab", "aaaaabcdcdab", "zzzz"];
+        let samples = [
+            "abcd",
+            "aaaaaaa",
+            "abcabcabc",
+            "bcabcaab",
+            "aaaaabcdcdab",
+            "zzzz",
+        ];
         for s in samples {
             let q = ranks.merge_quadratic(s.as_bytes(), &mut Vec::new());
             let h = ranks.merge_heap(s.as_bytes(), &mut scratch);

@@ -114,7 +114,7 @@ mod tests {
         let (p, forced) = next_cut(Family::O200k, text.as_bytes(), 0, 32);
         assert!(forced);
         assert!(text.is_char_boundary(p));
-        assert!(p <= 32 && p >= 30);
+        assert!((30..=32).contains(&p));
     }
 
     #[test]

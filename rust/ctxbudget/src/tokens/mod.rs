@@ -232,7 +232,10 @@ impl Encoding {
     /// Number of tokens in `text`, whether that number is exact, and how many forced
     /// cuts it needed.
     pub fn count_detail(&self, text: &str) -> TokenCount {
-        let cache = self.cache.as_ref().filter(|_| text.len() >= CACHE_MIN_BYTES);
+        let cache = self
+            .cache
+            .as_ref()
+            .filter(|_| text.len() >= CACHE_MIN_BYTES);
         let key = cache.map(|_| CountCache::key(text));
         if let (Some(cache), Some(key)) = (cache, key) {
             if let Some(hit) = cache.get(key) {

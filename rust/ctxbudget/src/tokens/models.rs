@@ -151,6 +151,9 @@ mod tests {
         assert_eq!(bedrock, Some("cl100k_base"));
         let gemini = model_encoding("models/gemini-2.5-pro").unwrap_or_else(|| panic!("gemini"));
         assert_eq!(gemini.estimate_scale_bp, Some(11_000));
-        assert_eq!(model_encoding("gpt-4o").and_then(|e| e.estimate_scale_bp), None);
+        assert_eq!(
+            model_encoding("gpt-4o").and_then(|e| e.estimate_scale_bp),
+            None
+        );
     }
 }

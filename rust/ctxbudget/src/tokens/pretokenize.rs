@@ -59,7 +59,13 @@ fn contraction(text: &[u8], i: usize, ignore_case: bool) -> Option<usize> {
     if text.get(i) != Some(&b'\'') {
         return None;
     }
-    let fold = |b: u8| if ignore_case { b.to_ascii_lowercase() } else { b };
+    let fold = |b: u8| {
+        if ignore_case {
+            b.to_ascii_lowercase()
+        } else {
+            b
+        }
+    };
     let at = |k: usize| text.get(i + k).copied().map(fold);
     match at(1)? {
         b's' | b'd' | b'm' | b't' => Some(2),
@@ -108,7 +114,11 @@ fn gpt2(text: &[u8], i: usize) -> usize {
     let (c0, _) = class_at(text, i);
     // ` ?X++`: the optional space is taken only if an X follows it.
     let start = if text[i] == b' ' { i + 1 } else { i };
-    let next = if start > i { class_of(text, start) } else { Some(c0) };
+    let next = if start > i {
+        class_of(text, start)
+    } else {
+        Some(c0)
+    };
     if let Some(c) = next {
         if c.is_letter() {
             return run(text, start, Class::is_letter);
@@ -291,7 +301,10 @@ mod tests {
     fn cl100k_examples() {
         let f = Family::Cl100k;
         assert_eq!(split(f, "Hello world"), ["Hello", " world"]);
-        assert_eq!(split(f, "it's   done\n\n  x"), ["it", "'s", "  ", " done", "\n\n", " ", " x"]);
+        assert_eq!(
+            split(f, "it's   done\n\n  x"),
+            ["it", "'s", "  ", " done", "\n\n", " ", " x"]
+        );
         assert_eq!(split(f, "a  \n "), ["a", "  \n "]);
         assert_eq!(split(f, "12345"), ["123", "45"]);
         assert_eq!(split(f, "x!!\n\ny"), ["x", "!!\n\n", "y"]);

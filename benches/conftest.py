@@ -1,0 +1,54 @@
+"""Benchmark fixtures: one corpus for every side-by-side measure."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(REPO.parent / "shared" / "tiktoken-cache"))
+
+SHORT = os.environ.get("CTXBUDGET_BENCH_SHORT") == "1"
+CORPUS_BYTES = (2 if SHORT else 8) << 20
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "full_only: skipped in --short mode")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if SHORT:
+        skip = pytest.mark.skip(reason="full mode only")
+        for item in items:
+            if "full_only" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def corpus() -> list[str]:
+    """Python standard library sources, in a fixed order, up to CORPUS_BYTES."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    texts: list[str] = []
+    total = 0
+    for path in sorted(root.rglob("*.py")):
+        if "site-packages" in path.parts or "test" in path.parts:
+            continue
+        try:
+            text = path.read_text("utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        texts.append(text)
+        total += len(text.encode())
+        if total >= CORPUS_BYTES:
+            break
+    return texts
+
+
+@pytest.fixture(scope="session")
+def tiktoken_encodings():  # type: ignore[no-untyped-def]
+    import tiktoken
+
+    return {name: tiktoken.get_encoding(name) for name in ("o200k_base", "cl100k_base")}

@@ -1,0 +1,141 @@
+"""Run the benchmarks and print the side-by-side ratio tables (Markdown).
+
+    python benches/run.py            # full run: the figures in benches/README.md
+    python benches/run.py --short    # CI: smaller corpus, fewer rounds, same tables
+
+Benchmarks print; they never fail on timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _run_pytest(short: bool, out: Path, extra: list[str]) -> None:
+    env = dict(os.environ, CTXBUDGET_BENCH_SHORT="1" if short else "0")
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(HERE),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--benchmark-json={out}",
+        "--benchmark-disable-gc",
+        "--benchmark-columns=min,median,rounds",
+        "--benchmark-sort=name",
+        "--benchmark-min-rounds=3" if short else "--benchmark-min-rounds=5",
+        "--benchmark-max-time=0.5" if short else "--benchmark-max-time=2.0",
+        *extra,
+    ]
+    subprocess.run(cmd, check=True, env=env, cwd=HERE.parent)
+
+
+def _mib_s(nbytes: int, seconds: float) -> str:
+    return f"{nbytes / seconds / 2**20:,.1f}"
+
+
+def _tables(data: dict[str, Any]) -> str:
+    by_measure: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for b in data["benchmarks"]:
+        info = b["extra_info"]
+        key = info["impl"] + (f"@{info['mib']}" if "mib" in info else "")
+        by_measure[info["measure"]][key] = {"stats": b["stats"], **info}
+
+    lines: list[str] = []
+    lines += [
+        "| measure | ctxbudget | baseline | ratio (baseline time / ctxbudget time) |",
+        "|---|---|---|---|",
+    ]
+    for measure, impls in by_measure.items():
+        if measure.startswith("pathological") or measure.startswith("recount"):
+            continue
+        ours = next(v for k, v in impls.items() if k.startswith("ctxbudget"))
+        base = impls["tiktoken"]
+        t_ours, t_base = ours["stats"]["median"], base["stats"]["median"]
+        lines.append(
+            f"| {measure} | {_mib_s(ours['bytes'], t_ours)} MiB/s | tiktoken "
+            f"{_mib_s(base['bytes'], t_base)} MiB/s | **{t_base / t_ours:.2f}×** |"
+        )
+
+    for measure, impls in by_measure.items():
+        if not measure.startswith("recount"):
+            continue
+        cold = impls["cold count"]["stats"]["median"]
+        warm = impls["recount after append"]["stats"]["median"]
+        lines += [
+            "",
+            "| recount of a 200-message request (~300 KiB) after appending one | median |",
+            "|---|---|",
+            f"| cold count (cache empty) | {cold * 1e3:.3f} ms |",
+            f"| recount after append (200 cached + 1 new) | {warm * 1e3:.3f} ms |",
+            f"| recount / cold | **{warm / cold * 100:.1f}%** |",
+        ]
+
+    patho = {m: v for m, v in by_measure.items() if m.startswith("pathological")}
+    if patho:
+        lines += [
+            "",
+            "| input (o200k_base) | MiB | ctxbudget s/MiB | exact? | tiktoken s/MiB |",
+            "|---|---|---|---|---|",
+        ]
+        for measure, impls in patho.items():
+            per_mib = []
+            sizes = sorted({v["mib"] for v in impls.values()})
+            for mib in sizes:
+                ours = impls.get(f"ctxbudget@{mib}")
+                theirs = impls.get(f"tiktoken@{mib}")
+                ours_cell, exact_cell = "-", "-"
+                if ours:
+                    exact_cell = "exact" if ours.get("exact") else "upper bound"
+                    spm = ours["stats"]["min"] / mib
+                    per_mib.append(spm)
+                    ours_cell = f"{spm:.3f}"
+                theirs_cell = "-"
+                if theirs:
+                    outcome = json.loads(theirs.get("outcome", "{}"))
+                    if "seconds" in outcome:
+                        theirs_cell = f"{outcome['seconds'] / mib:.3f}"
+                    else:
+                        theirs_cell = f"fails: {outcome.get('failure', '?')}"
+                label = measure.removeprefix("pathological ").removesuffix(", o200k_base")
+                lines.append(f"| {label} | {mib} | {ours_cell} | {exact_cell} | {theirs_cell} |")
+            if len(per_mib) > 1:
+                spread = max(per_mib) / min(per_mib)
+                lines.append(f"| {label}: slowest / fastest s/MiB | | **{spread:.2f}×** | | |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--short", action="store_true", help="CI mode: small and quick")
+    parser.add_argument("--json", type=Path, help="keep the raw pytest-benchmark JSON here")
+    args, extra = parser.parse_known_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = args.json or Path(tmp) / "bench.json"
+        _run_pytest(args.short, out, extra)
+        data = json.loads(out.read_text())
+    machine = data.get("machine_info", {})
+    print()
+    mode = "short" if args.short else "full"
+    cpu = machine.get("cpu", {}).get("brand_raw", "?")
+    python = machine.get("python_version", "?")
+    print(f"## Results ({mode} mode; {cpu}, {os.cpu_count()} cores, Python {python})")
+    print()
+    print(_tables(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
