@@ -4,11 +4,14 @@
 //! must be exact and fast, usable from Rust without Python:
 //!
 //! - [`tokens`]: exact, linear-time token counting over tiktoken's encodings.
+//! - [`history`]: the crash-safe JSONL transcript store (framed O(batch) appends,
+//!   cross-process lock, receipts, recovery).
 //!
 //! The Python package `ctxbudget` wraps this crate and adds policy, settings and tools.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod history;
 pub mod tokens;
 
 pub use tokens::{Encoding, TokenCount, TokenError};

@@ -1,0 +1,84 @@
+//! Errors of the transcript store.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything that can go wrong in the transcript store. Messages name the file and
+/// say what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistoryError {
+    /// Another writer held the history lock for longer than the wait bound.
+    #[error(
+        "timed out after {waited:?} waiting for the history lock {path}; another process \
+         is writing this workspace — retry, or find the process holding the lock"
+    )]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// The transcript is damaged before its last valid commit; writes are refused so that
+    /// nothing acknowledged is overwritten.
+    #[error(
+        "history {path} is damaged at byte {offset} (line {line}): {reason}; writes are \
+         refused to protect acknowledged rows — inspect it with `ctxbudget history verify`, \
+         keep a copy, and repair it by hand"
+    )]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damage.
+        offset: u64,
+        /// 1-based line of the damage.
+        line: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+    /// A row given to `append` is malformed.
+    #[error("row {index}: field {field:?} {reason}")]
+    InvalidRow {
+        /// Position of the row in the batch.
+        index: usize,
+        /// The offending field, e.g. `parts[2].type`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An argument other than a row is invalid.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A filesystem operation failed.
+    #[error("{op} {path} failed: {source}")]
+    Io {
+        /// What we were doing, e.g. "fdatasync".
+        op: &'static str,
+        /// The file involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl HistoryError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        HistoryError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn row(index: usize, field: impl Into<String>, reason: impl Into<String>) -> Self {
+        HistoryError::InvalidRow {
+            index,
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Result alias of the store.
+pub type Result<T, E = HistoryError> = std::result::Result<T, E>;

@@ -1,0 +1,371 @@
+//! Batch framing and the scanner that tells acknowledged data from a torn tail.
+//!
+//! A batch on disk is a header line, its row lines, and a commit line:
+//!
+//! ```text
+//! {"batch":{"epoch":7,"first":12,"last":14}}
+//! {"seq":12,...}
+//! {"seq":13,...}
+//! {"seq":14,...}
+//! {"commit":{"epoch":7,"first":12,"last":14,"len":812,"crc":3735928559}}
+//! ```
+//!
+//! `len` and `crc` (CRC-32C) cover the header and row lines. The whole batch is one
+//! `write`, so a crash leaves a prefix of it: a header with no valid commit at the end of
+//! the file is a torn tail, never shown. Lines outside any batch (older or externally
+//! written histories) are rows as they stand. A batch that fails to validate and is
+//! followed by more data is damage: acknowledged data may be at risk, so writers refuse.
+
+use serde::Deserialize;
+
+const HEADER_PREFIX: &[u8] = b"{\"batch\":";
+const COMMIT_PREFIX: &[u8] = b"{\"commit\":";
+
+/// Header line of a batch.
+pub(crate) fn header_line(epoch: u64, first: u64, last: u64) -> String {
+    format!("{{\"batch\":{{\"epoch\":{epoch},\"first\":{first},\"last\":{last}}}}}\n")
+}
+
+/// Commit line closing a batch whose header and rows are `framed`.
+pub(crate) fn commit_line(epoch: u64, first: u64, last: u64, framed: &[u8]) -> (String, u32) {
+    let crc = crc32c::crc32c(framed);
+    let line = format!(
+        "{{\"commit\":{{\"epoch\":{epoch},\"first\":{first},\"last\":{last},\"len\":{},\"crc\":{crc}}}}}\n",
+        framed.len()
+    );
+    (line, crc)
+}
+
+#[derive(Deserialize)]
+struct HeaderLine {
+    batch: Header,
+}
+
+#[derive(Deserialize)]
+struct Header {
+    first: u64,
+    last: u64,
+}
+
+#[derive(Deserialize)]
+struct CommitLine {
+    commit: Commit,
+}
+
+#[derive(Deserialize)]
+struct Commit {
+    first: u64,
+    last: u64,
+    len: u64,
+    crc: u32,
+}
+
+/// The fields of a row the store itself reads back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RowHead {
+    pub seq: u64,
+    pub kind: String,
+    pub role: Option<String>,
+    pub window: Option<String>,
+    pub boundary_kind: Option<String>,
+    pub rollover_id: Option<String>,
+    pub retracts: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct RawHead<'a> {
+    seq: u64,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    role: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    window: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    meta: Option<RawMeta>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawMeta {
+    #[serde(default)]
+    boundary_kind: Option<String>,
+    #[serde(default)]
+    rollover_id: Option<String>,
+    #[serde(default)]
+    retracts: Option<u64>,
+}
+
+/// Parses what the store needs from a row line; `None` if it is not a row.
+pub(crate) fn parse_head(line: &[u8]) -> Option<RowHead> {
+    let raw: RawHead<'_> = serde_json::from_slice(line).ok()?;
+    let meta = raw.meta.unwrap_or_default();
+    Some(RowHead {
+        seq: raw.seq,
+        kind: raw.kind.into_owned(),
+        role: raw.role.map(|r| r.into_owned()),
+        window: raw.window.map(|w| w.into_owned()),
+        boundary_kind: meta.boundary_kind,
+        rollover_id: meta.rollover_id,
+        retracts: meta.retracts,
+    })
+}
+
+/// Whether `line` looks like a reset boundary, even if it does not fully parse: such a
+/// line is a privacy floor (fail closed).
+pub(crate) fn looks_like_reset(line: &[u8]) -> bool {
+    let has = |needle: &[u8]| line.windows(needle.len()).any(|w| w == needle);
+    has(b"\"boundary\"") && has(b"\"reset\"")
+}
+
+/// One row line found by the scanner.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    /// Byte offset of the line in its file.
+    pub offset: u64,
+    /// Length of the line without its newline.
+    pub len: u32,
+    /// Parsed head, or `None` for a malformed line.
+    pub head: Option<RowHead>,
+    /// Malformed but shaped like a reset boundary.
+    pub reset_like: bool,
+}
+
+/// Damage found before the end of the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Damage {
+    pub offset: u64,
+    pub line: u64,
+    pub reason: String,
+}
+
+/// Everything a scan of one file found.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scan {
+    /// Committed rows (framed or legacy), in file order.
+    pub entries: Vec<Entry>,
+    /// End of the last committed line; everything after it is a torn tail.
+    pub committed_end: u64,
+    /// Number of lines up to `committed_end`.
+    pub lines: u64,
+    /// CRC of the last commit line, if any.
+    pub last_crc: Option<u32>,
+    /// `[start, end)` byte range of each committed batch, for rotation cuts.
+    pub batch_ranges: Vec<(u64, u64)>,
+    /// Number of committed batches.
+    pub batches: u64,
+    /// Legacy (unframed) rows.
+    pub legacy_rows: u64,
+    /// Malformed lines kept as they are.
+    pub malformed: u64,
+    /// First damaged batch, if any.
+    pub damage: Option<Damage>,
+    /// Bytes after `committed_end`.
+    pub torn_bytes: u64,
+}
+
+struct Open {
+    offset: u64,
+    line: u64,
+    first: u64,
+    last: u64,
+    rows: Vec<Entry>,
+}
+
+/// Scans `bytes`, which start at byte `base` (line `base_line`) of their file.
+pub(crate) fn scan(bytes: &[u8], base: u64, base_line: u64) -> Scan {
+    let mut out = Scan {
+        committed_end: base,
+        lines: base_line,
+        ..Scan::default()
+    };
+    let mut open: Option<Open> = None;
+    let mut pos = 0usize;
+    let mut line_no = base_line;
+    while pos < bytes.len() {
+        let Some(nl) = memchr::memchr(b'\n', &bytes[pos..]) else {
+            break; // an unterminated last line is never committed
+        };
+        let line = &bytes[pos..pos + nl];
+        let offset = base + pos as u64;
+        let next = pos + nl + 1;
+        line_no += 1;
+        if line.starts_with(HEADER_PREFIX) {
+            if let Some(prev) = open.take() {
+                note_damage(&mut out, prev.offset, prev.line, "batch has no commit line");
+            }
+            match serde_json::from_slice::<HeaderLine>(line) {
+                Ok(h) => {
+                    open = Some(Open {
+                        offset,
+                        line: line_no,
+                        first: h.batch.first,
+                        last: h.batch.last,
+                        rows: Vec::new(),
+                    })
+                }
+                Err(_) => note_damage(&mut out, offset, line_no, "unreadable batch header"),
+            }
+        } else if line.starts_with(COMMIT_PREFIX) {
+            match open.take() {
+                Some(batch) => {
+                    let framed = &bytes[(batch.offset - base) as usize..pos];
+                    match validate(&batch, framed, line) {
+                        Ok(crc) => {
+                            out.batch_ranges.push((batch.offset, base + next as u64));
+                            out.entries.extend(batch.rows);
+                            out.batches += 1;
+                            out.last_crc = Some(crc);
+                            out.committed_end = base + next as u64;
+                            out.lines = line_no;
+                        }
+                        Err(reason) => note_damage(&mut out, batch.offset, batch.line, &reason),
+                    }
+                }
+                None => {
+                    // A commit line with no batch: keep it as a malformed line.
+                    out.malformed += 1;
+                    out.committed_end = base + next as u64;
+                    out.lines = line_no;
+                }
+            }
+        } else {
+            let head = parse_head(line);
+            let entry = Entry {
+                offset,
+                len: nl as u32,
+                reset_like: head.is_none() && looks_like_reset(line),
+                head,
+            };
+            match open.as_mut() {
+                Some(batch) => batch.rows.push(entry),
+                None => {
+                    if entry.head.is_some() {
+                        out.legacy_rows += 1;
+                    } else {
+                        out.malformed += 1;
+                    }
+                    out.entries.push(entry);
+                    out.committed_end = base + next as u64;
+                    out.lines = line_no;
+                }
+            }
+        }
+        pos = next;
+    }
+    // Damage is only damage if acknowledged data follows it; a bad last batch is torn.
+    if let Some(d) = &out.damage {
+        if d.offset >= out.committed_end {
+            out.damage = None;
+        }
+    }
+    out.torn_bytes = base + bytes.len() as u64 - out.committed_end;
+    out
+}
+
+fn note_damage(out: &mut Scan, offset: u64, line: u64, reason: &str) {
+    if out.damage.is_none() {
+        out.damage = Some(Damage {
+            offset,
+            line,
+            reason: reason.to_owned(),
+        });
+    }
+}
+
+fn validate(batch: &Open, framed: &[u8], commit: &[u8]) -> Result<u32, String> {
+    let c: CommitLine =
+        serde_json::from_slice(commit).map_err(|_| "unreadable commit line".to_owned())?;
+    let c = c.commit;
+    if c.len != framed.len() as u64 {
+        return Err(format!(
+            "commit says {} bytes, batch has {}",
+            c.len,
+            framed.len()
+        ));
+    }
+    let crc = crc32c::crc32c(framed);
+    if crc != c.crc {
+        return Err(format!("CRC-32C mismatch (stored {}, computed {crc})", c.crc));
+    }
+    let seqs: Vec<u64> = batch.rows.iter().filter_map(|r| r.head.as_ref().map(|h| h.seq)).collect();
+    let expected: Vec<u64> = (c.first..=c.last).collect();
+    if c.first != batch.first || c.last != batch.last || seqs != expected {
+        return Err("commit sequence range does not match its rows".to_owned());
+    }
+    Ok(crc)
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(epoch: u64, first: u64, rows: &[&str]) -> Vec<u8> {
+        let last = first + rows.len() as u64 - 1;
+        let mut framed = header_line(epoch, first, last).into_bytes();
+        for (i, r) in rows.iter().enumerate() {
+            framed.extend(format!("{{\"seq\":{},\"kind\":\"message\",\"x\":{r:?}}}\n", first + i as u64).bytes());
+        }
+        let (commit, _) = commit_line(epoch, first, last, &framed);
+        framed.extend(commit.bytes());
+        framed
+    }
+
+    #[test]
+    fn committed_batches_and_torn_tail() {
+        let mut file = batch(1, 1, &["a", "b"]);
+        let good = file.len() as u64;
+        let second = batch(1, 3, &["c"]);
+        for cut in 0..second.len() {
+            let mut f = file.clone();
+            f.extend(&second[..cut]);
+            let s = scan(&f, 0, 0);
+            assert_eq!(s.committed_end, good, "cut {cut}");
+            assert_eq!(s.entries.len(), 2);
+            assert!(s.damage.is_none());
+            assert_eq!(s.torn_bytes, cut as u64);
+        }
+        file.extend(&second);
+        let s = scan(&file, 0, 0);
+        assert_eq!(s.entries.len(), 3);
+        assert_eq!(s.batches, 2);
+        assert_eq!(s.torn_bytes, 0);
+    }
+
+    #[test]
+    fn damage_before_last_commit_is_reported() {
+        let mut file = batch(1, 1, &["a"]);
+        let flip = 30;
+        file[flip] ^= 0x01;
+        file.extend(batch(1, 2, &["b"]));
+        let s = scan(&file, 0, 0);
+        assert!(s.damage.is_some());
+        assert_eq!(s.entries.len(), 1);
+    }
+
+    #[test]
+    fn legacy_lines_are_rows() {
+        let file = b"{\"seq\":1,\"kind\":\"message\"}\nnot json\n{\"seq\":2,\"kind\":\"boundary\",\"meta\":{\"boundary_kind\":\"reset\"}}\n";
+        let s = scan(file, 0, 0);
+        assert_eq!(s.entries.len(), 3);
+        assert_eq!(s.legacy_rows, 2);
+        assert_eq!(s.malformed, 1);
+        assert_eq!(s.torn_bytes, 0);
+    }
+}
+
+impl Scan {
+    /// Appends the scan of the bytes that followed `self.committed_end`.
+    pub(crate) fn absorb(&mut self, next: Scan) {
+        self.entries.extend(next.entries);
+        self.committed_end = next.committed_end;
+        self.lines = next.lines;
+        self.last_crc = next.last_crc.or(self.last_crc);
+        self.batch_ranges.extend(next.batch_ranges);
+        self.batches += next.batches;
+        self.legacy_rows += next.legacy_rows;
+        self.malformed += next.malformed;
+        self.damage = self.damage.take().or(next.damage);
+        self.torn_bytes = next.torn_bytes;
+    }
+}

@@ -1,0 +1,135 @@
+//! The history lock: an in-process mutex plus an exclusive `flock` on `<ws>/history/lock`.
+//!
+//! `flock` serializes processes (and interoperates with Python's `filelock` on the same
+//! path); the mutex serializes threads of this process, which would otherwise each open
+//! the file and contend through the kernel. The lock file is never truncated or
+//! unlinked. After acquiring, we check that the file we locked is still the one at the
+//! path: if someone replaced it, our lock protects nothing and we start over.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::error::{HistoryError, Result};
+
+/// Default bound on waiting for the lock.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A per-path token: `true` while some thread of this process holds that lock.
+type Token = Arc<(Mutex<bool>, std::sync::Condvar)>;
+
+fn token(path: &Path) -> Token {
+    static TOKENS: OnceLock<Mutex<HashMap<PathBuf, Token>>> = OnceLock::new();
+    let mut map = TOKENS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    map.entry(path.to_path_buf()).or_default().clone()
+}
+
+/// Held lock; released on drop.
+pub(crate) struct HistoryLock {
+    token: Token,
+    _file: File,
+}
+
+impl Drop for HistoryLock {
+    fn drop(&mut self) {
+        // The flock goes with the file descriptor; then wake one waiting thread.
+        let (held, cv) = &*self.token;
+        *held.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        cv.notify_one();
+    }
+}
+
+impl HistoryLock {
+    /// Acquires the lock at `path`, waiting at most `timeout`.
+    pub(crate) fn acquire(path: &Path, timeout: Duration) -> Result<HistoryLock> {
+        let start = Instant::now();
+        let timed_out = || HistoryError::LockTimeout {
+            path: path.to_path_buf(),
+            waited: start.elapsed(),
+        };
+        let token = token(path);
+        {
+            let (held, cv) = &*token;
+            let mut guard = held.lock().unwrap_or_else(|e| e.into_inner());
+            while *guard {
+                let left = timeout.checked_sub(start.elapsed()).ok_or_else(timed_out)?;
+                guard = cv
+                    .wait_timeout(guard, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            *guard = true;
+        }
+        // From here on the token is ours; give it back on every early return.
+        let release = |err: HistoryError| {
+            let (held, cv) = &*token;
+            *held.lock().unwrap_or_else(|e| e.into_inner()) = false;
+            cv.notify_one();
+            err
+        };
+        let mut pause = Duration::from_micros(200);
+        loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(|e| release(HistoryError::io("open lock file", path, e)))?;
+            match file.try_lock() {
+                Ok(()) => {
+                    if still_at_path(&file, path) {
+                        return Ok(HistoryLock {
+                            token: token.clone(),
+                            _file: file,
+                        });
+                    }
+                    // Replaced while we waited: lock the new file instead.
+                    continue;
+                }
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Error(e)) => {
+                    return Err(release(HistoryError::io("flock", path, e)));
+                }
+            }
+            if start.elapsed() >= timeout {
+                return Err(release(timed_out()));
+            }
+            thread::sleep(pause.min(timeout.saturating_sub(start.elapsed())));
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+fn still_at_path(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_acquire_times_out_then_succeeds_after_release() {
+        let dir = std::env::temp_dir().join(format!("ctxb-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.join("lock");
+        let held = HistoryLock::acquire(&path, Duration::from_secs(1)).unwrap_or_else(|e| panic!("{e}"));
+        let p2 = path.clone();
+        let waiter = thread::spawn(move || HistoryLock::acquire(&p2, Duration::from_millis(50)).is_err());
+        assert!(waiter.join().unwrap_or(false));
+        drop(held);
+        assert!(HistoryLock::acquire(&path, Duration::from_millis(200)).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,1139 @@
+//! Crash-safe JSONL transcript store (SPEC §5).
+//!
+//! ```text
+//! <ws>/history/chat.jsonl          rows of the open windows
+//! <ws>/history/chat-archive.jsonl  whole windows rotated out of chat.jsonl
+//! <ws>/history/receipt.json        append receipt, at most 4 KiB
+//! <ws>/history/lock                cross-process lock file; never truncated or unlinked
+//! <ws>/history/recovered/          bytes recovery took out of a file; never deleted
+//! ```
+//!
+//! An append writes one framed batch (see [`frame`](self) docs in `frame.rs`) with one
+//! `write` and one `fdatasync`: O(batch), whatever the size of the file. Every other
+//! mutation (recovery, rotation) publishes a durable `pending` receipt with a new epoch
+//! first and a durable `stable` one after, so cursors never survive it.
+//!
+//! Receipts around a pure append are replaced atomically but not synced: every way such
+//! a receipt can be lost (power cut before the rename or its data reach the disk) leaves
+//! a missing, malformed, pending or stale-stamped receipt, all of which fail closed.
+//! That keeps an append at one `fdatasync`.
+//!
+//! ```
+//! use ctxbudget::history::{History, NewRow, OpenOptions};
+//!
+//! let ws = std::env::temp_dir().join(format!("ctxbudget-doc-{}", std::process::id()));
+//! let history = History::open(&ws, OpenOptions::default())?;
+//! let appended = history.append(vec![NewRow::text("message", "user", "hello")])?;
+//! assert_eq!(appended.first_seq, 1);
+//! assert_eq!(history.current_window()?, "w:0");
+//! # std::fs::remove_dir_all(&ws).ok();
+//! # Ok::<(), ctxbudget::history::HistoryError>(())
+//! ```
+
+mod error;
+pub mod failpoint;
+mod frame;
+mod fsutil;
+mod lock;
+pub mod receipt;
+mod row;
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions as FsOpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use error::{HistoryError, Result};
+pub use fsutil::Stamp;
+pub use lock::DEFAULT_LOCK_TIMEOUT;
+pub use receipt::{Files, Receipt, ReceiptRead, ReceiptState};
+pub use row::{NewRow, DEFAULT_MAX_ROW_BYTES, KINDS, PART_TYPES, ROLES};
+
+use frame::{Entry, Scan};
+use lock::HistoryLock;
+
+/// How hard the store works to make a write survive power loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `fdatasync` every append; sync files and directories around every other change.
+    #[default]
+    Fsync,
+    /// No syncing (tests, benchmarks that say so): crash-consistent, not power-safe.
+    None,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = HistoryError;
+    fn from_str(s: &str) -> Result<Durability> {
+        match s {
+            "fsync" => Ok(Durability::Fsync),
+            "none" => Ok(Durability::None),
+            other => Err(HistoryError::InvalidArgument(format!(
+                "durability {other:?} is not one of \"fsync\", \"none\""
+            ))),
+        }
+    }
+}
+
+/// Options of [`History::open`].
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// Syncing policy.
+    pub durability: Durability,
+    /// Bound on waiting for the history lock.
+    pub lock_timeout: Duration,
+    /// Largest serialized row accepted by `append`.
+    pub max_row_bytes: usize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            durability: Durability::Fsync,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            max_row_bytes: DEFAULT_MAX_ROW_BYTES,
+        }
+    }
+}
+
+/// Paths of one workspace's history.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    /// `<ws>/history`.
+    pub dir: PathBuf,
+    /// `<ws>/history/chat.jsonl`.
+    pub chat: PathBuf,
+    /// `<ws>/history/chat-archive.jsonl`.
+    pub archive: PathBuf,
+    /// `<ws>/history/receipt.json`.
+    pub receipt: PathBuf,
+    /// `<ws>/history/lock`.
+    pub lock: PathBuf,
+    /// `<ws>/history/recovered`.
+    pub recovered: PathBuf,
+}
+
+impl Paths {
+    /// The paths under workspace `ws`.
+    pub fn new(ws: &Path) -> Paths {
+        let dir = ws.join("history");
+        Paths {
+            chat: dir.join("chat.jsonl"),
+            archive: dir.join("chat-archive.jsonl"),
+            receipt: dir.join("receipt.json"),
+            lock: dir.join("lock"),
+            recovered: dir.join("recovered"),
+            dir,
+        }
+    }
+}
+
+/// What `append` committed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AppendResult {
+    /// Sequence number of the first row.
+    pub first_seq: u64,
+    /// Sequence number of the last row.
+    pub last_seq: u64,
+    /// Receipt epoch after the append.
+    pub epoch: u64,
+    /// Window of the last row.
+    pub window: String,
+}
+
+/// A committed row as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRow {
+    /// Its sequence number, or `None` for a malformed line.
+    pub seq: Option<u64>,
+    /// Window it belongs to (derived from boundary rows).
+    pub window: String,
+    /// The line's bytes, exactly as on disk (without the newline).
+    pub raw: Vec<u8>,
+}
+
+/// One contiguous run of a window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WindowInfo {
+    /// `w:0` or `w:<seq of its boundary row>`.
+    pub window_id: String,
+    /// `root`, `rollover` or `reset`.
+    pub boundary_kind: String,
+    /// First sequence number of the run.
+    pub first_seq: u64,
+    /// Visible rows (messages and continuations not retracted).
+    pub item_count: u64,
+}
+
+/// How a rollover is recorded.
+#[derive(Clone, Debug, Default)]
+pub struct RolloverSpec {
+    /// Idempotency key: a second rollover with the same id writes nothing.
+    pub rollover_id: String,
+    /// `usable_limit`, `new_context` or `manual`.
+    pub reason: String,
+    /// `Some("model")` when `new_context` asked for it.
+    pub requested_by: Option<String>,
+    /// Text of the lead-in row.
+    pub lead_in: String,
+    /// The triggering message or continuation row, committed in the same batch.
+    pub trigger: Option<NewRow>,
+    /// Token figures and other metadata for the boundary row.
+    pub figures: Map<String, Value>,
+}
+
+/// What `recover` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RecoveryReport {
+    /// Whether anything changed (files or receipt).
+    pub changed: bool,
+    /// Torn bytes moved out of `chat.jsonl`.
+    pub chat_torn_bytes: u64,
+    /// Torn bytes moved out of `chat-archive.jsonl`.
+    pub archive_torn_bytes: u64,
+    /// Files under `recovered/` that received them.
+    pub moved_to: Vec<PathBuf>,
+    /// Bytes of an interrupted rotation removed from `chat.jsonl` (they are in the archive).
+    pub rotation_completed_bytes: u64,
+    /// Epoch after recovery.
+    pub epoch: Option<u64>,
+    /// Damage found before a valid commit (left untouched; writes are refused).
+    pub damage: Option<String>,
+}
+
+/// What `rotate` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RotateReport {
+    /// Rows moved to the archive.
+    pub rows: u64,
+    /// Bytes moved to the archive.
+    pub bytes: u64,
+    /// Epoch after rotation, if anything moved.
+    pub epoch: Option<u64>,
+}
+
+/// Findings of a full check of one file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FileReport {
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Committed batches (every CRC checked).
+    pub batches: u64,
+    /// Committed rows, framed and legacy.
+    pub rows: u64,
+    /// Rows outside any batch.
+    pub legacy_rows: u64,
+    /// Lines that are not rows (kept, skipped by readers).
+    pub malformed_lines: u64,
+    /// Bytes after the last commit.
+    pub torn_bytes: u64,
+    /// First damage before a valid commit: `(offset, line, reason)`.
+    pub damage: Option<(u64, u64, String)>,
+}
+
+/// What `verify` found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// `chat.jsonl`.
+    pub chat: FileReport,
+    /// `chat-archive.jsonl`.
+    pub archive: FileReport,
+    /// `missing`, `malformed`, `pending`, `stable` or `stale` (stamps do not match).
+    pub receipt: String,
+    /// True when nothing is torn or damaged and the receipt is stable.
+    pub ok: bool,
+}
+
+/// The in-memory index of both files, valid for the stamps it records.
+#[derive(Default)]
+struct Index {
+    epoch: Option<u64>,
+    chat_stamp: Option<Stamp>,
+    archive_stamp: Option<Stamp>,
+    archive: Scan,
+    chat: Scan,
+    last_seq: u64,
+    rollover_ids: HashMap<String, String>,
+    current_window: String,
+}
+
+impl Index {
+    fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.archive.entries.iter().chain(self.chat.entries.iter())
+    }
+
+    /// Recomputes the derived fields from the entries.
+    fn derive(&mut self) {
+        self.last_seq = 0;
+        self.rollover_ids.clear();
+        let mut current = "w:0".to_owned();
+        let mut found: Vec<(String, String)> = Vec::new();
+        let mut last_seq = 0;
+        for e in self.entries() {
+            if let Some(h) = &e.head {
+                last_seq = last_seq.max(h.seq);
+                if h.kind == "boundary" {
+                    current = format!("w:{}", h.seq);
+                    if let Some(id) = &h.rollover_id {
+                        found.push((id.clone(), current.clone()));
+                    }
+                }
+            }
+        }
+        self.last_seq = last_seq;
+        self.rollover_ids.extend(found);
+        self.current_window = current;
+    }
+}
+
+/// A workspace's transcript store.
+pub struct History {
+    paths: Paths,
+    options: OpenOptions,
+    index: Mutex<Option<Index>>,
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("dir", &self.paths.dir)
+            .field("durability", &self.options.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Held history lock plus this instance's index.
+struct Locked<'a> {
+    _lock: HistoryLock,
+    index: MutexGuard<'a, Option<Index>>,
+}
+
+impl History {
+    /// Opens (creating `<ws>/history/`) the store of workspace `ws`, recovering a torn
+    /// tail or an interrupted rotation if there is one.
+    pub fn open(ws: &Path, options: OpenOptions) -> Result<History> {
+        if options.max_row_bytes == 0 {
+            return Err(HistoryError::InvalidArgument(
+                "max_row_bytes must be positive".to_owned(),
+            ));
+        }
+        let paths = Paths::new(ws);
+        std::fs::create_dir_all(&paths.dir)
+            .map_err(|e| HistoryError::io("create directory", &paths.dir, e))?;
+        let history = History {
+            paths,
+            options,
+            index: Mutex::new(None),
+        };
+        let mut locked = history.lock()?;
+        history.refresh(&mut locked)?;
+        if history.needs_recovery(&locked) {
+            history.recover_locked(&mut locked)?;
+        }
+        drop(locked);
+        Ok(history)
+    }
+
+    /// The file paths of this store.
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &OpenOptions {
+        &self.options
+    }
+
+    fn lock(&self) -> Result<Locked<'_>> {
+        let lock = HistoryLock::acquire(&self.paths.lock, self.options.lock_timeout)?;
+        let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(Locked {
+            _lock: lock,
+            index,
+        })
+    }
+
+    fn durable(&self) -> bool {
+        self.options.durability == Durability::Fsync
+    }
+
+    /// Brings the index up to date with the files; cheap when nothing changed or when
+    /// tracked writers only appended.
+    fn refresh(&self, locked: &mut Locked<'_>) -> Result<ReceiptRead> {
+        let receipt = receipt::read(&self.paths.receipt)?;
+        let chat = fsutil::stamp(&self.paths.chat)?;
+        let archive = fsutil::stamp(&self.paths.archive)?;
+        if let Some(ix) = locked.index.as_mut() {
+            if ix.chat_stamp == chat && ix.archive_stamp == archive {
+                return Ok(receipt);
+            }
+            if self.appended_by_tracked_writer(ix, &receipt, chat, archive)? {
+                let start = ix.chat.committed_end;
+                let bytes = read_range(&self.paths.chat, start)?;
+                let next = frame::scan(&bytes, start, ix.chat.lines);
+                ix.chat.absorb(next);
+                ix.chat_stamp = chat;
+                ix.epoch = receipt.valid().map(|r| r.epoch);
+                ix.derive();
+                return Ok(receipt);
+            }
+        }
+        let archive_bytes = read_all(&self.paths.archive)?;
+        let chat_bytes = read_all(&self.paths.chat)?;
+        let mut ix = Index {
+            epoch: receipt.valid().map(|r| r.epoch),
+            chat_stamp: chat,
+            archive_stamp: archive,
+            archive: frame::scan(&archive_bytes, 0, 0),
+            chat: frame::scan(&chat_bytes, 0, 0),
+            ..Index::default()
+        };
+        ix.derive();
+        *locked.index = Some(ix);
+        Ok(receipt)
+    }
+
+    /// True when the receipt vouches that the only change since our index is appends by
+    /// writers that followed the protocol, and the last commit we saw is still in place.
+    fn appended_by_tracked_writer(
+        &self,
+        ix: &Index,
+        receipt: &ReceiptRead,
+        chat: Option<Stamp>,
+        archive: Option<Stamp>,
+    ) -> Result<bool> {
+        let (Some(r), Some(old), Some(new)) = (receipt.valid(), ix.chat_stamp, chat) else {
+            return Ok(false);
+        };
+        let vouched = r.state == ReceiptState::Stable
+            && Some(r.epoch) == ix.epoch
+            && r.files.chat == chat
+            && r.files.archive == archive
+            && archive == ix.archive_stamp
+            && (old.dev, old.ino) == (new.dev, new.ino)
+            && new.size >= ix.chat.committed_end
+            && ix.chat.torn_bytes == 0;
+        if !vouched {
+            return Ok(false);
+        }
+        match ix.chat.last_crc {
+            None => Ok(ix.chat.committed_end == 0),
+            Some(crc) => Ok(commit_crc_before(&self.paths.chat, ix.chat.committed_end)? == Some(crc)),
+        }
+    }
+
+    fn index<'a>(locked: &'a Locked<'_>) -> Result<&'a Index> {
+        locked.index.as_ref().ok_or_else(|| {
+            HistoryError::InvalidArgument("history index is not loaded".to_owned())
+        })
+    }
+
+    fn needs_recovery(&self, locked: &Locked<'_>) -> bool {
+        locked.index.as_ref().is_some_and(|ix| {
+            ix.chat.torn_bytes > 0
+                || ix.archive.torn_bytes > 0
+                || self.rotation_overlap(ix).is_some()
+        })
+    }
+
+    // ----- appends ---------------------------------------------------------------
+
+    /// Appends `rows` as one all-or-nothing batch, durable before this returns.
+    pub fn append(&self, rows: Vec<NewRow>) -> Result<AppendResult> {
+        if rows.is_empty() {
+            return Err(HistoryError::InvalidArgument(
+                "append needs at least one row".to_owned(),
+            ));
+        }
+        let mut locked = self.lock()?;
+        self.append_locked(&mut locked, &rows)
+    }
+
+    /// Validates JSON rows (objects with `kind`, `role`, `parts`, `meta`) and appends
+    /// them as one batch.
+    pub fn append_json(&self, rows: Vec<Value>) -> Result<AppendResult> {
+        let rows = rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| NewRow::from_value(i, v))
+            .collect::<Result<Vec<_>>>()?;
+        self.append(rows)
+    }
+
+    fn writable(&self, locked: &mut Locked<'_>) -> Result<ReceiptRead> {
+        let receipt = self.refresh(locked)?;
+        let damage = {
+            let ix = Self::index(locked)?;
+            ix.chat
+                .damage
+                .clone()
+                .map(|d| (self.paths.chat.clone(), d))
+                .or_else(|| ix.archive.damage.clone().map(|d| (self.paths.archive.clone(), d)))
+        };
+        if let Some((path, d)) = damage {
+            return Err(HistoryError::Corrupt {
+                path,
+                offset: d.offset,
+                line: d.line,
+                reason: d.reason,
+            });
+        }
+        if self.needs_recovery(locked) {
+            self.recover_locked(locked)?;
+            return self.refresh(locked);
+        }
+        Ok(receipt)
+    }
+
+    fn append_locked(&self, locked: &mut Locked<'_>, rows: &[NewRow]) -> Result<AppendResult> {
+        let receipt = self.writable(locked)?;
+        let ix = Self::index(locked)?;
+        let pre_chat = ix.chat_stamp;
+        let pre_archive = ix.archive_stamp;
+        let old_size = pre_chat.map_or(0, |s| s.size);
+
+        // Frame the batch; windows follow boundary rows inside it too.
+        let first = ix.last_seq + 1;
+        let last = first + rows.len() as u64 - 1;
+        let pure = match receipt.valid() {
+            Some(r) => {
+                r.state == ReceiptState::Stable
+                    && Some(r.epoch) == ix.epoch
+                    && r.files.chat == pre_chat
+                    && r.files.archive == pre_archive
+                    && r.committed_end == old_size
+            }
+            None => false,
+        };
+        let epoch = match (pure, receipt.valid()) {
+            (true, Some(r)) => r.epoch,
+            _ => fsutil::random_u63(),
+        };
+        let ts = fsutil::now_rfc3339();
+        let mut framed = frame::header_line(epoch, first, last).into_bytes();
+        let mut window = ix.current_window.clone();
+        for (i, row) in rows.iter().enumerate() {
+            let seq = first + i as u64;
+            if row.kind == "boundary" {
+                window = format!("w:{seq}");
+            }
+            let line = row::encode(row, seq, &window, &ts)?;
+            if line.len() - 1 > self.options.max_row_bytes {
+                return Err(HistoryError::row(
+                    i,
+                    "",
+                    format!(
+                        "serializes to {} bytes, over the {}-byte row limit; store large \
+                         content elsewhere and reference it",
+                        line.len() - 1,
+                        self.options.max_row_bytes
+                    ),
+                ));
+            }
+            framed.extend_from_slice(&line);
+        }
+        let (commit, crc) = frame::commit_line(epoch, first, last, &framed);
+        framed.extend_from_slice(commit.as_bytes());
+
+        // Announce the mutation; if even that fails, nothing is written.
+        let pending = Receipt {
+            version: receipt::RECEIPT_VERSION,
+            epoch,
+            state: ReceiptState::Pending,
+            seq: ix.last_seq,
+            committed_end: ix.chat.committed_end,
+            anchor_crc: ix.chat.last_crc.unwrap_or(0),
+            files: Files {
+                chat: pre_chat,
+                archive: pre_archive,
+            },
+        };
+        receipt::publish(&self.paths.receipt, &pending, false, "receipt.pending")?;
+
+        if let Err(e) = self.write_batch(&framed, pre_chat.is_none()) {
+            // The file may now hold a torn tail; rebuild the index before the next use.
+            *locked.index = None;
+            return Err(e);
+        }
+
+        let post_chat = fsutil::stamp(&self.paths.chat)?;
+        let post_archive = fsutil::stamp(&self.paths.archive)?;
+        let verified = match (pre_chat, post_chat) {
+            (Some(a), Some(b)) => (a.dev, a.ino) == (b.dev, b.ino) && b.size == a.size + framed.len() as u64,
+            (None, Some(b)) => b.size == framed.len() as u64,
+            _ => false,
+        } && post_archive == pre_archive;
+        let final_epoch = if pure && verified { epoch } else { fsutil::random_u63() };
+        let stable = Receipt {
+            version: receipt::RECEIPT_VERSION,
+            epoch: final_epoch,
+            state: ReceiptState::Stable,
+            seq: last,
+            committed_end: post_chat.map_or(0, |s| s.size),
+            anchor_crc: crc,
+            files: Files {
+                chat: post_chat,
+                archive: post_archive,
+            },
+        };
+        // The append is durable now: a failure to finalize only expires cursors.
+        let published = receipt::publish(&self.paths.receipt, &stable, false, "receipt.stable").is_ok();
+
+        let ix = locked.index.as_mut().ok_or_else(|| {
+            HistoryError::InvalidArgument("history index is not loaded".to_owned())
+        })?;
+        if verified {
+            let next = frame::scan(&framed, old_size, ix.chat.lines);
+            ix.chat.absorb(next);
+            ix.chat_stamp = post_chat;
+            ix.epoch = published.then_some(final_epoch);
+            ix.derive();
+        } else {
+            *locked.index = None;
+        }
+        Ok(AppendResult {
+            first_seq: first,
+            last_seq: last,
+            epoch: final_epoch,
+            window,
+        })
+    }
+
+    fn write_batch(&self, framed: &[u8], creating: bool) -> Result<()> {
+        let path = &self.paths.chat;
+        let io = |op| move |e| HistoryError::io(op, path, e);
+        failpoint::hit("append.open").map_err(io("open"))?;
+        let mut file = FsOpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(io("open"))?;
+        match failpoint::take("append.write") {
+            Some(failpoint::Action::Torn(n)) => {
+                let n = n.min(framed.len());
+                file.write_all(&framed[..n]).map_err(io("write"))?;
+                return Err(io("write")(failpoint::crashed("append.write")));
+            }
+            Some(failpoint::Action::Error(code)) => {
+                return Err(io("write")(std::io::Error::from_raw_os_error(code)));
+            }
+            Some(failpoint::Action::Crash) => {
+                return Err(io("write")(failpoint::crashed("append.write")));
+            }
+            None => {}
+        }
+        file.write_all(framed).map_err(io("write"))?;
+        if self.durable() {
+            failpoint::hit("append.fsync").map_err(io("fdatasync"))?;
+            file.sync_data().map_err(io("fdatasync"))?;
+            if creating {
+                fsutil::sync_dir(&self.paths.dir)?;
+            }
+        }
+        failpoint::hit("append.after_fsync").map_err(io("finish append"))?;
+        Ok(())
+    }
+
+    /// Records a rollover: boundary row, lead-in row and the trigger, as one batch.
+    /// Idempotent per `rollover_id`: a repeat returns the window the first one opened.
+    pub fn rollover(&self, spec: RolloverSpec) -> Result<String> {
+        if spec.rollover_id.is_empty() {
+            return Err(HistoryError::InvalidArgument(
+                "rollover_id must not be empty".to_owned(),
+            ));
+        }
+        if !matches!(spec.reason.as_str(), "usable_limit" | "new_context" | "manual") {
+            return Err(HistoryError::InvalidArgument(format!(
+                "rollover reason {:?} is not one of usable_limit, new_context, manual",
+                spec.reason
+            )));
+        }
+        if let Some(t) = &spec.trigger {
+            if !matches!(t.kind.as_str(), "message" | "continuation") {
+                return Err(HistoryError::InvalidArgument(format!(
+                    "a rollover trigger must be a message or continuation row, not {:?}",
+                    t.kind
+                )));
+            }
+        }
+        let mut locked = self.lock()?;
+        self.writable(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        if let Some(window) = ix.rollover_ids.get(&spec.rollover_id) {
+            return Ok(window.clone());
+        }
+        let mut boundary = NewRow {
+            kind: "boundary".into(),
+            role: "system".into(),
+            parts: Vec::new(),
+            meta: spec.figures.clone(),
+        }
+        .with_meta("boundary_kind", "rollover")
+        .with_meta("rollover_id", spec.rollover_id.as_str())
+        .with_meta("reason", spec.reason.as_str())
+        .with_meta("previous_window", ix.current_window.as_str());
+        if let Some(by) = &spec.requested_by {
+            boundary = boundary.with_meta("requested_by", by.as_str());
+        }
+        let lead_in = NewRow::text("lead_in", "user", &spec.lead_in)
+            .with_meta("rollover_id", spec.rollover_id.as_str());
+        let mut rows = vec![boundary, lead_in];
+        rows.extend(spec.trigger);
+        let result = self.append_locked(&mut locked, &rows)?;
+        Ok(format!("w:{}", result.first_seq))
+    }
+
+    /// Soft clear: a `reset` boundary row, the privacy floor. Returns its seq.
+    pub fn clear_soft(&self) -> Result<u64> {
+        let mut locked = self.lock()?;
+        self.writable(&mut locked)?;
+        let previous = Self::index(&locked)?.current_window.clone();
+        let row = NewRow {
+            kind: "boundary".into(),
+            role: "system".into(),
+            parts: Vec::new(),
+            meta: Map::new(),
+        }
+        .with_meta("boundary_kind", "reset")
+        .with_meta("reason", "manual")
+        .with_meta("previous_window", previous);
+        Ok(self.append_locked(&mut locked, &[row])?.first_seq)
+    }
+
+    /// Quarantines a rejected request: an empty assistant row whose `meta.rejected`
+    /// holds the original `{role, parts, meta}`. Returns its seq.
+    pub fn quarantine(&self, original: NewRow) -> Result<u64> {
+        let mut rejected = Map::new();
+        rejected.insert("role".into(), Value::from(original.role));
+        rejected.insert("parts".into(), Value::Array(original.parts));
+        rejected.insert("meta".into(), Value::Object(original.meta));
+        let row = NewRow {
+            kind: "rejected".into(),
+            role: "assistant".into(),
+            parts: Vec::new(),
+            meta: Map::new(),
+        }
+        .with_meta("rejected", Value::Object(rejected));
+        Ok(self.append(vec![row])?.first_seq)
+    }
+
+    // ----- reading ---------------------------------------------------------------
+
+    /// Every committed row, archive then chat, with its derived window.
+    pub fn rows(&self) -> Result<Vec<StoredRow>> {
+        let mut locked = self.lock()?;
+        self.refresh(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        let archive = read_all(&self.paths.archive)?;
+        let chat = read_all(&self.paths.chat)?;
+        let mut out = Vec::with_capacity(ix.archive.entries.len() + ix.chat.entries.len());
+        let mut window = "w:0".to_owned();
+        for (bytes, entries) in [(&archive, &ix.archive.entries), (&chat, &ix.chat.entries)] {
+            for e in entries {
+                let start = e.offset as usize;
+                let Some(raw) = bytes.get(start..start + e.len as usize) else {
+                    continue; // the file shrank under us; the index is refreshed next time
+                };
+                if let Some(h) = &e.head {
+                    if h.kind == "boundary" {
+                        window = format!("w:{}", h.seq);
+                    }
+                }
+                out.push(StoredRow {
+                    seq: e.head.as_ref().map(|h| h.seq),
+                    window: window.clone(),
+                    raw: raw.to_vec(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Contiguous window runs, oldest first.
+    pub fn windows(&self) -> Result<Vec<WindowInfo>> {
+        let mut locked = self.lock()?;
+        self.refresh(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        let retracted: HashSet<u64> = ix
+            .entries()
+            .filter_map(|e| e.head.as_ref().and_then(|h| h.retracts))
+            .collect();
+        let mut out: Vec<WindowInfo> = Vec::new();
+        for e in ix.entries() {
+            let Some(h) = &e.head else {
+                if e.reset_like {
+                    // A reset that does not parse still opens a (floor) window.
+                    out.push(WindowInfo {
+                        window_id: "w:?".into(),
+                        boundary_kind: "reset".into(),
+                        first_seq: 0,
+                        item_count: 0,
+                    });
+                }
+                continue;
+            };
+            if h.kind == "boundary" || out.is_empty() {
+                let (id, kind) = if h.kind == "boundary" {
+                    (format!("w:{}", h.seq), h.boundary_kind.clone().unwrap_or_else(|| "reset".into()))
+                } else {
+                    ("w:0".into(), "root".into())
+                };
+                out.push(WindowInfo {
+                    window_id: id,
+                    boundary_kind: kind,
+                    first_seq: h.seq,
+                    item_count: 0,
+                });
+            }
+            if matches!(h.kind.as_str(), "message" | "continuation") && !retracted.contains(&h.seq) {
+                if let Some(w) = out.last_mut() {
+                    w.item_count += 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// ID of the window new rows go to.
+    pub fn current_window(&self) -> Result<String> {
+        let mut locked = self.lock()?;
+        self.refresh(&mut locked)?;
+        Ok(Self::index(&locked)?.current_window.clone())
+    }
+
+    /// The receipt as it is on disk.
+    pub fn receipt(&self) -> Result<ReceiptRead> {
+        let _locked = self.lock()?;
+        receipt::read(&self.paths.receipt)
+    }
+
+    /// CRC-32C recorded by the commit line that ends exactly at byte `offset` of
+    /// `chat.jsonl`, if there is one (cursor anchors).
+    pub fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
+        commit_crc_before(&self.paths.chat, offset)
+    }
+
+    // ----- recovery, rotation, verification -----------------------------------------
+
+    /// Moves torn tails to `recovered/`, completes an interrupted rotation and
+    /// re-establishes a stable receipt under a new epoch. Idempotent: a second call
+    /// changes nothing. Damage before a valid commit is reported, never touched.
+    pub fn recover(&self) -> Result<RecoveryReport> {
+        let mut locked = self.lock()?;
+        self.refresh(&mut locked)?;
+        self.recover_locked(&mut locked)
+    }
+
+    fn recover_locked(&self, locked: &mut Locked<'_>) -> Result<RecoveryReport> {
+        let receipt = receipt::read(&self.paths.receipt)?;
+        let ix = Self::index(locked)?;
+        let mut report = RecoveryReport {
+            damage: ix
+                .chat
+                .damage
+                .as_ref()
+                .or(ix.archive.damage.as_ref())
+                .map(|d| format!("byte {} (line {}): {}", d.offset, d.line, d.reason)),
+            ..RecoveryReport::default()
+        };
+        let overlap = self.rotation_overlap(ix);
+        let chat_torn = (ix.chat.torn_bytes > 0).then_some(ix.chat.committed_end);
+        let archive_torn = (ix.archive.torn_bytes > 0).then_some(ix.archive.committed_end);
+        let receipt_ok = receipt.valid().is_some_and(|r| {
+            r.state == ReceiptState::Stable
+                && r.files.chat == ix.chat_stamp
+                && r.files.archive == ix.archive_stamp
+        });
+        let has_files = ix.chat_stamp.is_some() || ix.archive_stamp.is_some();
+        if chat_torn.is_none() && archive_torn.is_none() && overlap.is_none() && (receipt_ok || !has_files) {
+            report.epoch = receipt.valid().map(|r| r.epoch);
+            return Ok(report);
+        }
+        let epoch = fsutil::random_u63();
+        self.publish_pending_durable(epoch, ix)?;
+        *locked.index = None; // whatever happens next, rebuild from the files
+        if let Some(keep) = archive_torn {
+            report.archive_torn_bytes = self.move_tail(&self.paths.archive, keep, epoch, &mut report.moved_to)?;
+        }
+        if let Some(keep) = chat_torn {
+            report.chat_torn_bytes = self.move_tail(&self.paths.chat, keep, epoch, &mut report.moved_to)?;
+        }
+        if let Some(cut) = overlap {
+            let chat = read_all(&self.paths.chat)?;
+            let rest = chat.get(cut as usize..).unwrap_or_default();
+            fsutil::replace_file(&self.paths.chat, rest, self.durable(), "rotate.chat")?;
+            report.rotation_completed_bytes = cut;
+        }
+        self.refresh(locked)?;
+        self.publish_stable_durable(epoch, locked)?;
+        report.changed = true;
+        report.epoch = Some(epoch);
+        Ok(report)
+    }
+
+    /// If a rotation stopped after appending to the archive but before rewriting
+    /// `chat.jsonl`, the chat file starts with bytes the archive already ends with:
+    /// the length of that prefix.
+    fn rotation_overlap(&self, ix: &Index) -> Option<u64> {
+        let archive_max = ix.archive.entries.iter().filter_map(|e| e.head.as_ref().map(|h| h.seq)).max()?;
+        // The longest prefix of whole batches / lines whose rows are all archived.
+        let mut cut = 0u64;
+        let mut ranges = ix.chat.batch_ranges.iter().peekable();
+        for e in &ix.chat.entries {
+            let seq = e.head.as_ref().map(|h| h.seq)?;
+            if seq > archive_max {
+                break;
+            }
+            while ranges.peek().is_some_and(|(_, end)| *end <= e.offset) {
+                ranges.next();
+            }
+            cut = match ranges.peek() {
+                Some((start, end)) if *start <= e.offset => *end,
+                _ => e.offset + u64::from(e.len) + 1,
+            };
+        }
+        if cut == 0 {
+            return None;
+        }
+        let archive_size = ix.archive_stamp?.size;
+        if archive_size < cut {
+            return None;
+        }
+        let tail = read_range(&self.paths.archive, archive_size - cut).ok()?;
+        let head = read_prefix(&self.paths.chat, cut).ok()?;
+        (tail == head).then_some(cut)
+    }
+
+    fn move_tail(&self, path: &Path, keep: u64, epoch: u64, moved: &mut Vec<PathBuf>) -> Result<u64> {
+        let tail = read_range(path, keep)?;
+        if tail.is_empty() {
+            return Ok(0);
+        }
+        let dir = &self.paths.recovered;
+        std::fs::create_dir_all(dir).map_err(|e| HistoryError::io("create directory", dir, e))?;
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("chat");
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
+        let target = dir.join(format!("{stem}-at-{keep}-{millis}-{epoch:x}.jsonl"));
+        let target_ref = &target;
+        let io = |op| move |e| HistoryError::io(op, target_ref, e);
+        failpoint::hit("recover.copy").map_err(io("write"))?;
+        let mut out = FsOpenOptions::new().write(true).create_new(true).open(&target).map_err(io("create"))?;
+        out.write_all(&tail).map_err(io("write"))?;
+        if self.durable() {
+            out.sync_all().map_err(io("fsync"))?;
+            fsutil::sync_dir(dir)?;
+        }
+        moved.push(target.clone());
+        // Only now that the bytes are safe elsewhere is the tail cut.
+        failpoint::hit("recover.truncate").map_err(|e| HistoryError::io("truncate", path, e))?;
+        let file = FsOpenOptions::new().write(true).open(path).map_err(|e| HistoryError::io("open", path, e))?;
+        file.set_len(keep).map_err(|e| HistoryError::io("truncate", path, e))?;
+        if self.durable() {
+            file.sync_all().map_err(|e| HistoryError::io("fsync", path, e))?;
+        }
+        Ok(tail.len() as u64)
+    }
+
+    fn publish_pending_durable(&self, epoch: u64, ix: &Index) -> Result<()> {
+        let pending = Receipt {
+            version: receipt::RECEIPT_VERSION,
+            epoch,
+            state: ReceiptState::Pending,
+            seq: ix.last_seq,
+            committed_end: ix.chat.committed_end,
+            anchor_crc: ix.chat.last_crc.unwrap_or(0),
+            files: Files {
+                chat: ix.chat_stamp,
+                archive: ix.archive_stamp,
+            },
+        };
+        receipt::publish(&self.paths.receipt, &pending, self.durable(), "receipt.pending")
+    }
+
+    fn publish_stable_durable(&self, epoch: u64, locked: &mut Locked<'_>) -> Result<()> {
+        let ix = locked.index.as_mut().ok_or_else(|| {
+            HistoryError::InvalidArgument("history index is not loaded".to_owned())
+        })?;
+        let stable = Receipt {
+            version: receipt::RECEIPT_VERSION,
+            epoch,
+            state: ReceiptState::Stable,
+            seq: ix.last_seq,
+            committed_end: ix.chat.committed_end,
+            anchor_crc: ix.chat.last_crc.unwrap_or(0),
+            files: Files {
+                chat: ix.chat_stamp,
+                archive: ix.archive_stamp,
+            },
+        };
+        receipt::publish(&self.paths.receipt, &stable, self.durable(), "receipt.stable")?;
+        ix.epoch = Some(epoch);
+        Ok(())
+    }
+
+    /// Moves every closed window (all rows before the batch that opened the current
+    /// window) from `chat.jsonl` to the end of `chat-archive.jsonl`, bytes unchanged.
+    pub fn rotate(&self) -> Result<RotateReport> {
+        let mut locked = self.lock()?;
+        self.writable(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        let boundary = ix
+            .chat
+            .entries
+            .iter()
+            .rev()
+            .find(|e| e.head.as_ref().is_some_and(|h| h.kind == "boundary"));
+        let Some(boundary) = boundary else {
+            return Ok(RotateReport::default());
+        };
+        let cut = ix
+            .chat
+            .batch_ranges
+            .iter()
+            .find(|(start, end)| *start <= boundary.offset && boundary.offset < *end)
+            .map_or(boundary.offset, |(start, _)| *start);
+        if cut == 0 {
+            return Ok(RotateReport::default());
+        }
+        let rows = ix.chat.entries.iter().filter(|e| e.offset < cut).count() as u64;
+        let epoch = fsutil::random_u63();
+        self.publish_pending_durable(epoch, ix)?;
+        let archive_created = ix.archive_stamp.is_none();
+        *locked.index = None;
+        let chat = read_all(&self.paths.chat)?;
+        let (moved, rest) = chat.split_at(cut as usize);
+        {
+            let path = &self.paths.archive;
+            let io = |op| move |e| HistoryError::io(op, path, e);
+            failpoint::hit("rotate.archive").map_err(io("append"))?;
+            let mut f = FsOpenOptions::new().append(true).create(true).open(path).map_err(io("open"))?;
+            f.write_all(moved).map_err(io("append"))?;
+            if self.durable() {
+                f.sync_data().map_err(io("fdatasync"))?;
+                if archive_created {
+                    fsutil::sync_dir(&self.paths.dir)?;
+                }
+            }
+        }
+        fsutil::replace_file(&self.paths.chat, rest, self.durable(), "rotate.chat")?;
+        self.refresh(&mut locked)?;
+        self.publish_stable_durable(epoch, &mut locked)?;
+        Ok(RotateReport {
+            rows,
+            bytes: cut,
+            epoch: Some(epoch),
+        })
+    }
+
+    /// Full check: every commit CRC of both files, torn tails, damage, receipt state.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let _locked = self.lock()?;
+        let file_report = |path: &Path| -> Result<FileReport> {
+            let bytes = read_all(path)?;
+            let s = frame::scan(&bytes, 0, 0);
+            Ok(FileReport {
+                bytes: bytes.len() as u64,
+                batches: s.batches,
+                rows: s.entries.iter().filter(|e| e.head.is_some()).count() as u64,
+                legacy_rows: s.legacy_rows,
+                malformed_lines: s.malformed,
+                torn_bytes: s.torn_bytes,
+                damage: s.damage.map(|d| (d.offset, d.line, d.reason)),
+            })
+        };
+        let chat = file_report(&self.paths.chat)?;
+        let archive = file_report(&self.paths.archive)?;
+        let receipt_state = match receipt::read(&self.paths.receipt)? {
+            ReceiptRead::Missing => "missing",
+            ReceiptRead::Malformed => "malformed",
+            ReceiptRead::Valid(r) if r.state == ReceiptState::Pending => "pending",
+            ReceiptRead::Valid(r) => {
+                let files = Files {
+                    chat: fsutil::stamp(&self.paths.chat)?,
+                    archive: fsutil::stamp(&self.paths.archive)?,
+                };
+                if r.files == files {
+                    "stable"
+                } else {
+                    "stale"
+                }
+            }
+        };
+        let clean = |f: &FileReport| f.torn_bytes == 0 && f.damage.is_none();
+        let empty = chat.bytes == 0 && archive.bytes == 0;
+        Ok(VerifyReport {
+            ok: clean(&chat) && clean(&archive) && (receipt_state == "stable" || (empty && receipt_state == "missing")),
+            chat,
+            archive,
+            receipt: receipt_state.to_owned(),
+        })
+    }
+}
+
+fn read_all(path: &Path) -> Result<Vec<u8>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(HistoryError::io("read", path, e)),
+    }
+}
+
+/// Bytes of `path` from `start` to its end (empty if absent).
+fn read_range(path: &Path, start: u64) -> Result<Vec<u8>> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(HistoryError::io("open", path, e)),
+    };
+    f.seek(SeekFrom::Start(start)).map_err(|e| HistoryError::io("seek", path, e))?;
+    let mut out = Vec::new();
+    f.read_to_end(&mut out).map_err(|e| HistoryError::io("read", path, e))?;
+    Ok(out)
+}
+
+/// The first `len` bytes of `path`.
+fn read_prefix(path: &Path, len: u64) -> Result<Vec<u8>> {
+    let f = File::open(path).map_err(|e| HistoryError::io("open", path, e))?;
+    let mut out = Vec::with_capacity(len as usize);
+    f.take(len).read_to_end(&mut out).map_err(|e| HistoryError::io("read", path, e))?;
+    Ok(out)
+}
+
+/// CRC recorded in the commit line that ends exactly at `end`, if that line is one.
+fn commit_crc_before(path: &Path, end: u64) -> Result<Option<u32>> {
+    const MAX_COMMIT_LINE: u64 = 160;
+    let start = end.saturating_sub(MAX_COMMIT_LINE);
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(HistoryError::io("open", path, e)),
+    };
+    f.seek(SeekFrom::Start(start)).map_err(|e| HistoryError::io("seek", path, e))?;
+    let mut buf = Vec::new();
+    f.take(end - start).read_to_end(&mut buf).map_err(|e| HistoryError::io("read", path, e))?;
+    if buf.len() as u64 != end - start || buf.last() != Some(&b'\n') {
+        return Ok(None);
+    }
+    let body = &buf[..buf.len() - 1];
+    let line_start = body.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    if line_start == 0 && start != 0 {
+        return Ok(None); // longer than any commit line
+    }
+    #[derive(serde::Deserialize)]
+    struct C {
+        commit: Crc,
+    }
+    #[derive(serde::Deserialize)]
+    struct Crc {
+        crc: u32,
+    }
+    Ok(serde_json::from_slice::<C>(&body[line_start..]).ok().map(|c| c.commit.crc))
+}
