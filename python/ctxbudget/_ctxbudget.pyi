@@ -1,12 +1,18 @@
 # Hand-written stub of the Rust extension module; checked by `python -m mypy.stubtest`.
+import os
+import pathlib
 from typing import final
 
 __all__ = [
     "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
+    "FAILPOINTS",
     "Encoding",
+    "History",
     "__version__",
+    "_arm_failpoint",
     "_panic_for_test",
+    "_reset_failpoints",
     "encoding_names",
     "model_encoding",
 ]
@@ -14,6 +20,7 @@ __all__ = [
 __version__: str
 BOUNDARY_SLACK: int
 DEFAULT_CACHE_SIZE: int
+FAILPOINTS: bool
 
 @final
 class Encoding:
@@ -36,3 +43,41 @@ class Encoding:
 def encoding_names() -> list[str]: ...
 def model_encoding(model: str) -> tuple[str, int | None] | None: ...
 def _panic_for_test() -> None: ...
+
+@final
+class History:
+    @staticmethod
+    def open(
+        workspace: str | os.PathLike[str],
+        *,
+        durability: str,
+        lock_timeout: float,
+        max_row_bytes: int,
+    ) -> History: ...
+    def append_json(self, rows_json: bytes) -> str: ...
+    def rows(self) -> list[tuple[int | None, str, bytes]]: ...
+    def windows(self) -> str: ...
+    def current_window(self) -> str: ...
+    def rollover(
+        self,
+        *,
+        rollover_id: str,
+        reason: str,
+        requested_by: str | None,
+        lead_in: str,
+        trigger_json: bytes | None,
+        figures_json: bytes | None,
+    ) -> str: ...
+    def clear_soft(self) -> int: ...
+    def quarantine(self, row_json: bytes) -> int: ...
+    def rotate(self) -> str: ...
+    def receipt(self) -> str: ...
+    def recover(self) -> str: ...
+    def verify(self) -> str: ...
+    def anchor_crc_at(self, offset: int) -> int | None: ...
+    @property
+    def directory(self) -> pathlib.Path: ...
+
+# Present only in builds with the `failpoints` feature (the development build).
+def _arm_failpoint(name: str, action: str) -> None: ...
+def _reset_failpoints() -> None: ...

@@ -8,8 +8,13 @@ classes (it looks them up here), so there is one hierarchy for both layers.
 from __future__ import annotations
 
 __all__ = [
+    "CorruptHistoryError",
     "CtxBudgetError",
+    "HistoryIOError",
+    "InvalidArgumentError",
     "InvalidJsonError",
+    "InvalidRowError",
+    "LockTimeoutError",
     "TokenizerError",
     "UnknownEncodingError",
     "UnknownModelError",
@@ -54,3 +59,42 @@ class TokenizerError(CtxBudgetError, RuntimeError):
 
     Raised instead of crashing the interpreter or guessing from characters.
     """
+
+
+class InvalidArgumentError(CtxBudgetError, ValueError):
+    """An argument is outside what the call accepts; the message says which and why."""
+
+
+class InvalidRowError(CtxBudgetError, ValueError):
+    """A row given to the transcript store is malformed.
+
+    Attributes: ``index`` (position in the batch) and ``field`` (e.g. ``parts[2].type``).
+    """
+
+    index: int
+    field: str
+
+
+class LockTimeoutError(CtxBudgetError, TimeoutError):
+    """Another writer held the history lock longer than the wait bound.
+
+    Attributes: ``path`` (the lock file) and ``waited`` (seconds).
+    """
+
+    path: str
+    waited: float
+
+
+class CorruptHistoryError(CtxBudgetError, OSError):
+    """The transcript is damaged before its last valid commit; writes are refused.
+
+    Nothing is rewritten to "repair" it. Attributes: ``path``, ``offset``, ``line``.
+    """
+
+    path: str
+    offset: int
+    line: int
+
+
+class HistoryIOError(CtxBudgetError, OSError):
+    """A filesystem operation of the transcript store failed (``errno``, ``filename``)."""

@@ -6,6 +6,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use ctxbudget::history::HistoryError;
 use ctxbudget::TokenError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -57,6 +58,50 @@ pub(crate) fn token_error(py: Python<'_>, err: TokenError) -> PyErr {
             &[("line", obj(py, line)), ("column", obj(py, column))],
         ),
         _ => raise(py, "TokenizerError", message, &[]),
+    }
+}
+
+/// Maps a core store error to its Python exception.
+pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
+    let message = err.to_string();
+    match err {
+        HistoryError::LockTimeout { path, waited } => raise(
+            py,
+            "LockTimeoutError",
+            message,
+            &[
+                ("path", obj(py, path)),
+                ("waited", obj(py, waited.as_secs_f64())),
+            ],
+        ),
+        HistoryError::Corrupt {
+            path, offset, line, ..
+        } => raise(
+            py,
+            "CorruptHistoryError",
+            message,
+            &[
+                ("path", obj(py, path)),
+                ("offset", obj(py, offset)),
+                ("line", obj(py, line)),
+            ],
+        ),
+        HistoryError::InvalidRow { index, field, .. } => raise(
+            py,
+            "InvalidRowError",
+            message,
+            &[("index", obj(py, index)), ("field", obj(py, field))],
+        ),
+        HistoryError::Io { path, source, .. } => raise(
+            py,
+            "HistoryIOError",
+            message,
+            &[
+                ("filename", obj(py, path)),
+                ("errno", obj(py, source.raw_os_error())),
+            ],
+        ),
+        _ => raise(py, "InvalidArgumentError", message, &[]),
     }
 }
 

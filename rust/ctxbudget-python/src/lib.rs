@@ -4,6 +4,7 @@
 //! count, panics are caught, and core errors are mapped in `errors.rs`.
 
 mod errors;
+mod history;
 
 use std::borrow::Cow;
 
@@ -178,6 +179,13 @@ fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
 #[pymodule]
 fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEncoding>()?;
+    m.add_class::<history::PyHistory>()?;
+    #[cfg(feature = "failpoints")]
+    {
+        m.add_function(wrap_pyfunction!(history::_arm_failpoint, m)?)?;
+        m.add_function(wrap_pyfunction!(history::_reset_failpoints, m)?)?;
+    }
+    m.add("FAILPOINTS", cfg!(feature = "failpoints"))?;
     m.add_function(wrap_pyfunction!(encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(model_encoding, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;

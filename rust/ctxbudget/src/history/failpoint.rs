@@ -29,7 +29,9 @@ mod imp {
     /// Arms `name`; it fires once.
     pub fn arm(name: &str, action: Action) {
         let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
-        points.get_or_insert_with(HashMap::new).insert(name.to_owned(), action);
+        points
+            .get_or_insert_with(HashMap::new)
+            .insert(name.to_owned(), action);
     }
 
     /// Disarms every point.

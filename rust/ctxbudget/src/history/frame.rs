@@ -285,9 +285,16 @@ fn validate(batch: &Open, framed: &[u8], commit: &[u8]) -> Result<u32, String> {
     }
     let crc = crc32c::crc32c(framed);
     if crc != c.crc {
-        return Err(format!("CRC-32C mismatch (stored {}, computed {crc})", c.crc));
+        return Err(format!(
+            "CRC-32C mismatch (stored {}, computed {crc})",
+            c.crc
+        ));
     }
-    let seqs: Vec<u64> = batch.rows.iter().filter_map(|r| r.head.as_ref().map(|h| h.seq)).collect();
+    let seqs: Vec<u64> = batch
+        .rows
+        .iter()
+        .filter_map(|r| r.head.as_ref().map(|h| h.seq))
+        .collect();
     let expected: Vec<u64> = (c.first..=c.last).collect();
     if c.first != batch.first || c.last != batch.last || seqs != expected {
         return Err("commit sequence range does not match its rows".to_owned());
@@ -295,6 +302,21 @@ fn validate(batch: &Open, framed: &[u8], commit: &[u8]) -> Result<u32, String> {
     Ok(crc)
 }
 
+impl Scan {
+    /// Appends the scan of the bytes that followed `self.committed_end`.
+    pub(crate) fn absorb(&mut self, next: Scan) {
+        self.entries.extend(next.entries);
+        self.committed_end = next.committed_end;
+        self.lines = next.lines;
+        self.last_crc = next.last_crc.or(self.last_crc);
+        self.batch_ranges.extend(next.batch_ranges);
+        self.batches += next.batches;
+        self.legacy_rows += next.legacy_rows;
+        self.malformed += next.malformed;
+        self.damage = self.damage.take().or(next.damage);
+        self.torn_bytes = next.torn_bytes;
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -304,7 +326,13 @@ mod tests {
         let last = first + rows.len() as u64 - 1;
         let mut framed = header_line(epoch, first, last).into_bytes();
         for (i, r) in rows.iter().enumerate() {
-            framed.extend(format!("{{\"seq\":{},\"kind\":\"message\",\"x\":{r:?}}}\n", first + i as u64).bytes());
+            framed.extend(
+                format!(
+                    "{{\"seq\":{},\"kind\":\"message\",\"x\":{r:?}}}\n",
+                    first + i as u64
+                )
+                .bytes(),
+            );
         }
         let (commit, _) = commit_line(epoch, first, last, &framed);
         framed.extend(commit.bytes());
@@ -351,21 +379,5 @@ mod tests {
         assert_eq!(s.legacy_rows, 2);
         assert_eq!(s.malformed, 1);
         assert_eq!(s.torn_bytes, 0);
-    }
-}
-
-impl Scan {
-    /// Appends the scan of the bytes that followed `self.committed_end`.
-    pub(crate) fn absorb(&mut self, next: Scan) {
-        self.entries.extend(next.entries);
-        self.committed_end = next.committed_end;
-        self.lines = next.lines;
-        self.last_crc = next.last_crc.or(self.last_crc);
-        self.batch_ranges.extend(next.batch_ranges);
-        self.batches += next.batches;
-        self.legacy_rows += next.legacy_rows;
-        self.malformed += next.malformed;
-        self.damage = self.damage.take().or(next.damage);
-        self.torn_bytes = next.torn_bytes;
     }
 }

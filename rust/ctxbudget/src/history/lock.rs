@@ -124,9 +124,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ctxb-lock-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
         let path = dir.join("lock");
-        let held = HistoryLock::acquire(&path, Duration::from_secs(1)).unwrap_or_else(|e| panic!("{e}"));
+        let held =
+            HistoryLock::acquire(&path, Duration::from_secs(1)).unwrap_or_else(|e| panic!("{e}"));
         let p2 = path.clone();
-        let waiter = thread::spawn(move || HistoryLock::acquire(&p2, Duration::from_millis(50)).is_err());
+        let waiter =
+            thread::spawn(move || HistoryLock::acquire(&p2, Duration::from_millis(50)).is_err());
         assert!(waiter.join().unwrap_or(false));
         drop(held);
         assert!(HistoryLock::acquire(&path, Duration::from_millis(200)).is_ok());

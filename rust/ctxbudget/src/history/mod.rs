@@ -331,8 +331,15 @@ impl History {
             index: Mutex::new(None),
         };
         let mut locked = history.lock()?;
-        history.refresh(&mut locked)?;
-        if history.needs_recovery(&locked) {
+        let receipt = history.refresh(&mut locked)?;
+        // Under the lock, a pending or unreadable receipt can only come from a writer
+        // that died mid-mutation: finish its job before anyone reads.
+        let interrupted = match &receipt {
+            ReceiptRead::Valid(r) => r.state == ReceiptState::Pending,
+            ReceiptRead::Malformed => true,
+            ReceiptRead::Missing => false,
+        };
+        if interrupted || history.needs_recovery(&locked) {
             history.recover_locked(&mut locked)?;
         }
         drop(locked);
@@ -352,10 +359,7 @@ impl History {
     fn lock(&self) -> Result<Locked<'_>> {
         let lock = HistoryLock::acquire(&self.paths.lock, self.options.lock_timeout)?;
         let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(Locked {
-            _lock: lock,
-            index,
-        })
+        Ok(Locked { _lock: lock, index })
     }
 
     fn durable(&self) -> bool {
@@ -423,14 +427,17 @@ impl History {
         }
         match ix.chat.last_crc {
             None => Ok(ix.chat.committed_end == 0),
-            Some(crc) => Ok(commit_crc_before(&self.paths.chat, ix.chat.committed_end)? == Some(crc)),
+            Some(crc) => {
+                Ok(commit_crc_before(&self.paths.chat, ix.chat.committed_end)? == Some(crc))
+            }
         }
     }
 
     fn index<'a>(locked: &'a Locked<'_>) -> Result<&'a Index> {
-        locked.index.as_ref().ok_or_else(|| {
-            HistoryError::InvalidArgument("history index is not loaded".to_owned())
-        })
+        locked
+            .index
+            .as_ref()
+            .ok_or_else(|| HistoryError::InvalidArgument("history index is not loaded".to_owned()))
     }
 
     fn needs_recovery(&self, locked: &Locked<'_>) -> bool {
@@ -473,7 +480,12 @@ impl History {
                 .damage
                 .clone()
                 .map(|d| (self.paths.chat.clone(), d))
-                .or_else(|| ix.archive.damage.clone().map(|d| (self.paths.archive.clone(), d)))
+                .or_else(|| {
+                    ix.archive
+                        .damage
+                        .clone()
+                        .map(|d| (self.paths.archive.clone(), d))
+                })
         };
         if let Some((path, d)) = damage {
             return Err(HistoryError::Corrupt {
@@ -564,11 +576,17 @@ impl History {
         let post_chat = fsutil::stamp(&self.paths.chat)?;
         let post_archive = fsutil::stamp(&self.paths.archive)?;
         let verified = match (pre_chat, post_chat) {
-            (Some(a), Some(b)) => (a.dev, a.ino) == (b.dev, b.ino) && b.size == a.size + framed.len() as u64,
+            (Some(a), Some(b)) => {
+                (a.dev, a.ino) == (b.dev, b.ino) && b.size == a.size + framed.len() as u64
+            }
             (None, Some(b)) => b.size == framed.len() as u64,
             _ => false,
         } && post_archive == pre_archive;
-        let final_epoch = if pure && verified { epoch } else { fsutil::random_u63() };
+        let final_epoch = if pure && verified {
+            epoch
+        } else {
+            fsutil::random_u63()
+        };
         let stable = Receipt {
             version: receipt::RECEIPT_VERSION,
             epoch: final_epoch,
@@ -582,7 +600,8 @@ impl History {
             },
         };
         // The append is durable now: a failure to finalize only expires cursors.
-        let published = receipt::publish(&self.paths.receipt, &stable, false, "receipt.stable").is_ok();
+        let published =
+            receipt::publish(&self.paths.receipt, &stable, false, "receipt.stable").is_ok();
 
         let ix = locked.index.as_mut().ok_or_else(|| {
             HistoryError::InvalidArgument("history index is not loaded".to_owned())
@@ -647,7 +666,10 @@ impl History {
                 "rollover_id must not be empty".to_owned(),
             ));
         }
-        if !matches!(spec.reason.as_str(), "usable_limit" | "new_context" | "manual") {
+        if !matches!(
+            spec.reason.as_str(),
+            "usable_limit" | "new_context" | "manual"
+        ) {
             return Err(HistoryError::InvalidArgument(format!(
                 "rollover reason {:?} is not one of usable_limit, new_context, manual",
                 spec.reason
@@ -779,7 +801,10 @@ impl History {
             };
             if h.kind == "boundary" || out.is_empty() {
                 let (id, kind) = if h.kind == "boundary" {
-                    (format!("w:{}", h.seq), h.boundary_kind.clone().unwrap_or_else(|| "reset".into()))
+                    (
+                        format!("w:{}", h.seq),
+                        h.boundary_kind.clone().unwrap_or_else(|| "reset".into()),
+                    )
                 } else {
                     ("w:0".into(), "root".into())
                 };
@@ -790,7 +815,8 @@ impl History {
                     item_count: 0,
                 });
             }
-            if matches!(h.kind.as_str(), "message" | "continuation") && !retracted.contains(&h.seq) {
+            if matches!(h.kind.as_str(), "message" | "continuation") && !retracted.contains(&h.seq)
+            {
                 if let Some(w) = out.last_mut() {
                     w.item_count += 1;
                 }
@@ -850,7 +876,11 @@ impl History {
                 && r.files.archive == ix.archive_stamp
         });
         let has_files = ix.chat_stamp.is_some() || ix.archive_stamp.is_some();
-        if chat_torn.is_none() && archive_torn.is_none() && overlap.is_none() && (receipt_ok || !has_files) {
+        if chat_torn.is_none()
+            && archive_torn.is_none()
+            && overlap.is_none()
+            && (receipt_ok || !has_files)
+        {
             report.epoch = receipt.valid().map(|r| r.epoch);
             return Ok(report);
         }
@@ -858,10 +888,12 @@ impl History {
         self.publish_pending_durable(epoch, ix)?;
         *locked.index = None; // whatever happens next, rebuild from the files
         if let Some(keep) = archive_torn {
-            report.archive_torn_bytes = self.move_tail(&self.paths.archive, keep, epoch, &mut report.moved_to)?;
+            report.archive_torn_bytes =
+                self.move_tail(&self.paths.archive, keep, epoch, &mut report.moved_to)?;
         }
         if let Some(keep) = chat_torn {
-            report.chat_torn_bytes = self.move_tail(&self.paths.chat, keep, epoch, &mut report.moved_to)?;
+            report.chat_torn_bytes =
+                self.move_tail(&self.paths.chat, keep, epoch, &mut report.moved_to)?;
         }
         if let Some(cut) = overlap {
             let chat = read_all(&self.paths.chat)?;
@@ -880,7 +912,12 @@ impl History {
     /// `chat.jsonl`, the chat file starts with bytes the archive already ends with:
     /// the length of that prefix.
     fn rotation_overlap(&self, ix: &Index) -> Option<u64> {
-        let archive_max = ix.archive.entries.iter().filter_map(|e| e.head.as_ref().map(|h| h.seq)).max()?;
+        let archive_max = ix
+            .archive
+            .entries
+            .iter()
+            .filter_map(|e| e.head.as_ref().map(|h| h.seq))
+            .max()?;
         // The longest prefix of whole batches / lines whose rows are all archived.
         let mut cut = 0u64;
         let mut ranges = ix.chat.batch_ranges.iter().peekable();
@@ -909,7 +946,13 @@ impl History {
         (tail == head).then_some(cut)
     }
 
-    fn move_tail(&self, path: &Path, keep: u64, epoch: u64, moved: &mut Vec<PathBuf>) -> Result<u64> {
+    fn move_tail(
+        &self,
+        path: &Path,
+        keep: u64,
+        epoch: u64,
+        moved: &mut Vec<PathBuf>,
+    ) -> Result<u64> {
         let tail = read_range(path, keep)?;
         if tail.is_empty() {
             return Ok(0);
@@ -925,7 +968,11 @@ impl History {
         let target_ref = &target;
         let io = |op| move |e| HistoryError::io(op, target_ref, e);
         failpoint::hit("recover.copy").map_err(io("write"))?;
-        let mut out = FsOpenOptions::new().write(true).create_new(true).open(&target).map_err(io("create"))?;
+        let mut out = FsOpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&target)
+            .map_err(io("create"))?;
         out.write_all(&tail).map_err(io("write"))?;
         if self.durable() {
             out.sync_all().map_err(io("fsync"))?;
@@ -934,10 +981,15 @@ impl History {
         moved.push(target.clone());
         // Only now that the bytes are safe elsewhere is the tail cut.
         failpoint::hit("recover.truncate").map_err(|e| HistoryError::io("truncate", path, e))?;
-        let file = FsOpenOptions::new().write(true).open(path).map_err(|e| HistoryError::io("open", path, e))?;
-        file.set_len(keep).map_err(|e| HistoryError::io("truncate", path, e))?;
+        let file = FsOpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| HistoryError::io("open", path, e))?;
+        file.set_len(keep)
+            .map_err(|e| HistoryError::io("truncate", path, e))?;
         if self.durable() {
-            file.sync_all().map_err(|e| HistoryError::io("fsync", path, e))?;
+            file.sync_all()
+                .map_err(|e| HistoryError::io("fsync", path, e))?;
         }
         Ok(tail.len() as u64)
     }
@@ -955,7 +1007,12 @@ impl History {
                 archive: ix.archive_stamp,
             },
         };
-        receipt::publish(&self.paths.receipt, &pending, self.durable(), "receipt.pending")
+        receipt::publish(
+            &self.paths.receipt,
+            &pending,
+            self.durable(),
+            "receipt.pending",
+        )
     }
 
     fn publish_stable_durable(&self, epoch: u64, locked: &mut Locked<'_>) -> Result<()> {
@@ -974,7 +1031,12 @@ impl History {
                 archive: ix.archive_stamp,
             },
         };
-        receipt::publish(&self.paths.receipt, &stable, self.durable(), "receipt.stable")?;
+        receipt::publish(
+            &self.paths.receipt,
+            &stable,
+            self.durable(),
+            "receipt.stable",
+        )?;
         ix.epoch = Some(epoch);
         Ok(())
     }
@@ -1014,7 +1076,11 @@ impl History {
             let path = &self.paths.archive;
             let io = |op| move |e| HistoryError::io(op, path, e);
             failpoint::hit("rotate.archive").map_err(io("append"))?;
-            let mut f = FsOpenOptions::new().append(true).create(true).open(path).map_err(io("open"))?;
+            let mut f = FsOpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+                .map_err(io("open"))?;
             f.write_all(moved).map_err(io("append"))?;
             if self.durable() {
                 f.sync_data().map_err(io("fdatasync"))?;
@@ -1070,7 +1136,9 @@ impl History {
         let clean = |f: &FileReport| f.torn_bytes == 0 && f.damage.is_none();
         let empty = chat.bytes == 0 && archive.bytes == 0;
         Ok(VerifyReport {
-            ok: clean(&chat) && clean(&archive) && (receipt_state == "stable" || (empty && receipt_state == "missing")),
+            ok: clean(&chat)
+                && clean(&archive)
+                && (receipt_state == "stable" || (empty && receipt_state == "missing")),
             chat,
             archive,
             receipt: receipt_state.to_owned(),
@@ -1093,9 +1161,11 @@ fn read_range(path: &Path, start: u64) -> Result<Vec<u8>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(HistoryError::io("open", path, e)),
     };
-    f.seek(SeekFrom::Start(start)).map_err(|e| HistoryError::io("seek", path, e))?;
+    f.seek(SeekFrom::Start(start))
+        .map_err(|e| HistoryError::io("seek", path, e))?;
     let mut out = Vec::new();
-    f.read_to_end(&mut out).map_err(|e| HistoryError::io("read", path, e))?;
+    f.read_to_end(&mut out)
+        .map_err(|e| HistoryError::io("read", path, e))?;
     Ok(out)
 }
 
@@ -1103,7 +1173,9 @@ fn read_range(path: &Path, start: u64) -> Result<Vec<u8>> {
 fn read_prefix(path: &Path, len: u64) -> Result<Vec<u8>> {
     let f = File::open(path).map_err(|e| HistoryError::io("open", path, e))?;
     let mut out = Vec::with_capacity(len as usize);
-    f.take(len).read_to_end(&mut out).map_err(|e| HistoryError::io("read", path, e))?;
+    f.take(len)
+        .read_to_end(&mut out)
+        .map_err(|e| HistoryError::io("read", path, e))?;
     Ok(out)
 }
 
@@ -1116,9 +1188,12 @@ fn commit_crc_before(path: &Path, end: u64) -> Result<Option<u32>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(HistoryError::io("open", path, e)),
     };
-    f.seek(SeekFrom::Start(start)).map_err(|e| HistoryError::io("seek", path, e))?;
+    f.seek(SeekFrom::Start(start))
+        .map_err(|e| HistoryError::io("seek", path, e))?;
     let mut buf = Vec::new();
-    f.take(end - start).read_to_end(&mut buf).map_err(|e| HistoryError::io("read", path, e))?;
+    f.take(end - start)
+        .read_to_end(&mut buf)
+        .map_err(|e| HistoryError::io("read", path, e))?;
     if buf.len() as u64 != end - start || buf.last() != Some(&b'\n') {
         return Ok(None);
     }
@@ -1135,5 +1210,7 @@ fn commit_crc_before(path: &Path, end: u64) -> Result<Option<u32>> {
     struct Crc {
         crc: u32,
     }
-    Ok(serde_json::from_slice::<C>(&body[line_start..]).ok().map(|c| c.commit.crc))
+    Ok(serde_json::from_slice::<C>(&body[line_start..])
+        .ok()
+        .map(|c| c.commit.crc))
 }

@@ -110,14 +110,12 @@ impl NewRow {
                     ));
                 }
             }
-            "retraction" => {
-                if !self.meta.get("retracts").is_some_and(Value::is_u64) {
-                    return Err(HistoryError::row(
-                        index,
-                        "meta.retracts",
-                        "must be the seq (an integer) of the row to hide",
-                    ));
-                }
+            "retraction" if !self.meta.get("retracts").is_some_and(Value::is_u64) => {
+                return Err(HistoryError::row(
+                    index,
+                    "meta.retracts",
+                    "must be the seq (an integer) of the row to hide",
+                ));
             }
             _ => {}
         }
@@ -141,7 +139,11 @@ fn one_of(index: usize, field: &str, value: Option<Value>, allowed: &[&str]) -> 
 fn validate_part(index: usize, i: usize, part: &Value) -> Result<()> {
     let field = |name: &str| format!("parts[{i}].{name}");
     let Value::Object(p) = part else {
-        return Err(HistoryError::row(index, format!("parts[{i}]"), "must be an object"));
+        return Err(HistoryError::row(
+            index,
+            format!("parts[{i}]"),
+            "must be an object",
+        ));
     };
     let require_str = |name: &str| -> Result<()> {
         match p.get(name) {
@@ -168,10 +170,7 @@ fn validate_part(index: usize, i: usize, part: &Value) -> Result<()> {
         other => Err(HistoryError::row(
             index,
             field("type"),
-            format!(
-                "is {other:?}; expected one of {}",
-                PART_TYPES.join(", ")
-            ),
+            format!("is {other:?}; expected one of {}", PART_TYPES.join(", ")),
         )),
     }
 }
@@ -213,13 +212,23 @@ mod tests {
 
     #[test]
     fn validates_and_names_the_field() {
-        let ok = json!({"kind": "message", "role": "user", "parts": [{"type": "text", "text": "hi"}]});
+        let ok =
+            json!({"kind": "message", "role": "user", "parts": [{"type": "text", "text": "hi"}]});
         assert!(NewRow::from_value(0, ok).is_ok());
         let bad = json!({"kind": "message", "role": "user", "parts": [{"type": "txt"}]});
-        let err = NewRow::from_value(3, bad).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("row 3") && err.contains("parts[0].type"), "{err}");
+        let err = NewRow::from_value(3, bad)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("row 3") && err.contains("parts[0].type"),
+            "{err}"
+        );
         let seq = json!({"kind": "message", "role": "user", "seq": 4});
-        let err = NewRow::from_value(0, seq).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = NewRow::from_value(0, seq)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("assigned by the store"), "{err}");
         let boundary = json!({"kind": "boundary", "role": "system"});
         assert!(NewRow::from_value(0, boundary).is_err());

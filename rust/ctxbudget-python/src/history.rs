@@ -1,0 +1,219 @@
+//! Bindings of the transcript store. Reports cross as JSON text; the typed wrapper
+//! (`ctxbudget/history.py`) turns them into dataclasses.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ctxbudget::history::{Durability, History, NewRow, OpenOptions, ReceiptRead, RolloverSpec};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::errors::{history_error, no_panic};
+
+fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+fn parse_rows(rows_json: &[u8]) -> Result<Vec<NewRow>, ctxbudget::history::HistoryError> {
+    let values: Vec<Value> = serde_json::from_slice(rows_json).map_err(|e| {
+        ctxbudget::history::HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}"))
+    })?;
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| NewRow::from_value(i, v))
+        .collect()
+}
+
+/// `(seq | None, window, raw line)` of one stored row.
+type RowTuple<'py> = (Option<u64>, String, Bound<'py, PyBytes>);
+
+/// A workspace's transcript store (see `ctxbudget.History`).
+#[pyclass(module = "ctxbudget._ctxbudget", name = "History", frozen)]
+pub(crate) struct PyHistory {
+    inner: History,
+}
+
+impl PyHistory {
+    /// Runs `f` on the store without the GIL, mapping errors and panics.
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        what: &str,
+        f: impl FnOnce(&History) -> ctxbudget::history::Result<T> + Send,
+    ) -> PyResult<T> {
+        no_panic(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
+    }
+}
+
+#[pymethods]
+impl PyHistory {
+    #[staticmethod]
+    #[pyo3(signature = (workspace, *, durability, lock_timeout, max_row_bytes))]
+    fn open(
+        py: Python<'_>,
+        workspace: PathBuf,
+        durability: &str,
+        lock_timeout: f64,
+        max_row_bytes: usize,
+    ) -> PyResult<Self> {
+        let durability: Durability = durability.parse().map_err(|e| history_error(py, e))?;
+        let options = OpenOptions {
+            durability,
+            lock_timeout: Duration::from_secs_f64(lock_timeout.max(0.0)),
+            max_row_bytes,
+        };
+        let inner = no_panic(py, "History.open()", || {
+            py.detach(|| History::open(&workspace, options))
+        })?
+        .map_err(|e| history_error(py, e))?;
+        Ok(PyHistory { inner })
+    }
+
+    /// Appends a batch given as UTF-8 JSON (a list of row objects).
+    fn append_json(&self, py: Python<'_>, rows_json: &[u8]) -> PyResult<String> {
+        let rows_json = rows_json.to_vec();
+        self.run(py, "append()", move |h| {
+            let rows = parse_rows(&rows_json)?;
+            if rows.is_empty() {
+                return Err(ctxbudget::history::HistoryError::InvalidArgument(
+                    "append() needs at least one row".to_owned(),
+                ));
+            }
+            h.append(rows).map(|r| to_json(&r))
+        })
+    }
+
+    /// `[(seq | None, window, raw line bytes)]`, archive then chat.
+    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Vec<RowTuple<'py>>> {
+        let rows = self.run(py, "rows()", |h| h.rows())?;
+        Ok(rows
+            .into_iter()
+            .map(|r| (r.seq, r.window, PyBytes::new(py, &r.raw)))
+            .collect())
+    }
+
+    fn windows(&self, py: Python<'_>) -> PyResult<String> {
+        self.run(py, "windows()", |h| h.windows().map(|w| to_json(&w)))
+    }
+
+    fn current_window(&self, py: Python<'_>) -> PyResult<String> {
+        self.run(py, "current_window", |h| h.current_window())
+    }
+
+    #[pyo3(signature = (*, rollover_id, reason, requested_by, lead_in, trigger_json, figures_json))]
+    #[allow(clippy::too_many_arguments)]
+    fn rollover(
+        &self,
+        py: Python<'_>,
+        rollover_id: String,
+        reason: String,
+        requested_by: Option<String>,
+        lead_in: String,
+        trigger_json: Option<Vec<u8>>,
+        figures_json: Option<Vec<u8>>,
+    ) -> PyResult<String> {
+        self.run(py, "rollover()", move |h| {
+            let trigger = match trigger_json {
+                Some(bytes) => parse_rows(&bytes)?.into_iter().next(),
+                None => None,
+            };
+            let figures = match figures_json {
+                Some(bytes) => match serde_json::from_slice(&bytes) {
+                    Ok(Value::Object(map)) => map,
+                    _ => {
+                        return Err(ctxbudget::history::HistoryError::InvalidArgument(
+                            "figures must be a JSON object".to_owned(),
+                        ))
+                    }
+                },
+                None => serde_json::Map::new(),
+            };
+            h.rollover(RolloverSpec {
+                rollover_id,
+                reason,
+                requested_by,
+                lead_in,
+                trigger,
+                figures,
+            })
+        })
+    }
+
+    fn clear_soft(&self, py: Python<'_>) -> PyResult<u64> {
+        self.run(py, "clear_soft()", |h| h.clear_soft())
+    }
+
+    fn quarantine(&self, py: Python<'_>, row_json: &[u8]) -> PyResult<u64> {
+        let row_json = row_json.to_vec();
+        self.run(py, "quarantine()", move |h| {
+            let row = parse_rows(&row_json)?.into_iter().next().ok_or_else(|| {
+                ctxbudget::history::HistoryError::InvalidArgument(
+                    "quarantine() needs a row".to_owned(),
+                )
+            })?;
+            h.quarantine(row)
+        })
+    }
+
+    fn rotate(&self, py: Python<'_>) -> PyResult<String> {
+        self.run(py, "rotate()", |h| h.rotate().map(|r| to_json(&r)))
+    }
+
+    /// The receipt as JSON, or `"missing"` / `"malformed"`.
+    fn receipt(&self, py: Python<'_>) -> PyResult<String> {
+        self.run(py, "receipt()", |h| {
+            Ok(match h.receipt()? {
+                ReceiptRead::Missing => "\"missing\"".to_owned(),
+                ReceiptRead::Malformed => "\"malformed\"".to_owned(),
+                ReceiptRead::Valid(r) => to_json(&r),
+            })
+        })
+    }
+
+    fn recover(&self, py: Python<'_>) -> PyResult<String> {
+        self.run(py, "recover()", |h| h.recover().map(|r| to_json(&r)))
+    }
+
+    fn verify(&self, py: Python<'_>) -> PyResult<String> {
+        self.run(py, "verify()", |h| h.verify().map(|r| to_json(&r)))
+    }
+
+    fn anchor_crc_at(&self, py: Python<'_>, offset: u64) -> PyResult<Option<u32>> {
+        self.run(py, "anchor_crc_at()", move |h| h.anchor_crc_at(offset))
+    }
+
+    #[getter]
+    fn directory(&self) -> PathBuf {
+        self.inner.paths().dir.clone()
+    }
+}
+
+/// Arms a store fail point (test builds only): `action` is `"crash"`, `"error:<errno>"`
+/// or `"torn:<bytes>"`.
+#[cfg(feature = "failpoints")]
+#[pyfunction]
+pub(crate) fn _arm_failpoint(name: &str, action: &str) -> PyResult<()> {
+    use ctxbudget::history::failpoint::{arm, Action};
+    let parsed = match action.split_once(':') {
+        None if action == "crash" => Action::Crash,
+        Some(("error", code)) => Action::Error(code.parse().unwrap_or(5)),
+        Some(("torn", n)) => Action::Torn(n.parse().unwrap_or(0)),
+        _ => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown fail point action {action:?}"
+            )))
+        }
+    };
+    arm(name, parsed);
+    Ok(())
+}
+
+/// Disarms every fail point.
+#[cfg(feature = "failpoints")]
+#[pyfunction]
+pub(crate) fn _reset_failpoints() {
+    ctxbudget::history::failpoint::reset();
+}

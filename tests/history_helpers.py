@@ -1,0 +1,82 @@
+"""Helpers shared by the transcript-store tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+_TABLE: list[int] = []
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), written independently of the implementation under test."""
+    if not _TABLE:
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            _TABLE.append(c)
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def msg(text: str, role: str = "user", **meta: Any) -> dict[str, Any]:
+    return {
+        "kind": "message",
+        "role": role,
+        "parts": [{"type": "text", "text": text}],
+        "meta": meta,
+    }
+
+
+def texts(history: Any) -> list[tuple[int, str]]:
+    """(seq, first text part or kind) of every visible row."""
+    out = []
+    for row in history.rows():
+        text = next((p.get("text") for p in row.parts if p.get("type") == "text"), None)
+        out.append((row.seq, text if text is not None else f"<{row.kind}>"))
+    return out
+
+
+def chat_path(ws: Path) -> Path:
+    return ws / "history" / "chat.jsonl"
+
+
+def rewrite_last_batch_same_size(ws: Path) -> bool:
+    """Changes one letter of the last framed row and re-frames the batch with a valid
+    CRC of the same length: a same-size rewrite no stamp-free check can see."""
+    path = chat_path(ws)
+    lines = path.read_bytes().split(b"\n")[:-1]
+    if len(lines) < 3 or not lines[-1].startswith(b'{"commit":'):
+        return False
+    header_at = max(i for i, line in enumerate(lines) if line.startswith(b'{"batch":'))
+    row_at = len(lines) - 2
+    row = json.loads(lines[row_at])
+    parts = row.get("parts") or []
+    if not parts or not parts[0].get("text"):
+        return False
+    old_commit = json.loads(lines[-1])
+    for letter in "qxzjkvwy":
+        text = parts[0]["text"]
+        new_text = letter + text[1:] if text[0] != letter else "Q" + text[1:]
+        new_row = lines[row_at].replace(
+            json.dumps(text, ensure_ascii=False).encode(),
+            json.dumps(new_text, ensure_ascii=False).encode(),
+            1,
+        )
+        if len(new_row) != len(lines[row_at]):
+            continue
+        framed = b"".join(line + b"\n" for line in [*lines[header_at:row_at], new_row])
+        crc = crc32c(framed)
+        commit = lines[-1].replace(
+            b'"crc":' + str(old_commit["commit"]["crc"]).encode(), b'"crc":' + str(crc).encode()
+        )
+        if len(commit) != len(lines[-1]):
+            continue
+        new_lines = [*lines[:row_at], new_row, commit]
+        path.write_bytes(b"".join(line + b"\n" for line in new_lines))
+        return True
+    return False
