@@ -54,12 +54,17 @@ def _tables(data: dict[str, Any]) -> str:
         by_measure[info["measure"]][key] = {"stats": b["stats"], **info}
 
     lines: list[str] = []
+    appends = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "append"]
+    opens = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "open"]
+    if appends:
+        lines += _append_table(appends, opens)
+        lines.append("")
     lines += [
         "| measure | ctxbudget | baseline | ratio (baseline time / ctxbudget time) |",
         "|---|---|---|---|",
     ]
     for measure, impls in by_measure.items():
-        if measure.startswith("pathological") or measure.startswith("recount"):
+        if measure.startswith(("pathological", "recount", "append", "open")):
             continue
         ours = next(v for k, v in impls.items() if k.startswith("ctxbudget"))
         base = impls["tiktoken"]
@@ -115,6 +120,42 @@ def _tables(data: dict[str, Any]) -> str:
                 spread = max(per_mib) / min(per_mib)
                 lines.append(f"| {label}: slowest / fastest s/MiB | | **{spread:.2f}×** | | |")
     return "\n".join(lines)
+
+
+def _append_table(appends: list[dict[str, Any]], opens: list[dict[str, Any]]) -> list[str]:
+    cells: dict[tuple[int, int, str], dict[str, dict[str, float]]] = defaultdict(dict)
+    for b in appends:
+        info = b["extra_info"]
+        cells[(info["mib"], info["batch"], info["durability"])][info["impl"]] = info
+
+    def ms(info: dict[str, float] | None) -> str:
+        if not info:
+            return "-"
+        return f"{info['p50'] * 1e3:.3f} / {info['p99'] * 1e3:.3f}"
+
+    lines = [
+        "| transcript | batch | durability | ctxbudget p50 / p99 ms | whole-file rewrite "
+        "p50 / p99 ms | SQLite WAL p50 / p99 ms | rewrite ÷ ctxbudget | ctxbudget ÷ SQLite |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (mib, batch, durability), impls in sorted(cells.items()):
+        ours, rewrite, sqlite = impls.get("ctxbudget"), impls.get("rewrite"), impls.get("sqlite")
+        vs_rewrite = f"**{rewrite['p50'] / ours['p50']:.0f}×**" if ours and rewrite else "-"
+        vs_sqlite = f"**{ours['p50'] / sqlite['p50']:.2f}×**" if ours and sqlite else "-"
+        lines.append(
+            f"| {mib} MiB | {batch} | {durability} | {ms(ours)} | {ms(rewrite)} | "
+            f"{ms(sqlite)} | {vs_rewrite} | {vs_sqlite} |"
+        )
+    for b in opens:
+        info = b["extra_info"]
+        lines += [
+            "",
+            "| open + recover | median | max |",
+            "|---|---|---|",
+            f"| {info['mib']} MiB transcript with a torn tail | "
+            f"{b['stats']['median']:.3f} s | {b['stats']['max']:.3f} s |",
+        ]
+    return lines
 
 
 def main() -> int:

@@ -83,7 +83,7 @@ fn failures_before_the_data_is_durable_lose_only_the_unacknowledged_batch() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let cases: Vec<(&str, Action)> = vec![
         ("receipt.pending.write", Action::Error(ENOSPC)),
-        ("receipt.pending.rename", Action::Error(EIO)),
+        ("receipt.pending.write", Action::Crash),
         ("append.open", Action::Error(EIO)),
         ("append.write", Action::Error(ENOSPC)),
         ("append.write", Action::Crash),
@@ -121,7 +121,7 @@ fn failures_after_the_data_is_durable_keep_the_whole_batch() {
     let cases: Vec<(&str, Action, bool)> = vec![
         ("append.after_fsync", Action::Crash, false),
         ("receipt.stable.write", Action::Error(ENOSPC), true),
-        ("receipt.stable.rename", Action::Crash, true),
+        ("receipt.stable.write", Action::Crash, true),
     ];
     for (i, (point, action, append_ok)) in cases.into_iter().enumerate() {
         let (ok, seen) = append_with(&format!("after-{i}"), point, action);

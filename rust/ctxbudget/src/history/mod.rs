@@ -565,7 +565,7 @@ impl History {
                 archive: pre_archive,
             },
         };
-        receipt::publish(&self.paths.receipt, &pending, false, "receipt.pending")?;
+        receipt::publish_in_place(&self.paths.receipt, &pending, "receipt.pending")?;
 
         if let Err(e) = self.write_batch(&framed, pre_chat.is_none()) {
             // The file may now hold a torn tail; rebuild the index before the next use.
@@ -601,7 +601,7 @@ impl History {
         };
         // The append is durable now: a failure to finalize only expires cursors.
         let published =
-            receipt::publish(&self.paths.receipt, &stable, false, "receipt.stable").is_ok();
+            receipt::publish_in_place(&self.paths.receipt, &stable, "receipt.stable").is_ok();
 
         let ix = locked.index.as_mut().ok_or_else(|| {
             HistoryError::InvalidArgument("history index is not loaded".to_owned())

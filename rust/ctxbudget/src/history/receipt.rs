@@ -98,10 +98,46 @@ pub fn read(path: &Path) -> Result<ReceiptRead> {
     }
 }
 
-/// Publishes `receipt` at `path` by atomic replacement; `durable` syncs file and
-/// directory (required before non-append mutations, see `History`).
-pub fn publish(path: &Path, receipt: &Receipt, durable: bool, point: &str) -> Result<()> {
-    let bytes = serde_json::to_vec(receipt)
+/// Every receipt is written padded with spaces to this length, so that rewriting it in
+/// place is one `pwrite` of a constant size (JSON allows trailing whitespace).
+pub const RECEIPT_PADDED: usize = 1024;
+
+fn padded(receipt: &Receipt) -> Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec(receipt)
         .map_err(|e| HistoryError::InvalidArgument(format!("receipt does not serialize: {e}")))?;
-    fsutil::replace_file(path, &bytes, durable, point)
+    if bytes.len() < RECEIPT_PADDED {
+        bytes.resize(RECEIPT_PADDED, b' ');
+    }
+    Ok(bytes)
+}
+
+/// Publishes `receipt` at `path` by atomic replacement (temporary file, rename);
+/// `durable` syncs the file before and the directory after the rename. Used around
+/// every mutation that is not a pure append.
+pub fn publish(path: &Path, receipt: &Receipt, durable: bool, point: &str) -> Result<()> {
+    fsutil::replace_file(path, &padded(receipt)?, durable, point)
+}
+
+/// Publishes `receipt` by overwriting the file in place, without syncing: the cheap
+/// form used around pure appends. Readers hold the history lock, so none sees a write
+/// in progress; a crash or power cut mid-write leaves a torn (malformed) or stale
+/// receipt, and both fail closed.
+pub fn publish_in_place(path: &Path, receipt: &Receipt, point: &str) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let bytes = padded(receipt)?;
+    let write = || -> std::io::Result<()> {
+        super::failpoint::hit(&format!("{point}.write"))?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        file.write_all_at(&bytes, 0)?;
+        let len = file.metadata()?.len();
+        if len > bytes.len() as u64 {
+            file.set_len(bytes.len() as u64)?;
+        }
+        Ok(())
+    };
+    write().map_err(|e| HistoryError::io("write receipt", path, e))
 }

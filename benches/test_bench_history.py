@@ -1,0 +1,189 @@
+"""Transcript-store append latency, side by side in one run with the two alternatives a
+user would otherwise pick: (a) the reference design's whole-file rewrite through a
+temporary file and rename, (b) SQLite in WAL mode, one transaction per batch
+(`synchronous=FULL` for fsync, `OFF` for none), as the OpenAI Agents SDK's SQLiteSession
+would store items. Rows are about 2 KiB; every implementation gets the same JSON rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SHORT
+
+from ctxbudget import History
+
+MIB = 1 << 20
+SIZES = [1, 16] if SHORT else [1, 16, 128]
+BATCHES = [1, 20]
+DURABILITY = ["fsync", "none"]
+IMPLS = ["ctxbudget", "rewrite", "sqlite"]
+
+_TEXT = (
+    "The agent read src/handlers/export.py, found that retries resend invoices, and "
+    "proposed an idempotency key per invoice plus a persisted cursor. "
+) * 14
+
+
+def _row(i: int) -> dict[str, Any]:
+    return {
+        "kind": "message",
+        "role": "assistant" if i % 2 else "user",
+        "parts": [{"type": "text", "text": f"[{i}] {_TEXT}"[:2000]}],
+        "meta": {"n": i},
+    }
+
+
+def _rows_for(mib: int) -> int:
+    return mib * MIB // 2_200
+
+
+@pytest.fixture(scope="session")
+def masters() -> Iterator[dict[tuple[str, int], Path]]:
+    """One prefilled store per (implementation, size), copied for each benchmark."""
+    root = Path(tempfile.mkdtemp(prefix="ctxb-bench-"))
+    made: dict[tuple[str, int], Path] = {}
+    for mib in SIZES:
+        n = _rows_for(mib)
+        ws = root / f"ctxbudget-{mib}"
+        h = History.open(ws, durability="none")
+        for start in range(0, n, 200):
+            h.append([_row(i) for i in range(start, min(n, start + 200))])
+        made[("ctxbudget", mib)] = ws
+        flat = root / f"rewrite-{mib}.jsonl"
+        with flat.open("w") as f:
+            for i in range(n):
+                f.write(json.dumps(_row(i)) + "\n")
+        made[("rewrite", mib)] = flat
+        db = root / f"sqlite-{mib}.db"
+        con = sqlite3.connect(db)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("CREATE TABLE items (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        with con:
+            con.executemany(
+                "INSERT INTO items (body) VALUES (?)", ((json.dumps(_row(i)),) for i in range(n))
+            )
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.close()
+        made[("sqlite", mib)] = db
+    yield made
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _rewrite_appender(path: Path, durable: bool) -> Callable[[list[dict[str, Any]]], None]:
+    """The reference writer: whole file through a temporary file and rename."""
+    directory = os.open(path.parent, os.O_RDONLY)
+
+    def append(rows: list[dict[str, Any]]) -> None:
+        data = path.read_bytes() + b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        if durable:
+            os.fsync(directory)
+
+    return append
+
+
+def _sqlite_appender(path: Path, durable: bool) -> Callable[[list[dict[str, Any]]], None]:
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute(f"PRAGMA synchronous={'FULL' if durable else 'OFF'}")
+
+    def append(rows: list[dict[str, Any]]) -> None:
+        con.execute("BEGIN")
+        con.executemany("INSERT INTO items (body) VALUES (?)", ((json.dumps(r),) for r in rows))
+        con.execute("COMMIT")
+
+    return append
+
+
+def _percentile(data: list[float], q: float) -> float:
+    ordered = sorted(data)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _rounds(impl: str, mib: int, batch: int) -> int:
+    if impl == "rewrite":
+        return {1: 30, 16: 10, 128: 4}[mib] if not SHORT else {1: 10, 16: 4}[mib]
+    return (60 if batch == 20 else 200) if not SHORT else 30
+
+
+@pytest.mark.parametrize("durability", DURABILITY)
+@pytest.mark.parametrize("batch", BATCHES)
+@pytest.mark.parametrize("mib", SIZES)
+@pytest.mark.parametrize("impl", IMPLS)
+def test_append_latency(  # type: ignore[no-untyped-def]
+    benchmark, masters, tmp_path: Path, impl: str, mib: int, batch: int, durability: str
+) -> None:
+    durable = durability == "fsync"
+    master = masters[(impl, mib)]
+    target = tmp_path / master.name
+    if master.is_dir():
+        shutil.copytree(master, target)
+    else:
+        shutil.copy(master, target)
+    if impl == "ctxbudget":
+        history = History.open(target, durability=durability)
+        append = history.append
+    elif impl == "rewrite":
+        append = _rewrite_appender(target, durable)
+    else:
+        append = _sqlite_appender(target, durable)
+    counter = iter(range(10**9))
+
+    def setup() -> tuple[tuple[list[dict[str, Any]]], dict[str, Any]]:
+        start = next(counter) * batch
+        return ([_row(start + i) for i in range(batch)],), {}
+
+    benchmark.pedantic(append, setup=setup, rounds=_rounds(impl, mib, batch), warmup_rounds=1)
+    data = benchmark.stats.stats.data
+    benchmark.extra_info.update(
+        measure=f"append {batch} row(s), {mib} MiB, {durability}",
+        impl=impl,
+        bytes=batch * 2_200,
+        group="append",
+        mib=mib,
+        batch=batch,
+        durability=durability,
+        p50=_percentile(data, 0.50),
+        p99=_percentile(data, 0.99),
+    )
+
+
+def test_open_and_recover_torn_tail(benchmark, masters, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    mib = max(SIZES)
+    master = masters[("ctxbudget", mib)]
+    target = tmp_path / "ws"
+
+    def setup() -> tuple[tuple[()], dict[str, Any]]:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(master, target)
+        with (target / "history" / "chat.jsonl").open("ab") as f:
+            f.write(b'{"batch":{"epoch":1,"first":999999,"last":999999}}\n{"seq":999999,"ki')
+        return (), {}
+
+    def open_and_recover() -> None:
+        History.open(target, durability="fsync")
+
+    benchmark.pedantic(open_and_recover, setup=setup, rounds=3)
+    assert any((target / "history" / "recovered").iterdir())
+    benchmark.extra_info.update(
+        measure=f"open + recover, {mib} MiB with torn tail",
+        impl="ctxbudget",
+        bytes=mib * MIB,
+        group="open",
+        mib=mib,
+    )
