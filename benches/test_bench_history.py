@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHORT
 
 from ctxbudget import History
+
+from conftest import SHORT
 
 MIB = 1 << 20
 SIZES = [1, 16] if SHORT else [1, 16, 128]

@@ -282,8 +282,8 @@ class History:
         and field of anything malformed; nothing is written then."""
         if isinstance(rows, Mapping):
             raise TypeError("append() takes a list of rows; wrap a single row in a list")
-        raw = json.loads(self._core.append_json(_encode_rows(list(rows))))
-        return AppendResult(**raw)
+        first, last, epoch, window = self._core.append_json(_encode_rows(list(rows)))
+        return AppendResult(first_seq=first, last_seq=last, epoch=epoch, window=window)
 
     def rows(self) -> Iterator[Row]:
         """Every committed row, archive first, then chat. Malformed lines are skipped."""

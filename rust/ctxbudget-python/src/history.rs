@@ -72,8 +72,9 @@ impl PyHistory {
         Ok(PyHistory { inner })
     }
 
-    /// Appends a batch given as UTF-8 JSON (a list of row objects).
-    fn append_json(&self, py: Python<'_>, rows_json: &[u8]) -> PyResult<String> {
+    /// Appends a batch given as UTF-8 JSON (a list of row objects); returns
+    /// `(first_seq, last_seq, epoch, window)`.
+    fn append_json(&self, py: Python<'_>, rows_json: &[u8]) -> PyResult<(u64, u64, u64, String)> {
         let rows_json = rows_json.to_vec();
         self.run(py, "append()", move |h| {
             let rows = parse_rows(&rows_json)?;
@@ -82,7 +83,8 @@ impl PyHistory {
                     "append() needs at least one row".to_owned(),
                 ));
             }
-            h.append(rows).map(|r| to_json(&r))
+            h.append(rows)
+                .map(|r| (r.first_seq, r.last_seq, r.epoch, r.window))
         })
     }
 

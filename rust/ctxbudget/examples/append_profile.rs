@@ -16,6 +16,9 @@ fn main() {
         h.append(vec![NewRow::text("message", "user", &text)])
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    println!("{:.1} us per append", start.elapsed().as_secs_f64() * 1e6 / n as f64);
+    println!(
+        "{:.1} us per append",
+        start.elapsed().as_secs_f64() * 1e6 / n as f64
+    );
     let _ = std::fs::remove_dir_all(&ws);
 }
