@@ -175,10 +175,12 @@ def _encode_rows(rows: Sequence[Mapping[str, Any]]) -> bytes:
     """Serializes rows for the core, naming the row that cannot be serialized."""
     encoded = []
     for index, row in enumerate(rows):
-        if not isinstance(row, Mapping):
-            raise InvalidRowError(f"row {index}: must be a dict, got {type(row).__name__}")
+        if not isinstance(row, dict):
+            if not isinstance(row, Mapping):
+                raise InvalidRowError(f"row {index}: must be a dict, got {type(row).__name__}")
+            row = dict(row)
         try:
-            text = json.dumps(dict(row), ensure_ascii=False, allow_nan=False)
+            text = json.dumps(row, ensure_ascii=False, allow_nan=False)
             encoded.append(text.encode("utf-8"))
         except (TypeError, ValueError) as exc:
             err = InvalidRowError(f"row {index}: not JSON-serializable: {exc}")
@@ -280,9 +282,11 @@ class History:
         """Appends ``rows`` (dicts with ``kind``, ``role``, ``parts``, ``meta``) as one
         atomic, durable batch. Raises :class:`~ctxbudget.InvalidRowError` naming the row
         and field of anything malformed; nothing is written then."""
-        if isinstance(rows, Mapping):
-            raise TypeError("append() takes a list of rows; wrap a single row in a list")
-        first, last, epoch, window = self._core.append_json(_encode_rows(list(rows)))
+        if type(rows) is not list:
+            if isinstance(rows, Mapping):
+                raise TypeError("append() takes a list of rows; wrap a single row in a list")
+            rows = list(rows)
+        first, last, epoch, window = self._core.append_json(_encode_rows(rows))
         return AppendResult(first_seq=first, last_seq=last, epoch=epoch, window=window)
 
     def rows(self) -> Iterator[Row]:

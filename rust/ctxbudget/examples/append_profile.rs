@@ -5,7 +5,11 @@ use std::time::Instant;
 fn main() {
     let ws = std::env::temp_dir().join(format!("ctxb-prof-{}", std::process::id()));
     let options = OpenOptions {
-        durability: Durability::None,
+        durability: if std::env::args().any(|a| a == "fsync") {
+            Durability::Fsync
+        } else {
+            Durability::None
+        },
         ..OpenOptions::default()
     };
     let h = History::open(&ws, options).unwrap_or_else(|e| panic!("{e}"));

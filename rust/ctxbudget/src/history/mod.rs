@@ -296,6 +296,7 @@ pub struct History {
     paths: Paths,
     options: OpenOptions,
     index: Mutex<Option<Index>>,
+    handles: Mutex<Handles>,
 }
 
 impl std::fmt::Debug for History {
@@ -307,10 +308,19 @@ impl std::fmt::Debug for History {
     }
 }
 
-/// Held history lock plus this instance's index.
+/// Open files reused between operations while they are still the files at their paths.
+#[derive(Default)]
+struct Handles {
+    receipt: Option<receipt::Handle>,
+    /// `chat.jsonl` opened for appending, with the `(dev, ino)` it had when opened.
+    chat: Option<(File, u64, u64)>,
+}
+
+/// Held history lock plus this instance's index and open files.
 struct Locked<'a> {
     _lock: HistoryLock,
     index: MutexGuard<'a, Option<Index>>,
+    handles: MutexGuard<'a, Handles>,
 }
 
 impl History {
@@ -329,6 +339,7 @@ impl History {
             paths,
             options,
             index: Mutex::new(None),
+            handles: Mutex::new(Handles::default()),
         };
         let mut locked = history.lock()?;
         let receipt = history.refresh(&mut locked)?;
@@ -359,7 +370,12 @@ impl History {
     fn lock(&self) -> Result<Locked<'_>> {
         let lock = HistoryLock::acquire(&self.paths.lock, self.options.lock_timeout)?;
         let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(Locked { _lock: lock, index })
+        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(Locked {
+            _lock: lock,
+            index,
+            handles,
+        })
     }
 
     fn durable(&self) -> bool {
@@ -369,7 +385,7 @@ impl History {
     /// Brings the index up to date with the files; cheap when nothing changed or when
     /// tracked writers only appended.
     fn refresh(&self, locked: &mut Locked<'_>) -> Result<ReceiptRead> {
-        let receipt = receipt::read(&self.paths.receipt)?;
+        let receipt = receipt::read_cached(&self.paths.receipt, &mut locked.handles.receipt)?;
         let chat = fsutil::stamp(&self.paths.chat)?;
         let archive = fsutil::stamp(&self.paths.archive)?;
         if let Some(ix) = locked.index.as_mut() {
@@ -565,9 +581,14 @@ impl History {
                 archive: pre_archive,
             },
         };
-        receipt::publish_in_place(&self.paths.receipt, &pending, "receipt.pending")?;
+        receipt::publish_in_place(
+            &self.paths.receipt,
+            &mut locked.handles.receipt,
+            &pending,
+            "receipt.pending",
+        )?;
 
-        if let Err(e) = self.write_batch(&framed, pre_chat.is_none()) {
+        if let Err(e) = self.write_batch(&mut locked.handles, &framed, pre_chat) {
             // The file may now hold a torn tail; rebuild the index before the next use.
             *locked.index = None;
             return Err(e);
@@ -600,8 +621,13 @@ impl History {
             },
         };
         // The append is durable now: a failure to finalize only expires cursors.
-        let published =
-            receipt::publish_in_place(&self.paths.receipt, &stable, "receipt.stable").is_ok();
+        let published = receipt::publish_in_place(
+            &self.paths.receipt,
+            &mut locked.handles.receipt,
+            &stable,
+            "receipt.stable",
+        )
+        .is_ok();
 
         let ix = locked.index.as_mut().ok_or_else(|| {
             HistoryError::InvalidArgument("history index is not loaded".to_owned())
@@ -623,15 +649,37 @@ impl History {
         })
     }
 
-    fn write_batch(&self, framed: &[u8], creating: bool) -> Result<()> {
+    /// Writes one framed batch to `chat.jsonl` (whose stamp under the lock is `current`)
+    /// with a single `write`, then `fdatasync`s it.
+    fn write_batch(
+        &self,
+        handles: &mut Handles,
+        framed: &[u8],
+        current: Option<Stamp>,
+    ) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
         let path = &self.paths.chat;
         let io = |op| move |e| HistoryError::io(op, path, e);
         failpoint::hit("append.open").map_err(io("open"))?;
-        let mut file = FsOpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(io("open"))?;
+        let creating = current.is_none();
+        let reusable = match (&handles.chat, current) {
+            (Some((_, dev, ino)), Some(s)) => (*dev, *ino) == (s.dev, s.ino),
+            _ => false,
+        };
+        if !reusable {
+            let file = FsOpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+                .map_err(io("open"))?;
+            let meta = file.metadata().map_err(io("stat"))?;
+            handles.chat = Some((file, meta.dev(), meta.ino()));
+        }
+        let Some((file, _, _)) = handles.chat.as_mut() else {
+            return Err(io("open")(std::io::Error::other(
+                "chat.jsonl handle missing",
+            )));
+        };
         match failpoint::take("append.write") {
             Some(failpoint::Action::Torn(n)) => {
                 let n = n.min(framed.len());

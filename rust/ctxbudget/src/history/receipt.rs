@@ -5,7 +5,6 @@
 //! has the cursor's epoch and matches the files; anything else fails closed.
 
 use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -80,19 +79,76 @@ impl ReceiptRead {
 
 /// Reads at most [`RECEIPT_MAX`] bytes of the receipt at `path`.
 pub fn read(path: &Path) -> Result<ReceiptRead> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ReceiptRead::Missing),
-        Err(e) => return Err(HistoryError::io("open receipt", path, e)),
+    let mut cache = None;
+    read_cached(path, &mut cache)
+}
+
+/// The receipt file, kept open between operations while it is still the file at its
+/// path: it is read and rewritten around every append, and reopening it each time
+/// would cost more than the rest of the receipt protocol.
+#[derive(Debug)]
+pub(crate) struct Handle {
+    file: File,
+    dev: u64,
+    ino: u64,
+}
+
+/// The open receipt file at `path` (reusing `cache` if it is still that file), or
+/// `None` if there is none.
+fn current<'a>(path: &Path, cache: &'a mut Option<Handle>) -> Result<Option<&'a Handle>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            *cache = None;
+            return Ok(None);
+        }
+        Err(e) => return Err(HistoryError::io("stat receipt", path, e)),
     };
-    let mut buf = Vec::with_capacity(RECEIPT_MAX + 1);
-    file.take(RECEIPT_MAX as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| HistoryError::io("read receipt", path, e))?;
-    if buf.len() > RECEIPT_MAX {
+    let fresh = cache
+        .as_ref()
+        .is_some_and(|h| (h.dev, h.ino) == (meta.dev(), meta.ino()));
+    if !fresh {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| HistoryError::io("open receipt", path, e))?;
+        let m = file
+            .metadata()
+            .map_err(|e| HistoryError::io("stat receipt", path, e))?;
+        *cache = Some(Handle {
+            file,
+            dev: m.dev(),
+            ino: m.ino(),
+        });
+    }
+    Ok(cache.as_ref())
+}
+
+/// [`read`] through a reusable handle.
+pub(crate) fn read_cached(path: &Path, cache: &mut Option<Handle>) -> Result<ReceiptRead> {
+    use std::os::unix::fs::FileExt;
+    let Some(handle) = current(path, cache)? else {
+        return Ok(ReceiptRead::Missing);
+    };
+    let mut buf = vec![0u8; RECEIPT_MAX + 1];
+    let mut len = 0;
+    while len < buf.len() {
+        match handle.file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(HistoryError::io("read receipt", path, e)),
+        }
+        if len == RECEIPT_PADDED {
+            break; // our own receipts are exactly this long
+        }
+    }
+    if len > RECEIPT_MAX {
         return Ok(ReceiptRead::Malformed);
     }
-    match serde_json::from_slice::<Receipt>(&buf) {
+    match serde_json::from_slice::<Receipt>(&buf[..len]) {
         Ok(r) if r.version == RECEIPT_VERSION => Ok(ReceiptRead::Valid(r)),
         _ => Ok(ReceiptRead::Malformed),
     }
@@ -119,25 +175,28 @@ pub fn publish(path: &Path, receipt: &Receipt, durable: bool, point: &str) -> Re
 }
 
 /// Publishes `receipt` by overwriting the file in place, without syncing: the cheap
-/// form used around pure appends. Readers hold the history lock, so none sees a write
+/// form used around pure appends, through the handle `read_cached` validated during the
+/// same hold of the history lock. Readers hold the history lock, so none sees a write
 /// in progress; a crash or power cut mid-write leaves a torn (malformed) or stale
-/// receipt, and both fail closed.
-pub fn publish_in_place(path: &Path, receipt: &Receipt, point: &str) -> Result<()> {
+/// receipt, and both fail closed. Receipts are always [`RECEIPT_PADDED`] bytes, so the
+/// write covers the whole file.
+pub(crate) fn publish_in_place(
+    path: &Path,
+    cache: &mut Option<Handle>,
+    receipt: &Receipt,
+    point: &str,
+) -> Result<()> {
     use std::os::unix::fs::FileExt;
     let bytes = padded(receipt)?;
-    let write = || -> std::io::Result<()> {
-        super::failpoint::hit(&format!("{point}.write"))?;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        file.write_all_at(&bytes, 0)?;
-        let len = file.metadata()?.len();
-        if len > bytes.len() as u64 {
-            file.set_len(bytes.len() as u64)?;
-        }
-        Ok(())
-    };
-    write().map_err(|e| HistoryError::io("write receipt", path, e))
+    super::failpoint::hit(&format!("{point}.write"))
+        .map_err(|e| HistoryError::io("write receipt", path, e))?;
+    // `cache` was checked against the path by `read_cached` under the same lock hold;
+    // with no receipt yet, the first one is created by atomic replacement.
+    match cache.as_ref() {
+        Some(handle) => handle
+            .file
+            .write_all_at(&bytes, 0)
+            .map_err(|e| HistoryError::io("write receipt", path, e)),
+        None => publish(path, receipt, false, point),
+    }
 }
