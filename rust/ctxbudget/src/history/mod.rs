@@ -939,7 +939,10 @@ impl History {
             report.archive_torn_bytes =
                 self.move_tail(&self.paths.archive, keep, epoch, &mut report.moved_to)?;
         }
+        let mut floor_in_tail = false;
         if let Some(keep) = chat_torn {
+            let tail = read_range(&self.paths.chat, keep)?;
+            floor_in_tail = frame::looks_like_reset(&tail);
             report.chat_torn_bytes =
                 self.move_tail(&self.paths.chat, keep, epoch, &mut report.moved_to)?;
         }
@@ -953,6 +956,22 @@ impl History {
         self.publish_stable_durable(epoch, locked)?;
         report.changed = true;
         report.epoch = Some(epoch);
+        if floor_in_tail {
+            // The torn tail held something shaped like a soft clear. Its bytes are safe in
+            // recovered/, but the privacy floor must not disappear with them: a committed
+            // reset takes its place (later, so stricter — fail closed).
+            let floor = NewRow {
+                kind: "boundary".into(),
+                role: "system".into(),
+                parts: Vec::new(),
+                meta: Map::new(),
+            }
+            .with_meta("boundary_kind", "reset")
+            .with_meta("reason", "manual")
+            .with_meta("recovered_floor", true);
+            let appended = self.append_locked(locked, &[floor])?;
+            report.epoch = Some(appended.epoch);
+        }
         Ok(report)
     }
 
