@@ -6,12 +6,15 @@
 //! - [`tokens`]: exact, linear-time token counting over tiktoken's encodings.
 //! - [`history`]: the crash-safe JSONL transcript store (framed O(batch) appends,
 //!   cross-process lock, receipts, recovery).
+//! - [`scan`]: the `session_history` tool — bounded, fail-closed retrieval of earlier
+//!   windows with authenticated cursors.
 //!
 //! The Python package `ctxbudget` wraps this crate and adds policy, settings and tools.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod history;
+pub mod scan;
 pub mod tokens;
 
 pub use tokens::{Encoding, TokenCount, TokenError};

@@ -27,7 +27,8 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    pub(crate) fn of_metadata(m: &std::fs::Metadata) -> Stamp {
+    /// The stamp of a file's metadata.
+    pub fn of_metadata(m: &std::fs::Metadata) -> Stamp {
         Stamp {
             dev: m.dev(),
             ino: m.ino(),
@@ -117,6 +118,15 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Time- and pid-derived bits for when the OS has no randomness to give.
+pub(crate) fn random_fallback(salt: u64) -> u64 {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64;
+    xxhash_rust::xxh3::xxh3_64(&[t.to_le_bytes(), u64::from(std::process::id()).to_le_bytes(), salt.to_le_bytes()].concat())
 }
 
 /// A random 63-bit number (epochs, keys): epochs must never repeat, even after the

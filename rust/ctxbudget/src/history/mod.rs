@@ -32,7 +32,7 @@
 
 mod error;
 pub mod failpoint;
-mod frame;
+pub(crate) mod frame;
 mod fsutil;
 mod lock;
 pub mod receipt;
@@ -50,11 +50,13 @@ use serde_json::{Map, Value};
 
 pub use error::{HistoryError, Result};
 pub use fsutil::Stamp;
+pub(crate) use fsutil::random_fallback;
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use receipt::{Files, Receipt, ReceiptRead, ReceiptState};
 pub use row::{NewRow, DEFAULT_MAX_ROW_BYTES, KINDS, PART_TYPES, ROLES};
 
-use frame::{Entry, Scan};
+pub(crate) use frame::Entry;
+use frame::Scan;
 use lock::HistoryLock;
 
 /// How hard the store works to make a write survive power loss.
@@ -267,27 +269,63 @@ impl Index {
         self.archive.entries.iter().chain(self.chat.entries.iter())
     }
 
-    /// Recomputes the derived fields from the entries.
+    /// Recomputes the derived fields from all entries (after a full load).
     fn derive(&mut self) {
         self.last_seq = 0;
         self.rollover_ids.clear();
-        let mut current = "w:0".to_owned();
-        let mut found: Vec<(String, String)> = Vec::new();
-        let mut last_seq = 0;
-        for e in self.entries() {
-            if let Some(h) = &e.head {
-                last_seq = last_seq.max(h.seq);
-                if h.kind == "boundary" {
-                    current = format!("w:{}", h.seq);
-                    if let Some(id) = &h.rollover_id {
-                        found.push((id.clone(), current.clone()));
-                    }
+        self.current_window = "w:0".to_owned();
+        let (archive, chat) = (std::mem::take(&mut self.archive.entries), std::mem::take(&mut self.chat.entries));
+        self.note(&archive);
+        self.note(&chat);
+        self.archive.entries = archive;
+        self.chat.entries = chat;
+    }
+
+    /// Updates the derived fields with entries that follow the ones already noted:
+    /// appends cost O(batch), not O(history).
+    fn note(&mut self, entries: &[Entry]) {
+        for h in entries.iter().filter_map(|e| e.head.as_ref()) {
+            self.last_seq = self.last_seq.max(h.seq);
+            if h.kind == "boundary" {
+                self.current_window = format!("w:{}", h.seq);
+                if let Some(id) = &h.rollover_id {
+                    self.rollover_ids.insert(id.clone(), self.current_window.clone());
                 }
             }
         }
-        self.last_seq = last_seq;
-        self.rollover_ids.extend(found);
-        self.current_window = current;
+    }
+
+    /// Absorbs the scan of bytes appended to `chat.jsonl` and notes its rows.
+    fn absorb_chat(&mut self, next: Scan) {
+        let first_new = self.chat.entries.len();
+        self.chat.absorb(next);
+        let new = self.chat.entries.split_off(first_new);
+        self.note(&new);
+        self.chat.entries.extend(new);
+    }
+}
+
+/// A read-only view of the store under the history lock (see `History::with_snapshot`).
+pub(crate) struct Snapshot<'a> {
+    pub paths: &'a Paths,
+    pub receipt: ReceiptRead,
+    pub chat_stamp: Option<Stamp>,
+    pub archive_stamp: Option<Stamp>,
+    pub archive: &'a [Entry],
+    pub chat: &'a [Entry],
+    pub chat_committed_end: u64,
+    pub chat_last_crc: Option<u32>,
+}
+
+impl Snapshot<'_> {
+    /// Whether the receipt is stable and matches the files: only then can a cursor be
+    /// minted or continued.
+    pub fn receipt_vouches(&self) -> Option<u64> {
+        let r = self.receipt.valid()?;
+        (r.state == ReceiptState::Stable
+            && r.files.chat == self.chat_stamp
+            && r.files.archive == self.archive_stamp)
+            .then_some(r.epoch)
     }
 }
 
@@ -396,10 +434,9 @@ impl History {
                 let start = ix.chat.committed_end;
                 let bytes = read_range(&self.paths.chat, start)?;
                 let next = frame::scan(&bytes, start, ix.chat.lines);
-                ix.chat.absorb(next);
+                ix.absorb_chat(next);
                 ix.chat_stamp = chat;
                 ix.epoch = receipt.valid().map(|r| r.epoch);
-                ix.derive();
                 return Ok(receipt);
             }
         }
@@ -634,10 +671,9 @@ impl History {
         })?;
         if verified {
             let next = frame::scan(&framed, old_size, ix.chat.lines);
-            ix.chat.absorb(next);
+            ix.absorb_chat(next);
             ix.chat_stamp = post_chat;
             ix.epoch = published.then_some(final_epoch);
-            ix.derive();
         } else {
             *locked.index = None;
         }
@@ -884,6 +920,26 @@ impl History {
     pub fn receipt(&self) -> Result<ReceiptRead> {
         let _locked = self.lock()?;
         receipt::read(&self.paths.receipt)
+    }
+
+    /// Runs `f` on a consistent view of the store: the history lock is held for the
+    /// whole call and the index is brought up to date first (appends by others are read
+    /// incrementally; recovery never runs here).
+    pub(crate) fn with_snapshot<T>(&self, f: impl FnOnce(&Snapshot<'_>) -> T) -> Result<T> {
+        let mut locked = self.lock()?;
+        let receipt = self.refresh(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        let snapshot = Snapshot {
+            paths: &self.paths,
+            receipt,
+            chat_stamp: ix.chat_stamp,
+            archive_stamp: ix.archive_stamp,
+            archive: &ix.archive.entries,
+            chat: &ix.chat.entries,
+            chat_committed_end: ix.chat.committed_end,
+            chat_last_crc: ix.chat.last_crc,
+        };
+        Ok(f(&snapshot))
     }
 
     /// CRC-32C recorded by the commit line that ends exactly at byte `offset` of
@@ -1247,7 +1303,7 @@ fn read_prefix(path: &Path, len: u64) -> Result<Vec<u8>> {
 }
 
 /// CRC recorded in the commit line that ends exactly at `end`, if that line is one.
-fn commit_crc_before(path: &Path, end: u64) -> Result<Option<u32>> {
+pub(crate) fn commit_crc_before(path: &Path, end: u64) -> Result<Option<u32>> {
     const MAX_COMMIT_LINE: u64 = 160;
     let start = end.saturating_sub(MAX_COMMIT_LINE);
     let mut f = match File::open(path) {

@@ -1,0 +1,104 @@
+//! Opaque, authenticated cursors: base64url(payload) "." base64url(HMAC-SHA256).
+//!
+//! The key is random per process, so a restart expires every cursor. A cursor is bound
+//! to the workspace, the action and its arguments, and carries the receipt epoch and
+//! the position to continue from, plus the anchor (the last commit line's offset and
+//! CRC when it was minted) that catches same-size rewrites.
+
+use std::sync::OnceLock;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Where a page continues.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Payload {
+    /// Format version.
+    pub v: u8,
+    /// Hash of the workspace's history directory.
+    pub ws: u64,
+    /// Hash of the action and its arguments.
+    pub args: u64,
+    /// Receipt epoch when minted.
+    pub epoch: u64,
+    /// 0 = archive, 1 = chat.
+    pub file: u8,
+    /// Byte offset of the next row to examine.
+    pub off: u64,
+    /// End of the last commit in chat.jsonl when minted.
+    pub anchor_off: u64,
+    /// CRC of that commit, if there was one.
+    pub anchor_crc: Option<u32>,
+}
+
+/// The per-process key: one HMAC-SHA256 block of random bytes.
+fn key() -> &'static [u8; 64] {
+    static KEY: OnceLock<[u8; 64]> = OnceLock::new();
+    KEY.get_or_init(|| {
+        let mut key = [0u8; 64];
+        if getrandom::fill(&mut key).is_err() {
+            // Without OS randomness, still never reuse a key across processes.
+            for (i, chunk) in key.chunks_mut(8).enumerate() {
+                let mix = crate::history::random_fallback(i as u64);
+                chunk.copy_from_slice(&mix.to_le_bytes());
+            }
+        }
+        key
+    })
+}
+
+fn mac() -> HmacSha256 {
+    <HmacSha256 as hmac::digest::KeyInit>::new(&(*key()).into())
+}
+
+/// Encodes and signs `payload`.
+pub(crate) fn mint(payload: &Payload) -> String {
+    let body = serde_json::to_vec(payload).unwrap_or_default();
+    let mut m = mac();
+    m.update(&body);
+    let tag = m.finalize().into_bytes();
+    format!("{}.{}", URL_SAFE_NO_PAD.encode(&body), URL_SAFE_NO_PAD.encode(tag))
+}
+
+/// Verifies and decodes a cursor; `None` if it was not minted by this process.
+pub(crate) fn open(cursor: &str) -> Option<Payload> {
+    let (body, tag) = cursor.split_once('.')?;
+    let body = URL_SAFE_NO_PAD.decode(body).ok()?;
+    let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+    let mut m = mac();
+    m.update(&body);
+    m.verify_slice(&tag).ok()?;
+    let payload: Payload = serde_json::from_slice(&body).ok()?;
+    (payload.v == 1).then_some(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_tamper() {
+        let p = Payload {
+            v: 1,
+            ws: 7,
+            args: 9,
+            epoch: 11,
+            file: 1,
+            off: 1234,
+            anchor_off: 2000,
+            anchor_crc: Some(5),
+        };
+        let c = mint(&p);
+        assert_eq!(open(&c), Some(p));
+        let mut bytes = c.into_bytes();
+        bytes[3] ^= 0x02;
+        let tampered = String::from_utf8(bytes).unwrap_or_default();
+        assert_eq!(open(&tampered), None);
+        assert_eq!(open("not a cursor"), None);
+    }
+}
