@@ -54,6 +54,11 @@ def _tables(data: dict[str, Any]) -> str:
         by_measure[info["measure"]][key] = {"stats": b["stats"], **info}
 
     lines: list[str] = []
+    scans = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "scan"]
+    latencies = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "latency"]
+    if scans:
+        lines += _scan_table(scans, latencies)
+        lines.append("")
     appends = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "append"]
     opens = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "open"]
     if appends:
@@ -64,7 +69,9 @@ def _tables(data: dict[str, Any]) -> str:
         "|---|---|---|---|",
     ]
     for measure, impls in by_measure.items():
-        if measure.startswith(("pathological", "recount", "append", "open")):
+        if measure.startswith(("pathological", "recount", "append", "open", "no-match")) or (
+            "tiktoken" not in impls
+        ):
             continue
         ours = next(v for k, v in impls.items() if k.startswith("ctxbudget"))
         base = impls["tiktoken"]
@@ -120,6 +127,27 @@ def _tables(data: dict[str, Any]) -> str:
                 spread = max(per_mib) / min(per_mib)
                 lines.append(f"| {label}: slowest / fastest s/MiB | | **{spread:.2f}×** | | |")
     return "\n".join(lines)
+
+
+def _scan_table(scans: list[dict[str, Any]], latencies: list[dict[str, Any]]) -> list[str]:
+    by_impl = {b["extra_info"]["impl"]: b for b in scans}
+    ours = by_impl.get("ctxbudget")
+    lines = [
+        "| no-match search over a full 2 MiB / 500-row budget | median | ratio to ctxbudget |",
+        "|---|---|---|",
+    ]
+    for impl, b in by_impl.items():
+        median = b["stats"]["median"]
+        ratio = f"**{median / ours['stats']['median']:.1f}×**" if ours else "-"
+        lines.append(f"| {impl} | {median * 1e3:.3f} ms | {ratio} |")
+    if latencies:
+        lines += ["", "| session_history call | p50 | p99 |", "|---|---|---|"]
+        for b in latencies:
+            info = b["extra_info"]
+            lines.append(
+                f"| {info['measure']} | {info['p50'] * 1e3:.3f} ms | {info['p99'] * 1e3:.3f} ms |"
+            )
+    return lines
 
 
 def _append_table(appends: list[dict[str, Any]], opens: list[dict[str, Any]]) -> list[str]:

@@ -231,11 +231,25 @@ def test_enospc_is_an_oserror_with_errno_and_nothing_is_lost(tmp_path: Path) -> 
 def test_legacy_histories_are_read_and_continued(tmp_path: Path) -> None:
     (tmp_path / "history").mkdir()
     legacy = [
-        {"seq": 1, "id": "1", "kind": "message", "role": "user", "window": "w:0",
-         "parts": [{"type": "text", "text": "from an older version"}], "meta": {}},
-        {"seq": 2, "id": "2", "kind": "message", "role": "assistant", "window": "w:0",
-         "parts": [{"type": "text", "text": "reply"}], "meta": {}},
-    ]  # fmt: skip
+        {
+            "seq": 1,
+            "id": "1",
+            "kind": "message",
+            "role": "user",
+            "window": "w:0",
+            "parts": [{"type": "text", "text": "from an older version"}],
+            "meta": {},
+        },
+        {
+            "seq": 2,
+            "id": "2",
+            "kind": "message",
+            "role": "assistant",
+            "window": "w:0",
+            "parts": [{"type": "text", "text": "reply"}],
+            "meta": {},
+        },
+    ]
     chat_path(tmp_path).write_text("".join(json.dumps(r) + "\n" for r in legacy))
     h = History.open(tmp_path, durability="none")
     assert texts(h) == [(1, "from an older version"), (2, "reply")]

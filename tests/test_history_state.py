@@ -125,8 +125,12 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(text=words)
     def external_append_without_lock(self, text: str) -> None:
         seq = self.model[-1][0] + 1 if self.model else 1
-        line = {"seq": seq, "kind": "message", "role": "user",
-                "parts": [{"type": "text", "text": text}]}  # fmt: skip
+        line = {
+            "seq": seq,
+            "kind": "message",
+            "role": "user",
+            "parts": [{"type": "text", "text": text}],
+        }
         with chat_path(self.ws).open("ab") as f:
             f.write(json.dumps(line, ensure_ascii=False).encode() + b"\n")
         self.model.append((seq, text))

@@ -31,6 +31,7 @@ from .history import (
     VerifyReport,
     WindowInfo,
 )
+from .session_history import SessionHistoryTool
 from .tokens import (
     BOUNDARY_SLACK,
     DEFAULT_CACHE_SIZE,
@@ -60,6 +61,7 @@ __all__ = [
     "RotateReport",
     "Row",
     "RowKind",
+    "SessionHistoryTool",
     "TokenCount",
     "TokenizerError",
     "UnknownEncodingError",

@@ -9,6 +9,7 @@ __all__ = [
     "FAILPOINTS",
     "Encoding",
     "History",
+    "SessionHistory",
     "__version__",
     "_arm_failpoint",
     "_panic_for_test",
@@ -77,6 +78,11 @@ class History:
     def anchor_crc_at(self, offset: int) -> int | None: ...
     @property
     def directory(self) -> pathlib.Path: ...
+
+@final
+class SessionHistory:
+    def __new__(cls, history: History, *, deadline_seconds: float) -> SessionHistory: ...
+    def call_json(self, args_json: str) -> str: ...
 
 # Present only in builds with the `failpoints` feature (the development build).
 def _arm_failpoint(name: str, action: str) -> None: ...

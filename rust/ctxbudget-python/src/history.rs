@@ -2,6 +2,7 @@
 //! (`ctxbudget/history.py`) turns them into dataclasses.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ctxbudget::history::{Durability, History, NewRow, OpenOptions, ReceiptRead, RolloverSpec};
@@ -33,7 +34,7 @@ type RowTuple<'py> = (Option<u64>, String, Bound<'py, PyBytes>);
 /// A workspace's transcript store (see `ctxbudget.History`).
 #[pyclass(module = "ctxbudget._ctxbudget", name = "History", frozen)]
 pub(crate) struct PyHistory {
-    inner: History,
+    pub(crate) inner: Arc<History>,
 }
 
 impl PyHistory {
@@ -69,7 +70,9 @@ impl PyHistory {
             py.detach(|| History::open(&workspace, options))
         })?
         .map_err(|e| history_error(py, e))?;
-        Ok(PyHistory { inner })
+        Ok(PyHistory {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Appends a batch given as UTF-8 JSON (a list of row objects); returns
@@ -218,4 +221,32 @@ pub(crate) fn _arm_failpoint(name: &str, action: &str) -> PyResult<()> {
 #[pyfunction]
 pub(crate) fn _reset_failpoints() {
     ctxbudget::history::failpoint::reset();
+}
+
+/// The `session_history` tool over one store (see `ctxbudget.SessionHistoryTool`).
+#[pyclass(module = "ctxbudget._ctxbudget", name = "SessionHistory", frozen)]
+pub(crate) struct PySessionHistory {
+    inner: ctxbudget::scan::SessionHistory,
+}
+
+#[pymethods]
+impl PySessionHistory {
+    #[new]
+    #[pyo3(signature = (history, *, deadline_seconds))]
+    fn new(history: &PyHistory, deadline_seconds: f64) -> Self {
+        let options = ctxbudget::scan::ScanOptions {
+            deadline: Duration::from_secs_f64(deadline_seconds.clamp(0.0, 86_400.0)),
+            ..ctxbudget::scan::ScanOptions::default()
+        };
+        PySessionHistory {
+            inner: ctxbudget::scan::SessionHistory::with_options(history.inner.clone(), options),
+        }
+    }
+
+    /// One call: raw JSON arguments in, JSON result (at most 16 KiB) out.
+    fn call_json(&self, py: Python<'_>, args_json: &str) -> PyResult<String> {
+        no_panic(py, "session_history", || {
+            py.detach(|| self.inner.call_json(args_json))
+        })
+    }
 }

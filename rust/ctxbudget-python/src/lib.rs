@@ -180,6 +180,7 @@ fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
 fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEncoding>()?;
     m.add_class::<history::PyHistory>()?;
+    m.add_class::<history::PySessionHistory>()?;
     #[cfg(feature = "failpoints")]
     {
         m.add_function(wrap_pyfunction!(history::_arm_failpoint, m)?)?;

@@ -384,9 +384,13 @@ fn invalid_rows_are_rejected_with_the_field_named() {
 fn a_reset_in_a_torn_tail_is_replaced_by_a_committed_floor() {
     let ws = Ws::new("floor");
     let h = open(&ws.0);
-    h.append(vec![msg("private")]).unwrap_or_else(|e| panic!("{e}"));
+    h.append(vec![msg("private")])
+        .unwrap_or_else(|e| panic!("{e}"));
     drop(h);
-    let mut f = fs::OpenOptions::new().append(true).open(ws.chat()).unwrap_or_else(|e| panic!("{e}"));
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(ws.chat())
+        .unwrap_or_else(|e| panic!("{e}"));
     use std::io::Write;
     f.write_all(b"{\"seq\":2,\"kind\":\"boundary\",\"meta\":{\"boundary_kind\":\"reset\"")
         .unwrap_or_else(|e| panic!("{e}"));

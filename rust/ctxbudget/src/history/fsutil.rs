@@ -126,7 +126,14 @@ pub(crate) fn random_fallback(salt: u64) -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_nanos() as u64;
-    xxhash_rust::xxh3::xxh3_64(&[t.to_le_bytes(), u64::from(std::process::id()).to_le_bytes(), salt.to_le_bytes()].concat())
+    xxhash_rust::xxh3::xxh3_64(
+        &[
+            t.to_le_bytes(),
+            u64::from(std::process::id()).to_le_bytes(),
+            salt.to_le_bytes(),
+        ]
+        .concat(),
+    )
 }
 
 /// A random 63-bit number (epochs, keys): epochs must never repeat, even after the

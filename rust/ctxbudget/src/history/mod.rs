@@ -49,8 +49,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use error::{HistoryError, Result};
-pub use fsutil::Stamp;
 pub(crate) use fsutil::random_fallback;
+pub use fsutil::Stamp;
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use receipt::{Files, Receipt, ReceiptRead, ReceiptState};
 pub use row::{NewRow, DEFAULT_MAX_ROW_BYTES, KINDS, PART_TYPES, ROLES};
@@ -274,7 +274,10 @@ impl Index {
         self.last_seq = 0;
         self.rollover_ids.clear();
         self.current_window = "w:0".to_owned();
-        let (archive, chat) = (std::mem::take(&mut self.archive.entries), std::mem::take(&mut self.chat.entries));
+        let (archive, chat) = (
+            std::mem::take(&mut self.archive.entries),
+            std::mem::take(&mut self.chat.entries),
+        );
         self.note(&archive);
         self.note(&chat);
         self.archive.entries = archive;
@@ -289,7 +292,8 @@ impl Index {
             if h.kind == "boundary" {
                 self.current_window = format!("w:{}", h.seq);
                 if let Some(id) = &h.rollover_id {
-                    self.rollover_ids.insert(id.clone(), self.current_window.clone());
+                    self.rollover_ids
+                        .insert(id.clone(), self.current_window.clone());
                 }
             }
         }

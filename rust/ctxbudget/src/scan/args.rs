@@ -99,21 +99,35 @@ fn clip(s: &str, max: usize) -> String {
     }
 }
 
-fn string(obj: &Map<String, Value>, key: &str, max_chars: usize) -> Result<Option<String>, Failure> {
+fn string(
+    obj: &Map<String, Value>,
+    key: &str,
+    max_chars: usize,
+) -> Result<Option<String>, Failure> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => {
             if s.chars().count() > max_chars {
-                Err(invalid(format!("{key} must be at most {max_chars} characters")))
+                Err(invalid(format!(
+                    "{key} must be at most {max_chars} characters"
+                )))
             } else {
                 Ok(Some(s.clone()))
             }
         }
-        Some(other) => Err(invalid(format!("{key} must be a string, not {}", describe(other)))),
+        Some(other) => Err(invalid(format!(
+            "{key} must be a string, not {}",
+            describe(other)
+        ))),
     }
 }
 
-fn integer(obj: &Map<String, Value>, key: &str, min: u64, max: u64) -> Result<Option<usize>, Failure> {
+fn integer(
+    obj: &Map<String, Value>,
+    key: &str,
+    min: u64,
+    max: u64,
+) -> Result<Option<usize>, Failure> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_u64() {
@@ -123,14 +137,20 @@ fn integer(obj: &Map<String, Value>, key: &str, min: u64, max: u64) -> Result<Op
                 describe(&Value::Number(n.clone()))
             ))),
         },
-        Some(other) => Err(invalid(format!("{key} must be an integer, not {}", describe(other)))),
+        Some(other) => Err(invalid(format!(
+            "{key} must be an integer, not {}",
+            describe(other)
+        ))),
     }
 }
 
 /// Validates raw tool arguments.
 pub fn parse(value: &Value) -> Result<Args, Failure> {
     let Value::Object(obj) = value else {
-        return Err(invalid(format!("arguments must be a JSON object, not {}", describe(value))));
+        return Err(invalid(format!(
+            "arguments must be a JSON object, not {}",
+            describe(value)
+        )));
     };
     if let Some(unknown) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err(invalid(format!(
@@ -153,21 +173,32 @@ pub fn parse(value: &Value) -> Result<Args, Failure> {
             }
         },
         None | Some(Value::Null) => {
-            return Err(invalid("action is required: list_windows, list_items, search or read_item"))
+            return Err(invalid(
+                "action is required: list_windows, list_items, search or read_item",
+            ))
         }
-        Some(other) => return Err(invalid(format!("action must be a string, not {}", describe(other)))),
+        Some(other) => {
+            return Err(invalid(format!(
+                "action must be a string, not {}",
+                describe(other)
+            )))
+        }
     };
     let query = string(obj, "query", QUERY_MAX_CHARS)?;
     let window_id = string(obj, "window_id", 32)?;
     if let Some(w) = &window_id {
-        let valid = w.strip_prefix("w:").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        let valid = w
+            .strip_prefix("w:")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         if !valid {
             return Err(invalid("window_id looks like \"w:0\" or \"w:<number>\""));
         }
     }
     let item_id = match obj.get("item_id") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.len() <= 20 && !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+        Some(Value::String(s))
+            if s.len() <= 20 && !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) =>
+        {
             s.parse::<u64>().ok()
         }
         Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
@@ -188,22 +219,38 @@ pub fn parse(value: &Value) -> Result<Args, Failure> {
     let recent_first = match obj.get("recent_first") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(other) => return Err(invalid(format!("recent_first must be true or false, not {}", describe(other)))),
+        Some(other) => {
+            return Err(invalid(format!(
+                "recent_first must be true or false, not {}",
+                describe(other)
+            )))
+        }
     };
-    let max_limit = if action == Action::ListWindows { MAX_WINDOWS_LIMIT } else { MAX_ITEMS_LIMIT };
-    let limit = integer(obj, "limit", 1, max_limit as u64)?.unwrap_or(super::DEFAULT_LIMIT.min(max_limit));
-    let max_chars_per_item =
-        integer(obj, "max_chars_per_item", 1, MAX_CHARS_LIMIT as u64)?.unwrap_or(super::DEFAULT_MAX_CHARS);
+    let max_limit = if action == Action::ListWindows {
+        MAX_WINDOWS_LIMIT
+    } else {
+        MAX_ITEMS_LIMIT
+    };
+    let limit =
+        integer(obj, "limit", 1, max_limit as u64)?.unwrap_or(super::DEFAULT_LIMIT.min(max_limit));
+    let max_chars_per_item = integer(obj, "max_chars_per_item", 1, MAX_CHARS_LIMIT as u64)?
+        .unwrap_or(super::DEFAULT_MAX_CHARS);
     let offset_chars = integer(obj, "offset_chars", 0, 1 << 40)?.unwrap_or(0);
-    let limit_chars =
-        integer(obj, "limit_chars", 1, MAX_CHARS_LIMIT as u64)?.unwrap_or(super::DEFAULT_READ_CHARS);
+    let limit_chars = integer(obj, "limit_chars", 1, MAX_CHARS_LIMIT as u64)?
+        .unwrap_or(super::DEFAULT_READ_CHARS);
     let cursor = string(obj, "cursor", 4096)?;
     match action {
         Action::Search if query.as_deref().is_none_or(str::is_empty) => {
-            return Err(Failure::new("query_required", "search needs a non-empty query (1 to 1024 characters)"));
+            return Err(Failure::new(
+                "query_required",
+                "search needs a non-empty query (1 to 1024 characters)",
+            ));
         }
         Action::ReadItem if item_id.is_none() => {
-            return Err(Failure::new("item_id_required", "read_item needs item_id, e.g. \"42\""));
+            return Err(Failure::new(
+                "item_id_required",
+                "read_item needs item_id, e.g. \"42\"",
+            ));
         }
         _ => {}
     }

@@ -62,7 +62,11 @@ pub(crate) fn mint(payload: &Payload) -> String {
     let mut m = mac();
     m.update(&body);
     let tag = m.finalize().into_bytes();
-    format!("{}.{}", URL_SAFE_NO_PAD.encode(&body), URL_SAFE_NO_PAD.encode(tag))
+    format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(&body),
+        URL_SAFE_NO_PAD.encode(tag)
+    )
 }
 
 /// Verifies and decodes a cursor; `None` if it was not minted by this process.

@@ -299,7 +299,12 @@ enum Stop {
 }
 
 impl<'a> Page<'a> {
-    fn new(tool: &'a SessionHistory, snap: &'a Snapshot<'a>, args: &'a Args, start: Instant) -> Page<'a> {
+    fn new(
+        tool: &'a SessionHistory,
+        snap: &'a Snapshot<'a>,
+        args: &'a Args,
+        start: Instant,
+    ) -> Page<'a> {
         let rows: Vec<Pos<'a>> = snap
             .archive
             .iter()
@@ -334,7 +339,11 @@ impl<'a> Page<'a> {
                     current = h.seq;
                     window_kind.insert(
                         h.seq,
-                        if h.boundary_kind.as_deref() == Some("rollover") { "rollover" } else { "reset" },
+                        if h.boundary_kind.as_deref() == Some("rollover") {
+                            "rollover"
+                        } else {
+                            "reset"
+                        },
                     );
                 }
                 if let Some(r) = h.retracts {
@@ -366,7 +375,8 @@ impl<'a> Page<'a> {
 
     fn visible(&self, p: usize) -> bool {
         self.rows[p].1.head.as_ref().is_some_and(|h| {
-            matches!(h.kind.as_str(), "message" | "continuation") && !self.retracted.contains(&h.seq)
+            matches!(h.kind.as_str(), "message" | "continuation")
+                && !self.retracted.contains(&h.seq)
         })
     }
 
@@ -419,7 +429,8 @@ impl<'a> Page<'a> {
             return Err(changed());
         }
         if let Some(crc) = c.anchor_crc {
-            let at = commit_crc_before(&self.snap.paths.chat, c.anchor_off).map_err(|_| changed())?;
+            let at =
+                commit_crc_before(&self.snap.paths.chat, c.anchor_off).map_err(|_| changed())?;
             if at != Some(crc) {
                 return Err(changed());
             }
@@ -431,7 +442,11 @@ impl<'a> Page<'a> {
             .ok_or_else(changed)?;
         // A soft clear appended since the cursor was issued moves the floor forward.
         if p < self.visible_start {
-            return Ok(if self.args.recent_first { None } else { Some(self.visible_start) });
+            return Ok(if self.args.recent_first {
+                None
+            } else {
+                Some(self.visible_start)
+            });
         }
         Ok(Some(p))
     }
@@ -529,13 +544,21 @@ impl<'a> Page<'a> {
     fn file(&mut self, which: u8) -> Result<&File, Failure> {
         let slot = &mut self.files[usize::from(which)];
         if slot.is_none() {
-            let path = if which == 0 { &self.snap.paths.archive } else { &self.snap.paths.chat };
+            let path = if which == 0 {
+                &self.snap.paths.archive
+            } else {
+                &self.snap.paths.chat
+            };
             let f = File::open(path).map_err(|e| {
-                Failure::new("history_unavailable", format!("cannot open the transcript: {e}"))
+                Failure::new(
+                    "history_unavailable",
+                    format!("cannot open the transcript: {e}"),
+                )
             })?;
             *slot = Some(f);
         }
-        slot.as_ref().ok_or_else(|| Failure::new("history_unavailable", "transcript not open"))
+        slot.as_ref()
+            .ok_or_else(|| Failure::new("history_unavailable", "transcript not open"))
     }
 
     fn read_bytes(&mut self, which: u8, offset: u64, len: usize) -> Result<Vec<u8>, Failure> {
@@ -590,11 +613,12 @@ impl<'a> Page<'a> {
         Ok((planned, Stop::End))
     }
 
-    /// Reads the planned rows, in contiguous spans of each file.
-    fn load(&mut self, planned: &[usize]) -> Result<HashMap<usize, Vec<u8>>, Failure> {
+    /// Reads the planned rows in a few large reads (contiguous spans of each file) and
+    /// returns the spans with, for each planned position, where its line lies in them.
+    fn load(&mut self, planned: &[usize]) -> Result<Loaded, Failure> {
         let mut sorted = planned.to_vec();
         sorted.sort_unstable();
-        let mut out = HashMap::with_capacity(planned.len());
+        let mut loaded = Loaded::default();
         let mut i = 0;
         while i < sorted.len() {
             self.check_deadline()?;
@@ -612,19 +636,21 @@ impl<'a> Page<'a> {
             let last = self.rows[sorted[j]].1;
             let span_end = last.offset + u64::from(last.len);
             let bytes = self.read_bytes(file, first.offset, (span_end - first.offset) as usize)?;
+            let span = loaded.spans.len();
             for &q in &sorted[i..=j] {
                 let e = self.rows[q].1;
                 let from = (e.offset - first.offset) as usize;
-                out.insert(q, bytes[from..from + e.len as usize].to_vec());
+                loaded.lines.insert(q, (span, from, from + e.len as usize));
             }
+            loaded.spans.push(bytes);
             i = j + 1;
         }
-        Ok(out)
+        Ok(loaded)
     }
 
     fn list_items(&mut self, begin: Option<usize>) -> Result<Value, Failure> {
         let (planned, plan_stop) = self.plan(begin)?;
-        let mut lines = self.load(&planned)?;
+        let loaded = self.load(&planned)?;
         let query = self.args.query.as_deref().map(str::to_lowercase);
         let prefilter = query.as_deref().and_then(Prefilter::new);
         let budget = RESULT_MAX - ENVELOPE_RESERVE;
@@ -632,13 +658,13 @@ impl<'a> Page<'a> {
         let mut items: Vec<Value> = Vec::new();
         for (k, &q) in planned.iter().enumerate() {
             self.check_deadline()?;
-            let line = lines.remove(&q).unwrap_or_default();
+            let line = loaded.line(q);
             if let Some(pf) = &prefilter {
-                if !pf.may_match(&line) {
+                if !pf.may_match(line) {
                     continue;
                 }
             }
-            let Ok(row) = serde_json::from_slice::<Value>(&line) else {
+            let Ok(row) = serde_json::from_slice::<Value>(line) else {
                 self.warn("malformed_rows_skipped");
                 continue;
             };
@@ -737,7 +763,11 @@ impl<'a> Page<'a> {
         )
         .ok_or_else(not_found)?;
         let truncated = item.truncated;
-        let mut value = self.envelope(Stop::End, "items", vec![serde_json::to_value(&item).unwrap_or(Value::Null)]);
+        let mut value = self.envelope(
+            Stop::End,
+            "items",
+            vec![serde_json::to_value(&item).unwrap_or(Value::Null)],
+        );
         if let Some(obj) = value.as_object_mut() {
             obj.insert("truncated".into(), Value::Bool(truncated));
         }
@@ -746,7 +776,9 @@ impl<'a> Page<'a> {
 }
 
 fn stat(path: &std::path::Path) -> Option<crate::history::Stamp> {
-    std::fs::metadata(path).ok().map(|m| crate::history::Stamp::of_metadata(&m))
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| crate::history::Stamp::of_metadata(&m))
 }
 
 /// Character index in `text` of the first case-insensitive occurrence of `query_lower`.
@@ -757,32 +789,148 @@ fn match_char(text: &str, query_lower: &str) -> Option<usize> {
     Some(lowered[..at].chars().count())
 }
 
+/// Rows read for one page: a few large buffers and where each line lies in them.
+#[derive(Default)]
+struct Loaded {
+    spans: Vec<Vec<u8>>,
+    lines: HashMap<usize, (usize, usize, usize)>,
+}
+
+impl Loaded {
+    fn line(&self, q: usize) -> &[u8] {
+        match self.lines.get(&q) {
+            Some(&(span, from, to)) => &self.spans[span][from..to],
+            None => &[],
+        }
+    }
+}
+
 /// Rules rows out without parsing them, for queries where that is exact: ASCII text
-/// with none of the characters JSON may escape. A row stays a candidate if it contains
-/// the query ignoring ASCII case, or if it contains a `\u` escape or a character whose
-/// lowercase is ASCII (K KELVIN SIGN, İ), which byte matching cannot see through.
+/// with none of the characters JSON may escape and not part of the placeholders the
+/// projection adds. A row stays a candidate if it contains the query ignoring ASCII
+/// case, has tool calls or results (shown re-serialized), or contains a `\u` escape or a
+/// character whose lowercase is ASCII (K KELVIN SIGN, İ), which bytes cannot see through.
+///
+/// The scan looks for the query's rarest byte (both cases) with `memchr2` and checks
+/// the surrounding bytes only there, so nothing is copied or lowercased.
 struct Prefilter {
-    finder: memchr::memmem::Finder<'static>,
+    query: Vec<u8>,
+    /// Index in `query` of the byte searched for, and that byte in both cases.
+    anchor: (usize, u8, u8),
+}
+
+/// Rough frequency rank of ASCII bytes in English prose and code (higher = commoner).
+fn commonness(b: u8) -> u8 {
+    match b.to_ascii_lowercase() {
+        b' ' => 255,
+        b'e' => 250,
+        b't' | b'a' | b'o' | b'i' | b'n' => 240,
+        b's' | b'h' | b'r' => 230,
+        b'd' | b'l' | b'c' | b'u' => 220,
+        b'm' | b'w' | b'f' | b'g' | b'y' | b'p' | b'b' => 200,
+        b'.' | b',' | b'_' | b'-' | b'(' | b')' | b':' | b'=' => 190,
+        b'v' | b'k' => 150,
+        b'0'..=b'9' => 140,
+        b'x' | b'j' | b'q' | b'z' => 100,
+        _ => 120,
+    }
 }
 
 impl Prefilter {
     fn new(query_lower: &str) -> Option<Prefilter> {
-        let plain = query_lower
-            .bytes()
-            .all(|b| (0x20..0x7F).contains(&b) && !matches!(b, b'"' | b'\\' | b'/'));
-        plain.then(|| Prefilter {
-            finder: memchr::memmem::Finder::new(query_lower.as_bytes()).into_owned(),
+        let plain = !query_lower.is_empty()
+            && query_lower
+                .bytes()
+                .all(|b| (0x20..0x7F).contains(&b) && !matches!(b, b'"' | b'\\' | b'/'));
+        // Text the projection adds, which is not in the raw line.
+        let synthetic = ["[media omitted]", "[session_history result omitted]"];
+        if !plain || synthetic.iter().any(|s| s.contains(query_lower)) {
+            return None;
+        }
+        let query = query_lower.as_bytes().to_vec();
+        let (index, byte) = query
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(_, b)| commonness(b))?;
+        Some(Prefilter {
+            anchor: (index, byte.to_ascii_lowercase(), byte.to_ascii_uppercase()),
+            query,
         })
     }
 
     fn may_match(&self, line: &[u8]) -> bool {
-        let lowered = line.to_ascii_lowercase();
-        if self.finder.find(&lowered).is_some() {
+        let (k, lower, upper) = self.anchor;
+        let n = self.query.len();
+        let found = memchr::memchr2_iter(lower, upper, line).any(|p| {
+            p >= k
+                && p - k + n <= line.len()
+                && line[p - k..p - k + n].eq_ignore_ascii_case(&self.query)
+        });
+        if found {
             return true;
         }
-        let escapes = memchr::memmem::find(line, b"\\u").is_some();
-        let kelvin = memchr::memmem::find(line, "\u{212A}".as_bytes()).is_some();
-        let dotted = memchr::memmem::find(line, "\u{130}".as_bytes()).is_some();
-        escapes || kelvin || dotted
+        // Tool calls and results are shown re-serialized, which may differ from how
+        // another writer spelled them (spacing, number format): always parse those.
+        // Then bytes that hide a match from byte comparison, checked only on misses.
+        memchr::memmem::find(line, b"\"tool_").is_some()
+            || memchr::memchr2(b'\\', 0xE2, line).is_some() && {
+                memchr::memmem::find(line, b"\\u").is_some()
+                    || memchr::memmem::find(line, "\u{212A}".as_bytes()).is_some()
+            }
+            || memchr::memmem::find(line, "\u{130}".as_bytes()).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text_strategy() -> impl Strategy<Value = String> {
+        let chars = prop::sample::select(vec![
+            'a', 'B', 'k', 'K', 'i', 'I', 's', ' ', 'é', '\u{212A}', '\u{130}', 'ß', '"', '\\',
+            '\n', '[', ']', 'm', 'e', 'd', 'o', 't', '中', '😀',
+        ]);
+        prop::collection::vec(chars, 0..40).prop_map(|v| v.into_iter().collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+        /// The prefilter may let rows through that do not match, never the reverse.
+        #[test]
+        fn prefilter_never_rules_out_a_match(
+            parts in prop::collection::vec((0u8..3, text_strategy()), 0..4),
+            query in "[a-zA-Z ]{1,6}",
+        ) {
+            let parts: Vec<Value> = parts
+                .into_iter()
+                .map(|(kind, text)| match kind {
+                    0 => json!({"type": "text", "text": text}),
+                    1 => json!({"type": "media", "media_type": "image/png"}),
+                    _ => json!({"type": "tool_call", "id": "c", "name": "n", "arguments": {"t": text}}),
+                })
+                .collect();
+            let row = json!({"seq": 1, "kind": "message", "role": "user", "parts": parts});
+            let line = serde_json::to_vec(&row).unwrap_or_default();
+            let q = query.to_lowercase();
+            let matched = match_char(&project(&row).text, &q).is_some();
+            if let Some(pf) = Prefilter::new(&q) {
+                prop_assert!(!matched || pf.may_match(&line), "{row} / {q:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn prefilter_sees_through_folding_characters() {
+        let pf = Prefilter::new("kelvin").unwrap_or_else(|| panic!("prefilter"));
+        let row = json!({"parts": [{"type": "text", "text": "\u{212A}ELVIN"}]});
+        let line = serde_json::to_vec(&row).unwrap_or_default();
+        assert!(match_char(&project(&row).text, "kelvin").is_some());
+        assert!(pf.may_match(&line));
+        assert!(Prefilter::new("media omitted").is_none());
+        assert!(Prefilter::new("a\"b").is_none());
+        assert!(!pf.may_match(br#"{"parts":[{"type":"text","text":"nothing here"}]}"#));
     }
 }

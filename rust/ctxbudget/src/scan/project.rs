@@ -30,10 +30,18 @@ fn compact(tag: &str, part: &Map<String, Value>, keys: &[&str]) -> String {
 /// `[media omitted]`; earlier `session_history` results as
 /// `[session_history result omitted]`.
 pub(crate) fn project(row: &Value) -> Projected {
-    let role = row.get("role").and_then(Value::as_str).unwrap_or("").to_owned();
+    let role = row
+        .get("role")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let mut pieces: Vec<String> = Vec::new();
     let mut tool_names = Vec::new();
-    let parts = row.get("parts").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    let parts = row
+        .get("parts")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     for part in parts {
         let Some(p) = part.as_object() else { continue };
         let name = p.get("name").and_then(Value::as_str);
@@ -41,12 +49,19 @@ pub(crate) fn project(row: &Value) -> Projected {
             tool_names.push(n.to_owned());
         }
         match p.get("type").and_then(Value::as_str) {
-            Some("text") => pieces.push(p.get("text").and_then(Value::as_str).unwrap_or("").to_owned()),
+            Some("text") => pieces.push(
+                p.get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            ),
             Some("tool_call") => pieces.push(compact("tool_call", p, &["id", "name", "arguments"])),
             Some("tool_result") if name == Some(TOOL_NAME) => {
                 pieces.push("[session_history result omitted]".to_owned())
             }
-            Some("tool_result") => pieces.push(compact("tool_result", p, &["call_id", "name", "output"])),
+            Some("tool_result") => {
+                pieces.push(compact("tool_result", p, &["call_id", "name", "output"]))
+            }
             Some("media") => pieces.push("[media omitted]".to_owned()),
             _ => {}
         }
