@@ -57,7 +57,15 @@ def _tables(data: dict[str, Any]) -> str:
     scans = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "scan"]
     latencies = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "latency"]
     if scans:
-        lines += _scan_table(scans, latencies)
+        lines += _scan_table(scans)
+        lines.append("")
+    if latencies:
+        lines += ["| call | p50 | p99 |", "|---|---|---|"]
+        for b in latencies:
+            info = b["extra_info"]
+            lines.append(
+                f"| {info['measure']} | {_duration(info['p50'])} | {_duration(info['p99'])} |"
+            )
         lines.append("")
     appends = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "append"]
     opens = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "open"]
@@ -129,7 +137,11 @@ def _tables(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _scan_table(scans: list[dict[str, Any]], latencies: list[dict[str, Any]]) -> list[str]:
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3f} ms"
+
+
+def _scan_table(scans: list[dict[str, Any]]) -> list[str]:
     by_impl = {b["extra_info"]["impl"]: b for b in scans}
     ours = by_impl.get("ctxbudget")
     lines = [
@@ -140,13 +152,6 @@ def _scan_table(scans: list[dict[str, Any]], latencies: list[dict[str, Any]]) ->
         median = b["stats"]["median"]
         ratio = f"**{median / ours['stats']['median']:.1f}×**" if ours else "-"
         lines.append(f"| {impl} | {median * 1e3:.3f} ms | {ratio} |")
-    if latencies:
-        lines += ["", "| session_history call | p50 | p99 |", "|---|---|---|"]
-        for b in latencies:
-            info = b["extra_info"]
-            lines.append(
-                f"| {info['measure']} | {info['p50'] * 1e3:.3f} ms | {info['p99'] * 1e3:.3f} ms |"
-            )
     return lines
 
 

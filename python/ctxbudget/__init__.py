@@ -6,6 +6,7 @@ transcript store (Rust core, GIL released).
 
 from __future__ import annotations
 
+from . import prompts
 from ._ctxbudget import __version__
 from .errors import (
     CorruptHistoryError,
@@ -15,6 +16,8 @@ from .errors import (
     InvalidJsonError,
     InvalidRowError,
     LockTimeoutError,
+    PolicyError,
+    SettingsError,
     TokenizerError,
     UnknownEncodingError,
     UnknownModelError,
@@ -31,7 +34,12 @@ from .history import (
     VerifyReport,
     WindowInfo,
 )
+from .memory import MemoryTool
+from .new_context import NewContextTool
+from .policy import Action, Budget, Claims, Decision
+from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
 from .session_history import SessionHistoryTool
+from .settings import Settings, Strategy
 from .tokens import (
     BOUNDARY_SLACK,
     DEFAULT_CACHE_SIZE,
@@ -41,13 +49,20 @@ from .tokens import (
     encoding_for_model,
     encoding_names,
 )
+from .toolpolicy import RuleAction, ToolPolicy, ToolRule
 
 __all__ = [
     "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
+    "DEFAULT_PROMPTS",
+    "Action",
     "AppendResult",
+    "Budget",
+    "Capabilities",
+    "Claims",
     "CorruptHistoryError",
     "CtxBudgetError",
+    "Decision",
     "Durability",
     "Encoding",
     "History",
@@ -56,14 +71,25 @@ __all__ = [
     "InvalidJsonError",
     "InvalidRowError",
     "LockTimeoutError",
+    "MemoryTool",
+    "NewContextTool",
+    "PolicyError",
+    "PromptContext",
+    "Prompts",
     "Receipt",
     "RecoveryReport",
     "RotateReport",
     "Row",
     "RowKind",
+    "RuleAction",
     "SessionHistoryTool",
+    "Settings",
+    "SettingsError",
+    "Strategy",
     "TokenCount",
     "TokenizerError",
+    "ToolPolicy",
+    "ToolRule",
     "UnknownEncodingError",
     "UnknownModelError",
     "VerifyReport",
@@ -72,4 +98,5 @@ __all__ = [
     "count_tokens",
     "encoding_for_model",
     "encoding_names",
+    "prompts",
 ]

@@ -15,6 +15,8 @@ __all__ = [
     "InvalidJsonError",
     "InvalidRowError",
     "LockTimeoutError",
+    "PolicyError",
+    "SettingsError",
     "TokenizerError",
     "UnknownEncodingError",
     "UnknownModelError",
@@ -98,3 +100,15 @@ class CorruptHistoryError(CtxBudgetError, OSError):
 
 class HistoryIOError(CtxBudgetError, OSError):
     """A filesystem operation of the transcript store failed (``errno``, ``filename``)."""
+
+
+class PolicyError(CtxBudgetError, ValueError):
+    """A budget, threshold or tool-policy argument is invalid; the message names it."""
+
+
+class SettingsError(CtxBudgetError, ValueError):
+    """A settings file or value is invalid. Attribute ``field`` names the offending field;
+    ``path`` the file, when one was read. The file itself is left untouched."""
+
+    field: str
+    path: str | None

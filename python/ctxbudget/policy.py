@@ -1,0 +1,272 @@
+"""The token-budget ladder (SPEC §2): when to warn, ask for a handoff, give the final
+prompt, force the rollover — integer arithmetic only, so every implementation agrees to
+the token, and claims derived from durable rows, so a restart changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from .errors import PolicyError
+
+__all__ = [
+    "ADVISORY_HEADROOM",
+    "FINAL_ZONE",
+    "MIN_THRESHOLD_BP",
+    "OUTPUT_RESERVE_MAX",
+    "WARNING_ADVANCE_MIN",
+    "Action",
+    "Budget",
+    "Claims",
+    "Decision",
+]
+
+OUTPUT_RESERVE_MAX = 8_192
+"""The output reserve is ``min(8_192, L // 4)`` unless given."""
+WARNING_ADVANCE_MIN = 6_144
+"""The warning comes at least this many tokens before the handoff target (if it can)."""
+FINAL_ZONE = 6_144
+"""The final prompt's zone starts this many tokens below the usable limit."""
+ADVISORY_HEADROOM = 2_048
+"""An advisory is sent only if ``projected + 2_048 < U``."""
+MIN_THRESHOLD_BP = 1_000
+"""Stored thresholds below 10% evaluate as 10%."""
+_OFF_BP = 10_000
+
+
+class Action(str, Enum):
+    """What to do with the next request."""
+
+    CONTINUE = "continue"
+    WARNING = "warning"
+    HANDOFF = "handoff"
+    FINAL = "final"
+    ROLLOVER = "rollover"
+    BLOCK = "block"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ADVISORY_STAGES = (Action.WARNING, Action.HANDOFF, Action.FINAL)
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """Advisories already delivered in the current window (each at most once)."""
+
+    warning: bool = False
+    handoff: bool = False
+    final: bool = False
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Any]) -> Claims:
+        """Claims of a window, from its durably published advisory rows.
+
+        ``rows`` are the rows of the current window: :class:`~ctxbudget.Row` objects or
+        row dicts. An advisory row carries ``meta.stage``; older rows marked
+        ``meta.final: true`` count as the final prompt.
+        """
+        warning = handoff = final = False
+        for row in rows:
+            if isinstance(row, Mapping):
+                kind, meta = row.get("kind"), row.get("meta")
+            else:
+                kind, meta = getattr(row, "kind", None), getattr(row, "meta", None)
+            if kind != "advisory" or not isinstance(meta, Mapping):
+                continue
+            stage = meta.get("stage")
+            if stage == "final" or meta.get("final") is True:
+                final = True
+            elif stage == "handoff":
+                handoff = True
+            elif stage == "warning":
+                warning = True
+        return cls(warning=warning, handoff=handoff, final=final)
+
+    def claim(self, action: Action) -> Claims:
+        """These claims plus the advisory ``action`` (others return ``self``)."""
+        if action is Action.WARNING:
+            return Claims(True, self.handoff, self.final)
+        if action is Action.HANDOFF:
+            return Claims(self.warning, True, self.final)
+        if action is Action.FINAL:
+            return Claims(self.warning, self.handoff, True)
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of :meth:`Budget.evaluate`."""
+
+    action: Action
+    projected: int
+    usable_limit: int
+    handoff_target: int
+    percent_used: float
+    """``projected`` as a percentage of the usable limit."""
+    headroom: bool
+    """Whether an advisory would fit (``projected + 2_048 < U``)."""
+
+    @property
+    def is_advisory(self) -> bool:
+        """True for WARNING, HANDOFF and FINAL."""
+        return self.action in ADVISORY_STAGES
+
+
+def _int_arg(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PolicyError(f"{name} must be an integer number of tokens, got {value!r}")
+    if value < minimum:
+        raise PolicyError(f"{name} must be >= {minimum}, got {value:,}")
+    return value
+
+
+class Budget:
+    """A context window's budget: ``Budget(context_window=100_000, threshold=0.7)``.
+
+    ``threshold`` is the handoff slider from 0.0 to 1.0, held as basis points
+    (``round(t * 10_000)``); 1.0 means Off: no advisories, block at the usable limit.
+    """
+
+    __slots__ = (
+        "_bp",
+        "context_window",
+        "final_at",
+        "handoff_target",
+        "output_reserve",
+        "threshold",
+        "usable_limit",
+        "warning_at",
+    )
+
+    def __init__(
+        self, context_window: int, threshold: float = 0.7, output_reserve: int | None = None
+    ) -> None:
+        window = _int_arg("context_window", context_window, 1)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise PolicyError(f"threshold must be a number from 0.0 to 1.0, got {threshold!r}")
+        if math.isnan(threshold) or not 0.0 <= threshold <= 1.0:
+            raise PolicyError(f"threshold must be from 0.0 to 1.0 (1.0 = Off), got {threshold!r}")
+        if output_reserve is None:
+            reserve = min(OUTPUT_RESERVE_MAX, window // 4)
+        else:
+            reserve = _int_arg("output_reserve", output_reserve, 0)
+            if reserve >= window:
+                raise PolicyError(
+                    f"output_reserve ({reserve:,}) must be smaller than the context window "
+                    f"({window:,})"
+                )
+        bp = round(threshold * 10_000)
+        effective = max(MIN_THRESHOLD_BP, bp)
+        usable = window - reserve
+        final_at = usable - FINAL_ZONE
+        handoff = min(window * effective // 10_000, final_at - 1)
+        warning = max(
+            handoff // 2,
+            min(window * (effective - MIN_THRESHOLD_BP) // 10_000, handoff - WARNING_ADVANCE_MIN),
+        )
+        self.context_window = window
+        self.threshold = float(threshold)
+        self.output_reserve = reserve
+        self.usable_limit = usable
+        self.final_at = final_at
+        self.handoff_target = handoff
+        self.warning_at = warning
+        self._bp = bp
+
+    @property
+    def threshold_bp(self) -> int:
+        """The slider in basis points as stored (7_000 for 0.7)."""
+        return self._bp
+
+    @property
+    def effective_threshold_bp(self) -> int:
+        """The slider as evaluated: at least 1_000 (10%)."""
+        return max(MIN_THRESHOLD_BP, self._bp)
+
+    @property
+    def enabled(self) -> bool:
+        """False when the slider is at 100% (Off)."""
+        return self._bp < _OFF_BP
+
+    @property
+    def budget_tokens(self) -> int:
+        """Alias of :attr:`usable_limit` (the forced-rollover point)."""
+        return self.usable_limit
+
+    @property
+    def label(self) -> str:
+        """``"Handoff target: 70%"`` (or ``"Handoff target: Off"``)."""
+        if not self.enabled:
+            return "Handoff target: Off"
+        bp = self.effective_threshold_bp
+        pct = f"{bp // 100}" if bp % 100 == 0 else f"{bp / 100:g}"
+        return f"Handoff target: {pct}%"
+
+    def countdown(self, projected: int) -> str:
+        """A short status for a settings screen or a log line."""
+        used = _int_arg("projected", projected, 0)
+        if not self.enabled:
+            return (
+                f"Automatic handoff is off; requests are blocked at the usable limit "
+                f"({self.usable_limit:,} tokens)."
+            )
+        if self.handoff_target > 0 and used < self.handoff_target:
+            return f"{self.handoff_target - used:,} tokens until the handoff target."
+        return (
+            f"Past the handoff target: the rollover is forced at the usable limit "
+            f"({self.usable_limit:,} tokens, {max(0, self.usable_limit - used):,} left)."
+        )
+
+    def evaluate(
+        self, projected: int, claims: Claims | None = None, new_context_offered: bool = True
+    ) -> Decision:
+        """The action for a next request of ``projected`` tokens (SPEC §2, in order)."""
+        used = _int_arg("projected", projected, 0)
+        claims = claims if claims is not None else Claims()
+        usable = self.usable_limit
+        headroom = used + ADVISORY_HEADROOM < usable
+        if used >= usable:
+            action = Action.ROLLOVER if self.enabled else Action.BLOCK
+        elif not self.enabled or not headroom:
+            action = Action.CONTINUE
+        elif (
+            self.final_at > 0 and used >= self.final_at and not claims.final and new_context_offered
+        ):
+            action = Action.FINAL
+        elif (
+            self.handoff_target > 0
+            and used >= self.handoff_target
+            and not claims.handoff
+            and not claims.final
+        ):
+            # A delivered final prompt already asked for the checkpoint and new_context:
+            # the ladder never steps back down to a handoff request in that window.
+            action = Action.HANDOFF
+        elif (
+            self.warning_at > 0
+            and used >= self.warning_at
+            and not (claims.warning or claims.handoff or claims.final)
+        ):
+            action = Action.WARNING
+        else:
+            action = Action.CONTINUE
+        return Decision(
+            action=action,
+            projected=used,
+            usable_limit=usable,
+            handoff_target=self.handoff_target,
+            percent_used=round(used * 100 / usable, 2),
+            headroom=headroom,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Budget(context_window={self.context_window}, threshold={self.threshold}, "
+            f"output_reserve={self.output_reserve})"
+        )

@@ -1,0 +1,194 @@
+"""Settings (SPEC §4): compaction strategy, experiments, per-model thresholds.
+
+Persisted as JSON and replaced atomically; an invalid file raises
+:class:`~ctxbudget.SettingsError` naming the field and is never modified, so the last
+good file is never lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from .errors import SettingsError
+from .policy import Budget
+
+__all__ = ["REQUIRED_EXPERIMENTS", "Settings", "Strategy"]
+
+REQUIRED_EXPERIMENTS = frozenset({"token_budget", "agent_memory"})
+"""Token budget is effective only when both experiments are on."""
+
+SETTINGS_VERSION = 1
+
+
+class Strategy(str, Enum):
+    """Compaction strategy."""
+
+    SUMMARIZE = "summarize"
+    TOKEN_BUDGET = "token_budget"
+
+
+def _error(message: str, field_name: str, path: str | None = None) -> SettingsError:
+    err = SettingsError(f"{path + ': ' if path else ''}{field_name}: {message}")
+    err.field, err.path = field_name, path
+    return err
+
+
+def _threshold(value: object, field_name: str, path: str | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _error(f"must be a number from 0.0 to 1.0, got {value!r}", field_name, path)
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise _error(f"must be from 0.0 to 1.0 (1.0 = Off), got {value!r}", field_name, path)
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Saved preferences. ``strategy`` is the preference; :attr:`effective_strategy` is
+    what applies."""
+
+    strategy: Strategy = Strategy.SUMMARIZE
+    experiments: frozenset[str] = field(default_factory=frozenset)
+    default_threshold: float = 0.7
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "strategy", Strategy(self.strategy))
+        except ValueError:
+            raise _error(
+                f"must be 'summarize' or 'token_budget', got {self.strategy!r}", "strategy"
+            ) from None
+        experiments = self.experiments
+        if isinstance(experiments, str) or not all(isinstance(e, str) for e in experiments):
+            raise _error("must be a list of experiment names", "experiments")
+        object.__setattr__(self, "experiments", frozenset(experiments))
+        object.__setattr__(
+            self, "default_threshold", _threshold(self.default_threshold, "default_threshold")
+        )
+        if not isinstance(self.thresholds, Mapping):
+            raise _error("must be an object of model name to threshold", "thresholds")
+        checked = {}
+        for model, value in self.thresholds.items():
+            if not isinstance(model, str) or not model:
+                raise _error("model names must be non-empty strings", "thresholds")
+            checked[model] = _threshold(value, f"thresholds[{model!r}]")
+        object.__setattr__(self, "thresholds", checked)
+
+    @property
+    def token_budget_available(self) -> bool:
+        """True when both required experiments are on."""
+        return self.experiments >= REQUIRED_EXPERIMENTS
+
+    @property
+    def effective_strategy(self) -> Strategy:
+        """``token_budget`` only when preferred and both experiments are on."""
+        if self.strategy is Strategy.TOKEN_BUDGET and self.token_budget_available:
+            return Strategy.TOKEN_BUDGET
+        return Strategy.SUMMARIZE
+
+    def threshold_for(self, model: str) -> float:
+        """The stored threshold of ``model`` (or the default)."""
+        return self.thresholds.get(model, self.default_threshold)
+
+    def budget_for(
+        self, model: str, context_window: int, output_reserve: int | None = None
+    ) -> Budget:
+        """The :class:`~ctxbudget.Budget` of ``model`` with its threshold."""
+        return Budget(context_window, self.threshold_for(model), output_reserve)
+
+    def with_threshold(self, model: str, threshold: float) -> Settings:
+        """A copy with ``model``'s threshold set."""
+        return Settings(
+            self.strategy,
+            self.experiments,
+            self.default_threshold,
+            {**self.thresholds, model: _threshold(threshold, f"thresholds[{model!r}]")},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {
+            "version": SETTINGS_VERSION,
+            "strategy": self.strategy.value,
+            "experiments": sorted(self.experiments),
+            "default_threshold": self.default_threshold,
+            "thresholds": dict(sorted(self.thresholds.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, path: str | None = None) -> Settings:
+        """Validates a JSON object; errors name the field (and the file)."""
+        if not isinstance(data, Mapping):
+            raise _error("the settings must be a JSON object", "<root>", path)
+        known = {"version", "strategy", "experiments", "default_threshold", "thresholds"}
+        for key in data:
+            if key not in known:
+                raise _error(f"unknown field; expected one of {sorted(known)}", str(key), path)
+        version = data.get("version", SETTINGS_VERSION)
+        if version != SETTINGS_VERSION:
+            raise _error(f"unsupported version {version!r}", "version", path)
+        experiments = data.get("experiments", [])
+        if not isinstance(experiments, list):
+            raise _error("must be a list of experiment names", "experiments", path)
+        try:
+            return cls(
+                strategy=data.get("strategy", Strategy.SUMMARIZE.value),
+                experiments=frozenset(experiments),
+                default_threshold=data.get("default_threshold", 0.7),
+                thresholds=data.get("thresholds", {}),
+            )
+        except SettingsError as exc:
+            raise _error(str(exc).split(": ", 1)[-1], exc.field, path) from None
+        except TypeError:
+            raise _error("experiment names must be strings", "experiments", path) from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Settings:
+        """Reads settings; a missing file gives the defaults. An invalid file raises
+        :class:`~ctxbudget.SettingsError` and is left exactly as it is."""
+        p = Path(path)
+        try:
+            text = p.read_text("utf-8")
+        except FileNotFoundError:
+            return cls()
+        except UnicodeDecodeError as exc:
+            raise _error(f"not UTF-8 (byte {exc.start})", "<file>", str(p)) from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise _error(
+                f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                "<file>",
+                str(p),
+            ) from None
+        return cls.from_dict(data, path=str(p))
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Writes the settings atomically: temporary file, fsync, rename, directory
+        fsync. A crash leaves the old file or the new one, never a mix."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        data = (json.dumps(self.to_dict(), indent=2) + "\n").encode()
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        dir_fd = os.open(p.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
