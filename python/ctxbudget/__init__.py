@@ -38,6 +38,7 @@ from .memory import MemoryTool
 from .new_context import NewContextTool
 from .policy import Action, Budget, Claims, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
+from .session import Session, Turn
 from .session_history import SessionHistoryTool
 from .settings import Settings, Strategy
 from .tokens import (
@@ -82,6 +83,7 @@ __all__ = [
     "Row",
     "RowKind",
     "RuleAction",
+    "Session",
     "SessionHistoryTool",
     "Settings",
     "SettingsError",
@@ -90,6 +92,7 @@ __all__ = [
     "TokenizerError",
     "ToolPolicy",
     "ToolRule",
+    "Turn",
     "UnknownEncodingError",
     "UnknownModelError",
     "VerifyReport",

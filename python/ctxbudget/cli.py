@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
+from pathlib import Path
 
 from .errors import CtxBudgetError
 from .tokens import Encoding
@@ -140,6 +141,24 @@ def _cmd_count(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_agent, summary_table
+
+    root = Path(args.workspace)
+    agents = ["cooperative", "stubborn"] if args.agent == "both" else [args.agent]
+    results = [
+        run_agent(root / agent, agent=agent, context_window=args.context_window, steps=args.steps)
+        for agent in agents
+    ]
+    print("\nSummary (asked = rollovers requested with new_context; forced = at the usable limit)")
+    print(summary_table(results))
+    print(
+        f"\nWorkspaces left on disk under {root}/ — open them with ctxbudget.History or "
+        "ctxbudget.SessionHistoryTool."
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxbudget`` command."""
     parser = argparse.ArgumentParser(
@@ -163,6 +182,17 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--model", metavar="MODEL", help="count for this model's tokenizer")
     count.add_argument("--json", action="store_true", help="print JSON instead of a table")
     count.set_defaults(func=_cmd_count)
+    demo = sub.add_parser(
+        "demo",
+        help="run scripted agents through handoffs and rollovers",
+        description="Scripted agents (no network) on a small window: a cooperative one that "
+        "hands off with new_context and a stubborn one that is rolled over at the limit.",
+    )
+    demo.add_argument("--workspace", default="ctxbudget-workspace", help="where to keep them")
+    demo.add_argument("--context-window", type=int, default=64_000, metavar="N")
+    demo.add_argument("--steps", type=int, default=90, metavar="N")
+    demo.add_argument("--agent", choices=["cooperative", "stubborn", "both"], default="both")
+    demo.set_defaults(func=_cmd_demo)
     return parser
 
 

@@ -289,9 +289,12 @@ class History:
         first, last, epoch, window = self._core.append_json(_encode_rows(rows))
         return AppendResult(first_seq=first, last_seq=last, epoch=epoch, window=window)
 
-    def rows(self) -> Iterator[Row]:
-        """Every committed row, archive first, then chat. Malformed lines are skipped."""
-        for seq, window, raw in self._core.rows():
+    def rows(self, *, since_seq: int = 0) -> Iterator[Row]:
+        """Every committed row, archive first, then chat — or only those from the first
+        row whose seq is at least ``since_seq``. Malformed lines are skipped."""
+        if isinstance(since_seq, bool) or not isinstance(since_seq, int) or since_seq < 0:
+            raise InvalidArgumentError(f"since_seq must be a non-negative int, got {since_seq!r}")
+        for seq, window, raw in self._core.rows(since_seq):
             row = _parse_row(seq, window, raw)
             if row is not None:
                 yield row

@@ -91,9 +91,10 @@ impl PyHistory {
         })
     }
 
-    /// `[(seq | None, window, raw line bytes)]`, archive then chat.
-    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Vec<RowTuple<'py>>> {
-        let rows = self.run(py, "rows()", |h| h.rows())?;
+    /// `[(seq | None, window, raw line bytes)]`, archive then chat, from `since_seq`.
+    #[pyo3(signature = (since_seq = 0))]
+    fn rows<'py>(&self, py: Python<'py>, since_seq: u64) -> PyResult<Vec<RowTuple<'py>>> {
+        let rows = self.run(py, "rows()", move |h| h.rows_since(since_seq))?;
         Ok(rows
             .into_iter()
             .map(|r| (r.seq, r.window, PyBytes::new(py, &r.raw)))

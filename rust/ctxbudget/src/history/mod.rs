@@ -836,30 +836,61 @@ impl History {
 
     /// Every committed row, archive then chat, with its derived window.
     pub fn rows(&self) -> Result<Vec<StoredRow>> {
+        self.rows_since(0)
+    }
+
+    /// Committed rows from the first one whose seq is at least `first_seq` to the end,
+    /// reading only their bytes: an agent loop that keeps the rows it has seen fetches
+    /// just the new ones each step.
+    pub fn rows_since(&self, first_seq: u64) -> Result<Vec<StoredRow>> {
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
         let ix = Self::index(&locked)?;
-        let archive = read_all(&self.paths.archive)?;
-        let chat = read_all(&self.paths.chat)?;
-        let mut out = Vec::with_capacity(ix.archive.entries.len() + ix.chat.entries.len());
+        let all: Vec<(&Path, &Entry)> = ix
+            .archive
+            .entries
+            .iter()
+            .map(|e| (self.paths.archive.as_path(), e))
+            .chain(
+                ix.chat
+                    .entries
+                    .iter()
+                    .map(|e| (self.paths.chat.as_path(), e)),
+            )
+            .collect();
+        // Windows are derived from boundaries, so walk the index (no I/O) up to the start.
+        let start = all
+            .iter()
+            .position(|(_, e)| e.head.as_ref().is_some_and(|h| h.seq >= first_seq))
+            .unwrap_or(all.len());
         let mut window = "w:0".to_owned();
-        for (bytes, entries) in [(&archive, &ix.archive.entries), (&chat, &ix.chat.entries)] {
-            for e in entries {
-                let start = e.offset as usize;
-                let Some(raw) = bytes.get(start..start + e.len as usize) else {
-                    continue; // the file shrank under us; the index is refreshed next time
-                };
-                if let Some(h) = &e.head {
-                    if h.kind == "boundary" {
-                        window = format!("w:{}", h.seq);
-                    }
-                }
-                out.push(StoredRow {
-                    seq: e.head.as_ref().map(|h| h.seq),
-                    window: window.clone(),
-                    raw: raw.to_vec(),
-                });
+        for (_, e) in &all[..start] {
+            if let Some(h) = e.head.as_ref().filter(|h| h.kind == "boundary") {
+                window = format!("w:{}", h.seq);
             }
+        }
+        let mut out = Vec::with_capacity(all.len() - start);
+        let mut files: HashMap<&Path, File> = HashMap::new();
+        for (path, e) in &all[start..] {
+            if let Some(h) = e.head.as_ref().filter(|h| h.kind == "boundary") {
+                window = format!("w:{}", h.seq);
+            }
+            let file = match files.entry(path) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(File::open(path).map_err(|err| HistoryError::io("open", *path, err))?)
+                }
+            };
+            let mut raw = vec![0u8; e.len as usize];
+            use std::os::unix::fs::FileExt;
+            if file.read_exact_at(&mut raw, e.offset).is_err() {
+                continue; // the file shrank under us; the index is refreshed next time
+            }
+            out.push(StoredRow {
+                seq: e.head.as_ref().map(|h| h.seq),
+                window: window.clone(),
+                raw,
+            });
         }
         Ok(out)
     }
