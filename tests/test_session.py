@@ -232,3 +232,27 @@ def test_crash_during_the_rollover_batch(tmp_path: Path, point: str, action: str
     assert len([r for r in reopened.history.rows() if r.kind == "boundary"]) <= 1 + (
         0 if boundaries else 1
     )
+
+
+def test_request_hooks_snapshot_and_rollover_admission(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    s = _open(ws, context_window=16_000)
+    s.add_user("go")
+    s.register_hook(lambda window: f"Workspace note for {window}.", context_only=True)
+    first = s.prepare()
+    assert "Workspace note for w:0." in first.system and len(first.hooks) == 1
+    unrestricted = s.register_hook(lambda req: {**req, "tools": []}, context_only=False)
+    n = 0
+    while True:
+        turn = s.prepare()
+        if turn.status != "send":
+            break
+        assert turn.tools == [], "the unrestricted hook applied"
+        n += 1
+        _step(s, n)
+    assert turn.status == "pause" and "hook" in (turn.reason or "")
+    assert _boundaries(ws) == []
+    s.unregister_hook(unrestricted)
+    after = s.prepare()
+    assert after.status == "send" and after.window_id != "w:0", "context-only hooks never block"
+    assert "Workspace note for" in after.system

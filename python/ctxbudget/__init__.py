@@ -38,7 +38,7 @@ from .memory import MemoryTool
 from .new_context import NewContextTool
 from .policy import Action, Budget, Claims, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
-from .session import Session, Turn
+from .session import RequestHook, Session, Turn
 from .session_history import SessionHistoryTool
 from .settings import Settings, Strategy
 from .tokens import (
@@ -81,6 +81,7 @@ __all__ = [
     "RecoveryReport",
     "RotateReport",
     "Row",
+    "RequestHook",
     "RowKind",
     "RuleAction",
     "Session",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from .settings import Settings, Strategy
 from .tokens import Encoding
 from .toolpolicy import ToolPolicy
 
-__all__ = ["CONTEXT_WINDOWS", "FRAMING_TOKENS", "Session", "Turn"]
+__all__ = ["CONTEXT_WINDOWS", "FRAMING_TOKENS", "RequestHook", "Session", "Turn"]
 
 FRAMING_TOKENS = 8
 """Tokens per message and per advertised tool schema (plus 1 per request)."""
@@ -65,6 +65,21 @@ def _context_window_for(model: str) -> int:
 
 
 @dataclass(frozen=True)
+class RequestHook:
+    """A host hook that edits requests (SPEC §2).
+
+    A *context-only* hook is called as ``fn(window_id) -> str`` and may only add system
+    text. An *unrestricted* hook is called as ``fn(request) -> request`` on
+    ``{"system", "messages", "tools"}`` and could change anything, tools included, so
+    while one is registered a rollover pauses rather than seal a window with a changed
+    toolset.
+    """
+
+    fn: Callable[..., Any]
+    context_only: bool
+
+
+@dataclass(frozen=True)
 class Turn:
     """What :meth:`Session.prepare` decided for the next provider request."""
 
@@ -79,6 +94,8 @@ class Turn:
     tools: list[dict[str, Any]] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     """What this call did, e.g. ``advisory:handoff``, ``rollover:w:12``."""
+    hooks: tuple[RequestHook, ...] = ()
+    """The hooks captured for this turn (already applied; reuse the turn for retries)."""
     reason: str | None = None
     """Why the status is not ``send``."""
 
@@ -125,6 +142,13 @@ class Session:
         self._window_rows: list[Row] = []
         self._window_id = "w:0"
         self._last_seq = 0
+        # Per-row caches: a step costs O(new rows), not O(window).
+        self._row_messages: dict[int, list[dict[str, Any]]] = {}
+        self._row_tokens: dict[int, int] = {}
+        self._hidden: set[int] = set()
+        self._fresh_checked: set[int] = set()
+        self._fixed_tokens: tuple[tuple[str, int], int] | None = None
+        self._hooks: list[RequestHook] = []
         self.session_history = SessionHistoryTool(
             history, allowed=tool_policy.allows("session_history")
         )
@@ -180,12 +204,21 @@ class Session:
             self._window_rows = []
             self._window_id = self.history.current_window
             self._last_seq = max(start - 1, 0)
+        if full:
+            self._row_messages.clear()
+            self._row_tokens.clear()
+            self._hidden.clear()
         for row in self.history.rows(since_seq=self._last_seq + 1):
             if row.kind == "boundary":
                 self._window_rows = []
+                self._row_messages.clear()
+                self._row_tokens.clear()
+                self._hidden.clear()
             self._window_id = row.window
             self._window_rows.append(row)
             self._last_seq = max(self._last_seq, row.seq)
+            if row.kind == "retraction" and isinstance(row.meta.get("retracts"), int):
+                self._hidden.add(int(row.meta["retracts"]))
 
     @property
     def window_id(self) -> str:
@@ -202,11 +235,7 @@ class Session:
         return None
 
     def _retracted(self) -> set[int]:
-        return {
-            int(r.meta["retracts"])
-            for r in self._window_rows
-            if r.kind == "retraction" and isinstance(r.meta.get("retracts"), int)
-        }
+        return self._hidden
 
     def _pending_calls(self) -> set[str]:
         calls: set[str] = set()
@@ -234,6 +263,18 @@ class Session:
             history=self.tool_policy.allows("session_history"),
             memory_writable=self._memory_writable,
         )
+
+    # ----- request hooks --------------------------------------------------------------
+
+    def register_hook(self, fn: Callable[..., Any], *, context_only: bool) -> RequestHook:
+        """Registers a request hook; it applies from the next :meth:`prepare` on."""
+        hook = RequestHook(fn, bool(context_only))
+        self._hooks.append(hook)
+        return hook
+
+    def unregister_hook(self, hook: RequestHook) -> None:
+        """Removes a hook (later requests only)."""
+        self._hooks = [h for h in self._hooks if h is not hook]
 
     # ----- recording ------------------------------------------------------------------
 
@@ -297,7 +338,12 @@ class Session:
 
     # ----- assembling and counting ----------------------------------------------------
 
-    def _system_text(self) -> str:
+    def _system_text(self, hooks: Sequence[RequestHook] | None = None) -> str:
+        base = self._base_system_text()
+        extra = [str(h.fn(self._window_id)) for h in (hooks or ()) if h.context_only]
+        return "\n\n".join([base, *extra]) if extra else base
+
+    def _base_system_text(self) -> str:
         if not self.mode_active:
             return self.system_prompt
         addition = self.prompts.render(
@@ -321,30 +367,31 @@ class Session:
     def _tool_def(name: str, tool: Any) -> dict[str, Any]:
         return {"name": name, "description": tool.description, "parameters": tool.schema("json")}
 
-    def _messages(self) -> list[dict[str, Any]]:
-        hidden = self._retracted()
+    def _row_to_messages(self, row: Row) -> list[dict[str, Any]]:
+        """The provider-neutral messages of one row (cached by seq)."""
+        cached = self._row_messages.get(row.seq)
+        if cached is not None:
+            return cached
         out: list[dict[str, Any]] = []
-        for row in self._window_rows:
-            if row.seq in hidden or row.kind in ("boundary", "rejected", "retraction"):
-                continue
-            text = _text_of(row.parts)
-            if row.kind in ("lead_in", "advisory", "continuation"):
-                out.append({"role": "user", "content": text, "item_id": row.id, "kind": row.kind})
-                continue
-            if row.role == "tool":
-                for p in row.parts:
-                    if p.get("type") == "tool_result":
-                        output = p.get("output")
-                        content = output if isinstance(output, str) else json.dumps(output)
-                        out.append(
-                            {
-                                "role": "tool",
-                                "tool_call_id": p.get("call_id"),
-                                "name": p.get("name"),
-                                "content": content,
-                            }
-                        )
-                continue
+        text = _text_of(row.parts)
+        if row.kind in ("boundary", "rejected", "retraction"):
+            pass
+        elif row.kind in ("lead_in", "advisory", "continuation"):
+            out.append({"role": "user", "content": text, "item_id": row.id, "kind": row.kind})
+        elif row.role == "tool":
+            for p in row.parts:
+                if p.get("type") == "tool_result":
+                    output = p.get("output")
+                    content = output if isinstance(output, str) else json.dumps(output)
+                    out.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": p.get("call_id"),
+                            "name": p.get("name"),
+                            "content": content,
+                        }
+                    )
+        else:
             message: dict[str, Any] = {"role": row.role, "content": text, "item_id": row.id}
             if row.role == "user" and self.mode_active:
                 message["content"] = f"{text}\n\n[id: {row.id}]"
@@ -357,14 +404,21 @@ class Session:
             if any(p.get("type") == "media" for p in row.parts):
                 message["media"] = [p for p in row.parts if p.get("type") == "media"]
             out.append(message)
+        self._row_messages[row.seq] = out
         return out
 
-    def count_request(
-        self, system: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
-    ) -> int:
-        """Tokens of a request: SPEC §1 framing, text counts, tool schemas, media."""
-        texts = [system] if system else []
-        total = 1 + (FRAMING_TOKENS if system else 0)
+    def _messages(self) -> list[dict[str, Any]]:
+        hidden = self._hidden
+        out: list[dict[str, Any]] = []
+        for row in self._window_rows:
+            if row.seq not in hidden:
+                out.extend(self._row_to_messages(row))
+        return out
+
+    def _message_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens of messages without request framing or system text."""
+        texts = []
+        total = 0
         for m in messages:
             total += FRAMING_TOKENS
             texts.append(str(m.get("content") or ""))
@@ -373,11 +427,31 @@ class Session:
             for media in m.get("media", ()):
                 pages = media.get("pages")
                 total += min(int(pages), 100) * 3_000 if isinstance(pages, int) else 1_024
-        counts = self.encoding.count_many(texts)
-        total += sum(counts)
+        return total + sum(self.encoding.count_many(texts))
+
+    def _fixed(self) -> int:
+        """Tokens of the request frame, system text and tool schemas (cached while
+        they do not change)."""
+        system = self._system_text(self._hooks)
+        tools = self._tools()
+        key = (system, len(tools))
+        if self._fixed_tokens is not None and self._fixed_tokens[0] == key:
+            return self._fixed_tokens[1]
+        total = 1 + (FRAMING_TOKENS + self.encoding.count(system) if system else 0)
         for t in tools:
             total += FRAMING_TOKENS + self.encoding.count_json(t)
+        self._fixed_tokens = (key, total)
         return total
+
+    def count_request(
+        self, system: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+    ) -> int:
+        """Tokens of a request: SPEC §1 framing (8 per message and tool schema, 1 per
+        request), text counts, tool-call JSON, media allowances."""
+        total = 1 + (FRAMING_TOKENS + self.encoding.count(system) if system else 0)
+        for t in tools:
+            total += FRAMING_TOKENS + self.encoding.count_json(t)
+        return total + self._message_tokens(messages)
 
     # ----- the step -------------------------------------------------------------------
 
@@ -392,7 +466,12 @@ class Session:
             (r for r in reversed(self._window_rows) if r.kind == "message" and r.role == "user"),
             None,
         )
-        if last_user is not None and last_user.seq not in self._retracted():
+        if (
+            last_user is not None
+            and last_user.seq not in self._hidden
+            and last_user.seq not in self._fresh_checked
+        ):
+            self._fresh_checked.add(last_user.seq)
             fresh = self._fresh_request_tokens(last_user.parts)
             if fresh >= self.budget.usable_limit:
                 self.history.append(
@@ -449,21 +528,42 @@ class Session:
         return self._turn("send", decision, events)
 
     def _projected(self) -> int:
-        return self.count_request(self._system_text(), self._messages(), self._tools())
+        total = self._fixed()
+        hidden = self._hidden
+        for row in self._window_rows:
+            if row.seq in hidden:
+                continue
+            tokens = self._row_tokens.get(row.seq)
+            if tokens is None:
+                tokens = self._message_tokens(self._row_to_messages(row))
+                self._row_tokens[row.seq] = tokens
+            total += tokens
+        return total
 
     def _turn(
         self, status: str, decision: Decision, events: list[str], reason: str | None = None
     ) -> Turn:
+        hooks = tuple(self._hooks)  # the snapshot for this turn and its retries
+        request: dict[str, Any] = {
+            "system": self._system_text(hooks),
+            "messages": self._messages() if status == "send" else [],
+            "tools": self._tools() if status == "send" else [],
+        }
+        if status == "send":
+            for hook in hooks:
+                if not hook.context_only:
+                    request = hook.fn(request)
         return Turn(
             status=status,
             decision=decision,
             window_id=self._window_id,
             previous_window_id=self.previous_window_id,
-            messages=self._messages() if status == "send" else [],
-            system=self._system_text(),
-            tools=self._tools() if status == "send" else [],
+            messages=request["messages"],
+            system=request["system"],
+            tools=request["tools"],
             events=events,
             reason=reason,
+            hooks=hooks,
         )
 
     def _lead_in_text(self, window_id: str, reason: str) -> str:
@@ -509,6 +609,14 @@ class Session:
         decision = self.budget.evaluate(
             self._projected(), Claims.from_rows(self._window_rows), caps.new_context
         )
+        if any(not h.context_only for h in self._hooks):
+            return self._turn(
+                "pause",
+                decision,
+                events,
+                reason="an unrestricted request hook is registered: it could change the "
+                "toolset of the sealed window",
+            )
         if not caps.history:
             return self._turn(
                 "pause",

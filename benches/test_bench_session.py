@@ -1,0 +1,81 @@
+"""A 1,000-step scripted session on a 128k window: prepare() latency, the share spent
+counting, and the whole session against the time spent appending (fsync) to the store."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import SHORT
+
+from ctxbudget import History, Session
+
+STEPS = 200 if SHORT else 1_000
+OUTPUT = "for item in batch:\n    total += price(item) * qty(item)  # line {n}\n" * 12
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def test_session_steps(benchmark: Any, tmp_path: Path) -> None:
+    s = Session.open(
+        tmp_path / "ws",
+        model="gpt-4o",
+        context_window=128_000,
+        durability="fsync",
+        system="You are a careful code auditor.",
+    )
+    counting = [0.0]
+    appending = [0.0]
+    count_request = s.count_request
+    append = History.append
+
+    def timed_count(*a: Any, **kw: Any) -> int:
+        t = time.perf_counter()
+        try:
+            return count_request(*a, **kw)
+        finally:
+            counting[0] += time.perf_counter() - t
+
+    def timed_append(self: History, rows: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return append(self, rows)
+        finally:
+            appending[0] += time.perf_counter() - t
+
+    s.count_request = timed_count  # type: ignore[method-assign]
+    History.append = timed_append  # type: ignore[method-assign]
+    prepare_times: list[float] = []
+    rollovers = 0
+    try:
+        s.add_user("Audit the billing code and report risky loops.")
+        start = time.perf_counter()
+        for n in range(STEPS):
+            t = time.perf_counter()
+            turn = s.prepare()
+            prepare_times.append(time.perf_counter() - t)
+            rollovers += sum(e.startswith("rollover") for e in turn.events)
+            s.add_assistant(None, [{"id": f"c{n}", "name": "read_file", "arguments": {"n": n}}])
+            s.add_tool_results(
+                [{"call_id": f"c{n}", "name": "read_file", "output": OUTPUT.format(n=n)}]
+            )
+        total = time.perf_counter() - start
+    finally:
+        History.append = append  # type: ignore[method-assign]
+    benchmark.pedantic(lambda: None, rounds=1)
+    p50, p99 = _percentile(prepare_times, 0.5), _percentile(prepare_times, 0.99)
+    benchmark.extra_info.update(
+        measure=f"Session.prepare(), {STEPS}-step session on a 128k window "
+        f"({rollovers} rollovers); counting {counting[0] / sum(prepare_times) * 100:.0f}% of "
+        f"prepare; session {total:.2f} s = {total / appending[0]:.2f}× its appends "
+        f"({appending[0]:.2f} s)",
+        impl="ctxbudget",
+        group="latency",
+        p50=p50,
+        p99=p99,
+        bytes=0,
+    )
