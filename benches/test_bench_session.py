@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import SHORT
-
 from ctxbudget import History, Session
+
+from conftest import SHORT
 
 STEPS = 200 if SHORT else 1_000
 OUTPUT = "for item in batch:\n    total += price(item) * qty(item)  # line {n}\n" * 12
