@@ -15,10 +15,11 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from ._shared import atomic_write, strict_parameters, tool_definition
 
 __all__ = ["CHECKPOINT_MAX", "MemoryTool"]
 
@@ -74,21 +75,6 @@ def _fail(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "code": code, "error": message}
 
 
-def _strict(schema: dict[str, Any]) -> dict[str, Any]:
-    props = {}
-    for name, spec in schema["properties"].items():
-        prop = dict(spec)
-        if name != "command":
-            prop["type"] = [prop["type"], "null"]
-        props[name] = prop
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props),
-        "additionalProperties": False,
-    }
-
-
 class MemoryTool:
     """``memory`` for one workspace.
 
@@ -122,31 +108,9 @@ class MemoryTool:
 
     def schema(self, flavor: str = "json") -> dict[str, Any]:
         """``json``, ``openai``, ``openai_responses`` or ``anthropic`` tool definition."""
-        if flavor == "json":
-            return json.loads(json.dumps(_SCHEMA))  # type: ignore[no-any-return]
-        if flavor == "openai":
-            return {
-                "type": "function",
-                "function": {
-                    "name": self.name,
-                    "description": _DESCRIPTION,
-                    "parameters": _strict(_SCHEMA),
-                    "strict": True,
-                },
-            }
-        if flavor == "openai_responses":
-            return {
-                "type": "function",
-                "name": self.name,
-                "description": _DESCRIPTION,
-                "parameters": _strict(_SCHEMA),
-                "strict": True,
-            }
-        if flavor == "anthropic":
-            return {"name": self.name, "description": _DESCRIPTION, "input_schema": _SCHEMA}
-        raise ValueError(
-            f"unknown schema flavor {flavor!r}; use json, openai, openai_responses or anthropic"
-        )
+        params = json.loads(json.dumps(_SCHEMA))
+        strict = strict_parameters(params, required="command")
+        return tool_definition(flavor, self.name, _DESCRIPTION, params, strict)
 
     # ----- paths ---------------------------------------------------------------------
 
@@ -217,17 +181,7 @@ class MemoryTool:
         self._makedirs(path.parent)
         if path.is_dir():
             raise _Refused("is_directory", "that path is a directory")
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        self._sync_dir(path.parent)
+        atomic_write(path, data)
 
     def _makedirs(self, directory: Path) -> None:
         self._root.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ._shared import tool_definition
 from .history import History
 
 __all__ = ["NewContextTool"]
@@ -66,32 +67,7 @@ class NewContextTool:
 
     def schema(self, flavor: str = "json") -> dict[str, Any]:
         """``json``, ``openai``, ``openai_responses`` or ``anthropic`` tool definition."""
-        params = dict(_SCHEMA)
-        if flavor == "json":
-            return params
-        if flavor == "openai":
-            return {
-                "type": "function",
-                "function": {
-                    "name": self.name,
-                    "description": _DESCRIPTION,
-                    "parameters": params,
-                    "strict": True,
-                },
-            }
-        if flavor == "openai_responses":
-            return {
-                "type": "function",
-                "name": self.name,
-                "description": _DESCRIPTION,
-                "parameters": params,
-                "strict": True,
-            }
-        if flavor == "anthropic":
-            return {"name": self.name, "description": _DESCRIPTION, "input_schema": params}
-        raise ValueError(
-            f"unknown schema flavor {flavor!r}; use json, openai, openai_responses or anthropic"
-        )
+        return tool_definition(flavor, self.name, _DESCRIPTION, dict(_SCHEMA), dict(_SCHEMA))
 
     @staticmethod
     def requested_in(rows: Iterable[Any]) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _ctxbudget
+from ._shared import strict_parameters, tool_definition
 from .history import History
 
 __all__ = ["NOTICE", "SessionHistoryTool"]
@@ -103,21 +104,7 @@ def _json_schema() -> dict[str, Any]:
 
 
 def _strict_schema() -> dict[str, Any]:
-    """OpenAI strict mode: every property required, optional ones nullable."""
-    properties: dict[str, Any] = {}
-    for name, spec in _PROPERTIES.items():
-        prop = {k: v for k, v in spec.items() if k not in _NOT_STRICT}
-        if name != "action":
-            prop["type"] = [prop["type"], "null"]
-            if "enum" in prop:
-                prop["enum"] = [*prop["enum"], None]
-        properties[name] = prop
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(_PROPERTIES),
-        "additionalProperties": False,
-    }
+    return strict_parameters(_json_schema(), required="action", drop=_NOT_STRICT)
 
 
 class SessionHistoryTool:
@@ -153,31 +140,7 @@ class SessionHistoryTool:
         """The tool definition: ``"json"`` (plain JSON Schema of the arguments),
         ``"openai"`` (Chat Completions, strict), ``"openai_responses"`` (Responses API,
         strict) or ``"anthropic"`` (Messages API)."""
-        if flavor == "json":
-            return _json_schema()
-        if flavor == "openai":
-            return {
-                "type": "function",
-                "function": {
-                    "name": self.name,
-                    "description": _DESCRIPTION,
-                    "parameters": _strict_schema(),
-                    "strict": True,
-                },
-            }
-        if flavor == "openai_responses":
-            return {
-                "type": "function",
-                "name": self.name,
-                "description": _DESCRIPTION,
-                "parameters": _strict_schema(),
-                "strict": True,
-            }
-        if flavor == "anthropic":
-            return {"name": self.name, "description": _DESCRIPTION, "input_schema": _json_schema()}
-        raise ValueError(
-            f"unknown schema flavor {flavor!r}; use json, openai, openai_responses or anthropic"
-        )
+        return tool_definition(flavor, self.name, _DESCRIPTION, _json_schema(), _strict_schema())
 
     def call_json(self, args_json: str) -> str:
         """One call with raw tool-call JSON; returns the JSON result text."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from ._shared import atomic_write
 from .errors import SettingsError
 from .policy import Budget
 
@@ -176,19 +176,4 @@ class Settings:
         fsync. A crash leaves the old file or the new one, never a mix."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        data = (json.dumps(self.to_dict(), indent=2) + "\n").encode()
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(p.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic_write(p, (json.dumps(self.to_dict(), indent=2) + "\n").encode())

@@ -1,0 +1,86 @@
+"""Small helpers shared by the tools and settings: tool definitions per provider, and
+atomic file replacement."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+FLAVORS = ("json", "openai", "openai_responses", "anthropic")
+
+
+def tool_definition(
+    flavor: str,
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    strict_parameters: dict[str, Any],
+) -> dict[str, Any]:
+    """The tool's definition for ``flavor``: the plain JSON Schema of its arguments
+    (``json``), OpenAI Chat Completions or Responses (strict), or Anthropic Messages."""
+    if flavor == "json":
+        return parameters
+    if flavor == "openai":
+        return {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": description,
+                "parameters": strict_parameters,
+                "strict": True,
+            },
+        }
+    if flavor == "openai_responses":
+        return {
+            "type": "function",
+            "name": name,
+            "description": description,
+            "parameters": strict_parameters,
+            "strict": True,
+        }
+    if flavor == "anthropic":
+        return {"name": name, "description": description, "input_schema": parameters}
+    raise ValueError(f"unknown schema flavor {flavor!r}; use {', '.join(FLAVORS)}")
+
+
+def strict_parameters(
+    schema: dict[str, Any], *, required: str, drop: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """OpenAI strict mode: every property required, optional ones nullable, and
+    keywords strict mode rejects (``drop``) removed."""
+    properties: dict[str, Any] = {}
+    for prop_name, spec in schema["properties"].items():
+        prop = {k: v for k, v in spec.items() if k not in drop}
+        if prop_name != required:
+            prop["type"] = [prop["type"], "null"]
+            if "enum" in prop:
+                prop["enum"] = [*prop["enum"], None]
+        properties[prop_name] = prop
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replaces ``path`` with ``data``: temporary file in the same directory, fsync,
+    rename, directory fsync. Readers see the old or the new content, never a mix."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
