@@ -64,14 +64,17 @@ class Claims:
     final: bool = False
 
     @classmethod
-    def from_rows(cls, rows: Iterable[Any]) -> Claims:
+    def from_rows(cls, rows: Iterable[Any], *, start: Claims | None = None) -> Claims:
         """Claims of a window, from its durably published advisory rows.
 
         ``rows`` are the rows of the current window: :class:`~ctxbudget.Row` objects or
         row dicts. An advisory row carries ``meta.stage``; older rows marked
-        ``meta.final: true`` count as the final prompt.
+        ``meta.final: true`` count as the final prompt. ``start`` adds to earlier
+        claims (rows seen before).
         """
-        warning = handoff = final = False
+        warning, handoff, final = (
+            (start.warning, start.handoff, start.final) if start else (False, False, False)
+        )
         for row in rows:
             if isinstance(row, Mapping):
                 kind, meta = row.get("kind"), row.get("meta")

@@ -197,28 +197,57 @@ class Session:
     # ----- state read back from the transcript ----------------------------------------
 
     def _sync(self, full: bool = False) -> None:
-        """Brings the current window's rows up to date (only new rows are read)."""
+        """Brings the current window's state up to date. Only new rows are read, and
+        everything derived from them (claims, open tool calls, a scheduled
+        ``new_context``, the last user message, hidden rows) is updated from those rows
+        alone, so a step costs O(new rows)."""
         if full:
             windows = self.history.windows()
             start = windows[-1].first_seq if windows else 0
-            self._window_rows = []
             self._window_id = self.history.current_window
             self._last_seq = max(start - 1, 0)
-        if full:
-            self._row_messages.clear()
-            self._row_tokens.clear()
-            self._hidden.clear()
+            self._reset_window()
         for row in self.history.rows(since_seq=self._last_seq + 1):
             if row.kind == "boundary":
-                self._window_rows = []
-                self._row_messages.clear()
-                self._row_tokens.clear()
-                self._hidden.clear()
+                self._reset_window()
             self._window_id = row.window
             self._window_rows.append(row)
             self._last_seq = max(self._last_seq, row.seq)
-            if row.kind == "retraction" and isinstance(row.meta.get("retracts"), int):
-                self._hidden.add(int(row.meta["retracts"]))
+            self._note(row)
+
+    def _reset_window(self) -> None:
+        self._window_rows = []
+        self._row_messages.clear()
+        self._row_tokens.clear()
+        self._hidden = set()
+        self._open_calls: set[str] = set()
+        self._claims = Claims()
+        self._new_context_scheduled = False
+        self._last_user: Row | None = None
+        self._visible_tokens = 0
+
+    def _note(self, row: Row) -> None:
+        if row.seq not in self._hidden:
+            self._visible_tokens += self._tokens_of(row)
+        if row.kind == "retraction" and isinstance(row.meta.get("retracts"), int):
+            target = int(row.meta["retracts"])
+            if target not in self._hidden and target in self._row_tokens:
+                self._visible_tokens -= self._row_tokens[target]
+            self._hidden.add(target)
+        elif row.kind == "advisory":
+            self._claims = Claims.from_rows([row], start=self._claims)
+        elif row.kind == "message" and row.role == "user":
+            self._last_user = row
+        for p in row.parts:
+            kind = p.get("type")
+            if kind == "tool_call":
+                self._open_calls.add(str(p.get("id")))
+            elif kind == "tool_result":
+                self._open_calls.discard(str(p.get("call_id")))
+        if not self._new_context_scheduled and any(
+            p.get("type") == "tool_result" for p in row.parts
+        ):
+            self._new_context_scheduled = NewContextTool.requested_in([row])
 
     @property
     def window_id(self) -> str:
@@ -237,20 +266,10 @@ class Session:
     def _retracted(self) -> set[int]:
         return self._hidden
 
-    def _pending_calls(self) -> set[str]:
-        calls: set[str] = set()
-        for row in self._window_rows:
-            for p in row.parts:
-                if p.get("type") == "tool_call":
-                    calls.add(str(p.get("id")))
-                elif p.get("type") == "tool_result":
-                    calls.discard(str(p.get("call_id")))
-        return calls
-
     @property
     def settled(self) -> bool:
         """True when every tool call of the window has its result."""
-        return not self._pending_calls()
+        return not self._open_calls
 
     def _new_context_offered(self) -> bool:
         return self.tool_policy.offers_new_context(
@@ -462,10 +481,7 @@ class Session:
         caps = self._capabilities()
 
         # A request that could not fit even in a fresh window is quarantined first.
-        last_user = next(
-            (r for r in reversed(self._window_rows) if r.kind == "message" and r.role == "user"),
-            None,
-        )
+        last_user = self._last_user
         if (
             last_user is not None
             and last_user.seq not in self._hidden
@@ -496,13 +512,13 @@ class Session:
                 )
 
         # A rollover the model asked for happens once the step has settled.
-        if self.settled and NewContextTool.requested_in(self._window_rows):
+        if self.settled and self._new_context_scheduled:
             paused = self._rollover("new_context", events)
             if paused is not None:
                 return paused
 
         projected = self._projected()
-        claims = Claims.from_rows(self._window_rows)
+        claims = self._claims
         decision = self.budget.evaluate(projected, claims, caps.new_context)
         if decision.action is Action.BLOCK:
             return self._turn("block", decision, events, reason="the usable limit is reached")
@@ -527,18 +543,17 @@ class Session:
             )
         return self._turn("send", decision, events)
 
+    def _tokens_of(self, row: Row) -> int:
+        tokens = self._row_tokens.get(row.seq)
+        if tokens is None:
+            tokens = self._message_tokens(self._row_to_messages(row))
+            self._row_tokens[row.seq] = tokens
+        return tokens
+
     def _projected(self) -> int:
-        total = self._fixed()
-        hidden = self._hidden
-        for row in self._window_rows:
-            if row.seq in hidden:
-                continue
-            tokens = self._row_tokens.get(row.seq)
-            if tokens is None:
-                tokens = self._message_tokens(self._row_to_messages(row))
-                self._row_tokens[row.seq] = tokens
-            total += tokens
-        return total
+        """Tokens of the next request: frame, system, tools and every visible row of the
+        window (kept as a running sum as rows arrive)."""
+        return self._fixed() + self._visible_tokens
 
     def _turn(
         self, status: str, decision: Decision, events: list[str], reason: str | None = None
@@ -606,9 +621,7 @@ class Session:
         """Seals the window (boundary + lead-in + trigger, one batch) if admitted;
         returns a ``pause`` turn if not."""
         caps = self._capabilities()
-        decision = self.budget.evaluate(
-            self._projected(), Claims.from_rows(self._window_rows), caps.new_context
-        )
+        decision = self.budget.evaluate(self._projected(), self._claims, caps.new_context)
         if any(not h.context_only for h in self._hooks):
             return self._turn(
                 "pause",
