@@ -80,13 +80,7 @@ impl PyHistory {
     fn append_json(&self, py: Python<'_>, rows_json: &[u8]) -> PyResult<(u64, u64, u64, String)> {
         let rows_json = rows_json.to_vec();
         self.run(py, "append()", move |h| {
-            let rows = parse_rows(&rows_json)?;
-            if rows.is_empty() {
-                return Err(ctxbudget::history::HistoryError::InvalidArgument(
-                    "append() needs at least one row".to_owned(),
-                ));
-            }
-            h.append(rows)
+            h.append_json_bytes(&rows_json)
                 .map(|r| (r.first_seq, r.last_seq, r.epoch, r.window))
         })
     }

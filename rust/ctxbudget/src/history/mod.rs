@@ -560,6 +560,36 @@ impl History {
     }
 
     fn append_locked(&self, locked: &mut Locked<'_>, rows: &[NewRow]) -> Result<AppendResult> {
+        let incoming: Vec<row::Incoming<'_>> = rows.iter().map(row::Incoming::Built).collect();
+        self.append_incoming(locked, &incoming)
+    }
+
+    /// Appends a batch given as UTF-8 JSON: a list of row objects with `kind`, `role`,
+    /// `parts` and `meta`. Rows are validated without building value trees and their
+    /// `parts` and `meta` are stored as written — the fast path for hosts that already
+    /// hold JSON (the Python binding uses it).
+    pub fn append_json_bytes(&self, rows_json: &[u8]) -> Result<AppendResult> {
+        let raws: Vec<&serde_json::value::RawValue> = serde_json::from_slice(rows_json)
+            .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
+        if raws.is_empty() {
+            return Err(HistoryError::InvalidArgument(
+                "append needs at least one row".to_owned(),
+            ));
+        }
+        let rows = raws
+            .into_iter()
+            .enumerate()
+            .map(|(i, raw)| row::RawRow::parse(i, raw).map(row::Incoming::Raw))
+            .collect::<Result<Vec<_>>>()?;
+        let mut locked = self.lock()?;
+        self.append_incoming(&mut locked, &rows)
+    }
+
+    fn append_incoming(
+        &self,
+        locked: &mut Locked<'_>,
+        rows: &[row::Incoming<'_>],
+    ) -> Result<AppendResult> {
         let receipt = self.writable(locked)?;
         let ix = Self::index(locked)?;
         let pre_chat = ix.chat_stamp;
@@ -586,12 +616,20 @@ impl History {
         let ts = fsutil::now_rfc3339();
         let mut framed = frame::header_line(epoch, first, last).into_bytes();
         let mut window = ix.current_window.clone();
+        // Index entries of the new rows, built as they are framed: no re-scan after.
+        let mut entries = Vec::with_capacity(rows.len());
         for (i, row) in rows.iter().enumerate() {
             let seq = first + i as u64;
-            if row.kind == "boundary" {
+            if row.kind() == "boundary" {
                 window = format!("w:{seq}");
             }
-            let line = row::encode(row, seq, &window, &ts)?;
+            let line = row.encode(seq, &window, &ts)?;
+            entries.push(Entry {
+                offset: old_size + framed.len() as u64,
+                len: (line.len() - 1) as u32,
+                head: Some(row.head(seq, &window)),
+                reset_like: false,
+            });
             if line.len() - 1 > self.options.max_row_bytes {
                 return Err(HistoryError::row(
                     i,
@@ -674,8 +712,16 @@ impl History {
             HistoryError::InvalidArgument("history index is not loaded".to_owned())
         })?;
         if verified {
-            let next = frame::scan(&framed, old_size, ix.chat.lines);
-            ix.absorb_chat(next);
+            let end = old_size + framed.len() as u64;
+            ix.absorb_chat(Scan {
+                entries,
+                committed_end: end,
+                lines: ix.chat.lines + rows.len() as u64 + 2,
+                last_crc: Some(crc),
+                batch_ranges: vec![(old_size, end)],
+                batches: 1,
+                ..Scan::default()
+            });
             ix.chat_stamp = post_chat;
             ix.epoch = published.then_some(final_epoch);
         } else {

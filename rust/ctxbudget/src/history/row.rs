@@ -76,7 +76,7 @@ impl NewRow {
         let kind = one_of(index, "kind", obj.remove("kind"), KINDS)?;
         let role = one_of(index, "role", obj.remove("role"), ROLES)?;
         let parts = match obj.remove("parts") {
-            None => Vec::new(),
+            None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(parts)) => parts,
             Some(_) => return Err(HistoryError::row(index, "parts", "must be a list")),
         };
@@ -232,5 +232,249 @@ mod tests {
         assert!(err.contains("assigned by the store"), "{err}");
         let boundary = json!({"kind": "boundary", "role": "system"});
         assert!(NewRow::from_value(0, boundary).is_err());
+    }
+}
+
+/// A row handed over as JSON text (the Python binding's path), validated without
+/// building a value tree: `parts` and `meta` are copied into the line as written.
+#[derive(Debug)]
+pub(crate) struct RawRow<'a> {
+    pub kind: String,
+    role: String,
+    parts: &'a str,
+    meta: &'a str,
+    /// What the store reads back from `meta` (boundaries, rollover IDs, retractions).
+    pub head_meta: HeadMeta,
+}
+
+/// The parts of `meta` the index keeps.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct HeadMeta {
+    pub boundary_kind: Option<String>,
+    pub rollover_id: Option<String>,
+    pub retracts: Option<u64>,
+}
+
+type RawMap<'a> =
+    std::collections::BTreeMap<std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue>;
+
+fn raw_str(
+    index: usize,
+    field: &str,
+    raw: Option<&&serde_json::value::RawValue>,
+) -> Result<Option<String>> {
+    match raw {
+        None => Ok(None),
+        Some(r) if r.get() == "null" => Ok(None),
+        Some(r) => serde_json::from_str::<String>(r.get())
+            .map(Some)
+            .map_err(|_| HistoryError::row(index, field, "must be a string")),
+    }
+}
+
+fn require_str(
+    index: usize,
+    field: String,
+    raw: Option<&&serde_json::value::RawValue>,
+) -> Result<()> {
+    match raw {
+        Some(r) if r.get().starts_with('"') => Ok(()),
+        Some(_) => Err(HistoryError::row(index, field, "must be a string")),
+        None => Err(HistoryError::row(index, field, "is required")),
+    }
+}
+
+impl<'a> RawRow<'a> {
+    /// Validates one row object given as raw JSON (same rules as [`NewRow::from_value`]).
+    pub(crate) fn parse(index: usize, raw: &'a serde_json::value::RawValue) -> Result<RawRow<'a>> {
+        let obj: RawMap<'a> = serde_json::from_str(raw.get())
+            .map_err(|_| HistoryError::row(index, "", "must be an object"))?;
+        for key in obj.keys() {
+            if !matches!(key.as_ref(), "kind" | "role" | "parts" | "meta") {
+                let why = if matches!(key.as_ref(), "seq" | "id" | "window" | "ts") {
+                    "is assigned by the store; leave it out"
+                } else {
+                    "is not a row field (expected kind, role, parts, meta)"
+                };
+                return Err(HistoryError::row(index, key.as_ref(), why));
+            }
+        }
+        let pick = |field: &str, allowed: &[&str]| -> Result<String> {
+            match raw_str(index, field, obj.get(field))? {
+                Some(v) if allowed.contains(&v.as_str()) => Ok(v),
+                Some(v) => Err(HistoryError::row(
+                    index,
+                    field,
+                    format!("is {v:?}; expected one of {}", allowed.join(", ")),
+                )),
+                None => Err(HistoryError::row(index, field, "is required")),
+            }
+        };
+        let kind = pick("kind", KINDS)?;
+        let role = pick("role", ROLES)?;
+        let parts = match obj.get("parts").map(|r| r.get()) {
+            None | Some("null") => "[]",
+            Some(p) => p,
+        };
+        let part_list: Vec<RawMap<'a>> = serde_json::from_str(parts)
+            .map_err(|_| HistoryError::row(index, "parts", "must be a list of objects"))?;
+        for (i, p) in part_list.iter().enumerate() {
+            let field = |name: &str| format!("parts[{i}].{name}");
+            let ty = raw_str(index, &field("type"), p.get("type"))?.unwrap_or_default();
+            match ty.as_str() {
+                "text" => require_str(index, field("text"), p.get("text"))?,
+                "tool_call" => {
+                    require_str(index, field("id"), p.get("id"))?;
+                    require_str(index, field("name"), p.get("name"))?;
+                }
+                "tool_result" => {
+                    require_str(index, field("call_id"), p.get("call_id"))?;
+                    if !p.contains_key("output") {
+                        return Err(HistoryError::row(index, field("output"), "is required"));
+                    }
+                }
+                "media" => require_str(index, field("media_type"), p.get("media_type"))?,
+                other => {
+                    return Err(HistoryError::row(
+                        index,
+                        field("type"),
+                        format!("is {other:?}; expected one of {}", PART_TYPES.join(", ")),
+                    ))
+                }
+            }
+        }
+        let meta = match obj.get("meta").map(|r| r.get()) {
+            None | Some("null") => "{}",
+            Some(m) => m,
+        };
+        let meta_map: RawMap<'a> = serde_json::from_str(meta)
+            .map_err(|_| HistoryError::row(index, "meta", "must be an object"))?;
+        let head_meta = HeadMeta {
+            boundary_kind: raw_str(index, "meta.boundary_kind", meta_map.get("boundary_kind"))
+                .ok()
+                .flatten(),
+            rollover_id: raw_str(index, "meta.rollover_id", meta_map.get("rollover_id"))
+                .ok()
+                .flatten(),
+            retracts: meta_map
+                .get("retracts")
+                .and_then(|r| r.get().parse::<u64>().ok()),
+        };
+        match kind.as_str() {
+            "boundary"
+                if !matches!(
+                    head_meta.boundary_kind.as_deref(),
+                    Some("rollover" | "reset")
+                ) =>
+            {
+                return Err(HistoryError::row(
+                    index,
+                    "meta.boundary_kind",
+                    "must be \"rollover\" or \"reset\" on a boundary row",
+                ));
+            }
+            "retraction" if head_meta.retracts.is_none() => {
+                return Err(HistoryError::row(
+                    index,
+                    "meta.retracts",
+                    "must be the seq (an integer) of the row to hide",
+                ));
+            }
+            _ => {}
+        }
+        Ok(RawRow {
+            kind,
+            role,
+            parts,
+            meta,
+            head_meta,
+        })
+    }
+
+    /// The JSON line (with newline) of this row at `seq` in `window`. `parts` and `meta`
+    /// are copied as given unless they span lines (pretty-printed input), which a JSONL
+    /// line cannot hold: those are re-serialized compactly.
+    pub(crate) fn encode(&self, seq: u64, window: &str, ts: &str) -> Result<Vec<u8>> {
+        let compact = |raw: &str| -> Result<String> {
+            if raw.bytes().any(|b| b == b'\n' || b == b'\r') {
+                let v: Value = serde_json::from_str(raw).map_err(|e| {
+                    HistoryError::InvalidArgument(format!("row does not parse: {e}"))
+                })?;
+                serde_json::to_string(&v).map_err(|e| {
+                    HistoryError::InvalidArgument(format!("row does not serialize: {e}"))
+                })
+            } else {
+                Ok(raw.to_owned())
+            }
+        };
+        let (parts, meta) = (compact(self.parts)?, compact(self.meta)?);
+        let mut out = Vec::with_capacity(parts.len() + meta.len() + 160);
+        use std::io::Write;
+        write!(
+            out,
+            "{{\"seq\":{seq},\"id\":\"{seq}\",\"kind\":\"{}\",\"role\":\"{}\",\"window\":\"{window}\",\"parts\":{parts},\"meta\":{meta},\"ts\":\"{ts}\"}}\n",
+            self.kind, self.role
+        )
+        .map_err(|e| HistoryError::InvalidArgument(format!("row does not serialize: {e}")))?;
+        Ok(out)
+    }
+}
+
+/// A row on its way into a batch: built in Rust, or handed over as JSON text.
+#[derive(Debug)]
+pub(crate) enum Incoming<'a> {
+    /// A [`NewRow`].
+    Built(&'a NewRow),
+    /// A validated JSON row.
+    Raw(RawRow<'a>),
+}
+
+impl Incoming<'_> {
+    pub(crate) fn kind(&self) -> &str {
+        match self {
+            Incoming::Built(r) => &r.kind,
+            Incoming::Raw(r) => &r.kind,
+        }
+    }
+
+    pub(crate) fn encode(&self, seq: u64, window: &str, ts: &str) -> Result<Vec<u8>> {
+        match self {
+            Incoming::Built(r) => encode(r, seq, window, ts),
+            Incoming::Raw(r) => r.encode(seq, window, ts),
+        }
+    }
+}
+
+impl Incoming<'_> {
+    /// What the index keeps of this row once written at `seq` in `window`.
+    pub(crate) fn head(&self, seq: u64, window: &str) -> super::frame::RowHead {
+        let (role, meta) = match self {
+            Incoming::Built(r) => (
+                r.role.clone(),
+                HeadMeta {
+                    boundary_kind: r
+                        .meta
+                        .get("boundary_kind")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    rollover_id: r
+                        .meta
+                        .get("rollover_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    retracts: r.meta.get("retracts").and_then(Value::as_u64),
+                },
+            ),
+            Incoming::Raw(r) => (r.role.clone(), r.head_meta.clone()),
+        };
+        super::frame::RowHead {
+            seq,
+            kind: self.kind().to_owned(),
+            role: Some(role),
+            window: Some(window.to_owned()),
+            boundary_kind: meta.boundary_kind,
+            rollover_id: meta.rollover_id,
+            retracts: meta.retracts,
+        }
     }
 }
