@@ -410,9 +410,9 @@ impl<'a> RawRow<'a> {
         let (parts, meta) = (compact(self.parts)?, compact(self.meta)?);
         let mut out = Vec::with_capacity(parts.len() + meta.len() + 160);
         use std::io::Write;
-        write!(
+        writeln!(
             out,
-            "{{\"seq\":{seq},\"id\":\"{seq}\",\"kind\":\"{}\",\"role\":\"{}\",\"window\":\"{window}\",\"parts\":{parts},\"meta\":{meta},\"ts\":\"{ts}\"}}\n",
+            "{{\"seq\":{seq},\"id\":\"{seq}\",\"kind\":\"{}\",\"role\":\"{}\",\"window\":\"{window}\",\"parts\":{parts},\"meta\":{meta},\"ts\":\"{ts}\"}}",
             self.kind, self.role
         )
         .map_err(|e| HistoryError::InvalidArgument(format!("row does not serialize: {e}")))?;
