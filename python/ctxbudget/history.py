@@ -171,6 +171,11 @@ def _file_report(raw: Mapping[str, Any]) -> FileReport:
     return FileReport(**{**raw, "damage": None if damage is None else tuple(damage)})
 
 
+# One encoder for every row: json.dumps with non-default options builds a new encoder
+# per call, which costs more than encoding a small row.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+
+
 def _encode_rows(rows: Sequence[Mapping[str, Any]]) -> bytes:
     """Serializes rows for the core, naming the row that cannot be serialized."""
     encoded = []
@@ -180,8 +185,7 @@ def _encode_rows(rows: Sequence[Mapping[str, Any]]) -> bytes:
                 raise InvalidRowError(f"row {index}: must be a dict, got {type(row).__name__}")
             row = dict(row)
         try:
-            text = json.dumps(row, ensure_ascii=False, allow_nan=False)
-            encoded.append(text.encode("utf-8"))
+            encoded.append(_ENCODE(row).encode("utf-8"))
         except (TypeError, ValueError) as exc:
             err = InvalidRowError(f"row {index}: not JSON-serializable: {exc}")
             err.index, err.field = index, ""

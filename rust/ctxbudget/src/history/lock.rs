@@ -19,8 +19,23 @@ use super::error::{HistoryError, Result};
 /// Default bound on waiting for the lock.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A per-path token: `true` while some thread of this process holds that lock.
-type Token = Arc<(Mutex<bool>, std::sync::Condvar)>;
+/// The lock file kept open between acquisitions, with the identity it had when opened.
+struct OpenLock {
+    file: File,
+    dev: u64,
+    ino: u64,
+}
+
+/// Per-path state shared by the threads of this process.
+#[derive(Default)]
+struct TokenState {
+    /// Some thread of this process holds the lock.
+    held: bool,
+    /// The open lock file, reused so that an acquisition is one `flock` and one `stat`.
+    file: Option<OpenLock>,
+}
+
+type Token = Arc<(Mutex<TokenState>, std::sync::Condvar)>;
 
 fn token(path: &Path) -> Token {
     static TOKENS: OnceLock<Mutex<HashMap<PathBuf, Token>>> = OnceLock::new();
@@ -34,16 +49,35 @@ fn token(path: &Path) -> Token {
 /// Held lock; released on drop.
 pub(crate) struct HistoryLock {
     token: Token,
-    _file: File,
+    file: Option<OpenLock>,
 }
 
 impl Drop for HistoryLock {
     fn drop(&mut self) {
-        // The flock goes with the file descriptor; then wake one waiting thread.
-        let (held, cv) = &*self.token;
-        *held.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        // Unlock explicitly (the descriptor stays open for the next acquisition), hand
+        // the file back, then wake one waiting thread.
+        let file = self.file.take().filter(|f| f.file.unlock().is_ok());
+        let (state, cv) = &*self.token;
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        state.held = false;
+        state.file = file;
         cv.notify_one();
     }
+}
+
+fn open_lock(path: &Path) -> std::io::Result<OpenLock> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    let meta = file.metadata()?;
+    Ok(OpenLock {
+        file,
+        dev: meta.dev(),
+        ino: meta.ino(),
+    })
 }
 
 impl HistoryLock {
@@ -55,46 +89,48 @@ impl HistoryLock {
             waited: start.elapsed(),
         };
         let token = token(path);
-        {
-            let (held, cv) = &*token;
-            let mut guard = held.lock().unwrap_or_else(|e| e.into_inner());
-            while *guard {
+        let mut cached = {
+            let (state, cv) = &*token;
+            let mut guard = state.lock().unwrap_or_else(|e| e.into_inner());
+            while guard.held {
                 let left = timeout.checked_sub(start.elapsed()).ok_or_else(timed_out)?;
                 guard = cv
                     .wait_timeout(guard, left)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
-            *guard = true;
-        }
+            guard.held = true;
+            guard.file.take()
+        };
         // From here on the token is ours; give it back on every early return.
         let release = |err: HistoryError| {
-            let (held, cv) = &*token;
-            *held.lock().unwrap_or_else(|e| e.into_inner()) = false;
+            let (state, cv) = &*token;
+            state.lock().unwrap_or_else(|e| e.into_inner()).held = false;
             cv.notify_one();
             err
         };
         let mut pause = Duration::from_micros(200);
         loop {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-                .map_err(|e| release(HistoryError::io("open lock file", path, e)))?;
-            match file.try_lock() {
+            let lock = match cached.take() {
+                Some(l) => l,
+                None => open_lock(path)
+                    .map_err(|e| release(HistoryError::io("open lock file", path, e)))?,
+            };
+            match lock.file.try_lock() {
                 Ok(()) => {
-                    if still_at_path(&file, path) {
+                    // The file we locked must still be the one at the path; if it was
+                    // replaced, our lock protects nothing: open the new one.
+                    let same = std::fs::metadata(path)
+                        .is_ok_and(|m| (m.dev(), m.ino()) == (lock.dev, lock.ino));
+                    if same {
                         return Ok(HistoryLock {
                             token: token.clone(),
-                            _file: file,
+                            file: Some(lock),
                         });
                     }
-                    // Replaced while we waited: lock the new file instead.
                     continue;
                 }
-                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::WouldBlock) => cached = Some(lock),
                 Err(TryLockError::Error(e)) => {
                     return Err(release(HistoryError::io("flock", path, e)));
                 }
@@ -105,13 +141,6 @@ impl HistoryLock {
             thread::sleep(pause.min(timeout.saturating_sub(start.elapsed())));
             pause = (pause * 2).min(Duration::from_millis(20));
         }
-    }
-}
-
-fn still_at_path(file: &File, path: &Path) -> bool {
-    match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
     }
 }
 

@@ -287,6 +287,97 @@ fn require_str(
 impl<'a> RawRow<'a> {
     /// Validates one row object given as raw JSON (same rules as [`NewRow::from_value`]).
     pub(crate) fn parse(index: usize, raw: &'a serde_json::value::RawValue) -> Result<RawRow<'a>> {
+        // Well-formed rows take the fast path: borrowed fields, no maps. Anything it does
+        // not accept is checked again by the thorough path, which names the problem.
+        Self::parse_fast(raw).map_or_else(|| Self::parse_thorough(index, raw), Ok)
+    }
+
+    fn parse_fast(raw: &'a serde_json::value::RawValue) -> Option<RawRow<'a>> {
+        use serde::Deserialize;
+        use serde_json::value::RawValue;
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Fields<'a> {
+            kind: &'a str,
+            role: &'a str,
+            #[serde(borrow, default)]
+            parts: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            meta: Option<&'a RawValue>,
+        }
+        #[derive(Deserialize)]
+        struct Part<'a> {
+            #[serde(rename = "type")]
+            ty: &'a str,
+            #[serde(borrow, default)]
+            text: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            id: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            name: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            call_id: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            output: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            media_type: Option<&'a RawValue>,
+        }
+        #[derive(Deserialize, Default)]
+        struct Meta<'a> {
+            #[serde(borrow, default)]
+            boundary_kind: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow, default)]
+            rollover_id: Option<std::borrow::Cow<'a, str>>,
+            #[serde(default)]
+            retracts: Option<u64>,
+        }
+        let f: Fields<'a> = serde_json::from_str(raw.get()).ok()?;
+        if !KINDS.contains(&f.kind) || !ROLES.contains(&f.role) {
+            return None;
+        }
+        let is_str = |v: Option<&RawValue>| v.is_some_and(|r| r.get().starts_with('"'));
+        let parts = f.parts.map_or("[]", RawValue::get);
+        let part_list: Vec<Part<'_>> = serde_json::from_str(parts).ok()?;
+        for p in &part_list {
+            let ok = match p.ty {
+                "text" => is_str(p.text),
+                "tool_call" => is_str(p.id) && is_str(p.name),
+                "tool_result" => is_str(p.call_id) && p.output.is_some(),
+                "media" => is_str(p.media_type),
+                _ => false,
+            };
+            if !ok {
+                return None;
+            }
+        }
+        let meta = f.meta.map_or("{}", RawValue::get);
+        if !meta.trim_start().starts_with('{') {
+            return None;
+        }
+        let m: Meta<'_> = serde_json::from_str(meta).ok()?;
+        let head_meta = HeadMeta {
+            boundary_kind: m.boundary_kind.map(|c| c.into_owned()),
+            rollover_id: m.rollover_id.map(|c| c.into_owned()),
+            retracts: m.retracts,
+        };
+        let valid_kind_meta = match f.kind {
+            "boundary" => matches!(
+                head_meta.boundary_kind.as_deref(),
+                Some("rollover" | "reset")
+            ),
+            "retraction" => head_meta.retracts.is_some(),
+            _ => true,
+        };
+        valid_kind_meta.then(|| RawRow {
+            kind: f.kind.to_owned(),
+            role: f.role.to_owned(),
+            parts,
+            meta,
+            head_meta,
+        })
+    }
+
+    fn parse_thorough(index: usize, raw: &'a serde_json::value::RawValue) -> Result<RawRow<'a>> {
         let obj: RawMap<'a> = serde_json::from_str(raw.get())
             .map_err(|_| HistoryError::row(index, "", "must be an object"))?;
         for key in obj.keys() {
