@@ -149,6 +149,7 @@ class Session:
         self._fresh_checked: set[int] = set()
         self._fixed_tokens: tuple[tuple[str, int], int] | None = None
         self._hooks: list[RequestHook] = []
+        self._tool_defs: list[dict[str, Any]] | None = None
         self.session_history = SessionHistoryTool(
             history, allowed=tool_policy.allows("session_history")
         )
@@ -225,8 +226,12 @@ class Session:
         self._new_context_scheduled = False
         self._last_user: Row | None = None
         self._visible_tokens = 0
+        self._previous_window: str | None = None
 
     def _note(self, row: Row) -> None:
+        if row.kind == "boundary":
+            prev = row.meta.get("previous_window")
+            self._previous_window = prev if isinstance(prev, str) else None
         if row.seq not in self._hidden:
             self._visible_tokens += self._tokens_of(row)
         if row.kind == "retraction" and isinstance(row.meta.get("retracts"), int):
@@ -257,11 +262,7 @@ class Session:
     @property
     def previous_window_id(self) -> str | None:
         """The window before the current one, from its boundary row."""
-        for row in self._window_rows:
-            if row.kind == "boundary":
-                prev = row.meta.get("previous_window")
-                return prev if isinstance(prev, str) else None
-        return None
+        return self._previous_window
 
     def _retracted(self) -> set[int]:
         return self._hidden
@@ -373,6 +374,13 @@ class Session:
         return f"{self.system_prompt}\n\n{addition}" if self.system_prompt else addition
 
     def _tools(self) -> list[dict[str, Any]]:
+        """The ctxbudget tools offered (fixed for the session: policy and mode do not
+        change); a fresh list each call, since callers may edit it."""
+        if self._tool_defs is None:
+            self._tool_defs = self._build_tools()
+        return [dict(t) for t in self._tool_defs]
+
+    def _build_tools(self) -> list[dict[str, Any]]:
         tools = []
         if self.mode_active and self.tool_policy.allows("session_history"):
             tools.append(self._tool_def(self.session_history.name, self.session_history))
