@@ -68,3 +68,77 @@ def test_invalid_utf8_warns_and_counts(tmp_path: Path, capsys: pytest.CaptureFix
     captured = capsys.readouterr()
     assert "not valid UTF-8" in captured.err
     assert json.loads(captured.out)[0]["tokens"] > 0
+
+
+def _workspace(tmp_path: Path) -> Path:
+    from ctxbudget import History
+
+    ws = tmp_path / "ws"
+    h = History.open(ws, durability="none")
+    h.append(
+        [
+            {
+                "kind": "message",
+                "role": "user",
+                "parts": [{"type": "text", "text": "the deploy key is in vault"}],
+            }
+        ]
+    )
+    h.rollover(rollover_id="r", reason="usable_limit", lead_in="lead-in text")
+    h.append(
+        [
+            {
+                "kind": "message",
+                "role": "assistant",
+                "parts": [{"type": "text", "text": "after " * 5000}],
+            }
+        ]
+    )
+    return ws
+
+
+def test_history_list_search_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ws = _workspace(tmp_path)
+    assert main(["history", "list", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert "w:0" in out and "rollover" in out
+    assert main(["history", "search", str(ws), "DEPLOY", "--json"]) == 0
+    items = json.loads(capsys.readouterr().out)
+    assert [i["item_id"] for i in items] == ["1"]
+    assert main(["history", "read", str(ws), "4"]) == 0
+    assert capsys.readouterr().out.strip() == ("after " * 5000).strip(), "all pages joined"
+    with pytest.raises(SystemExit, match="item_not_found"):
+        main(["history", "read", str(ws), "99"])
+
+
+def test_history_verify_does_not_repair_and_recover_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = _workspace(tmp_path)
+    chat = ws / "history" / "chat.jsonl"
+    with chat.open("ab") as f:
+        f.write(b'{"batch":{"epoch":1,"first":9,"last":9}}\n{"seq":9,')
+    torn = chat.read_bytes()
+    assert main(["history", "verify", str(ws)]) == 1
+    assert "NOT OK" in capsys.readouterr().out
+    assert chat.read_bytes() == torn, "verify changes nothing"
+    assert main(["history", "recover", str(ws), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["changed"] and report["chat_torn_bytes"] > 0
+    assert main(["history", "verify", str(ws), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_history_export(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    out = tmp_path / "export.jsonl"
+    assert main(["history", "export", str(ws), "-o", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["kind"] for r in rows] == ["message", "boundary", "lead_in", "message"]
+
+
+def test_demo_runs_both_agents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--workspace", str(tmp_path / "demo"), "--steps", "36"]) == 0
+    out = capsys.readouterr().out
+    assert "cooperative" in out and "stubborn" in out and "Summary" in out
+    assert (tmp_path / "demo" / "cooperative" / "history" / "chat.jsonl").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from .errors import CtxBudgetError
 from .tokens import Encoding
@@ -159,6 +161,145 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]
+    return "\n".join(lines)
+
+
+def _all_pages(tool: Any, args: dict[str, Any], key: str, limit: int | None) -> list[Any]:
+    """Every page of a session_history call (the tool's bounds apply to each page)."""
+    out: list[Any] = []
+    cursor = None
+    while True:
+        result = tool.call({**args, **({"cursor": cursor} if cursor else {})})
+        if not result["ok"]:
+            raise SystemExit(f"ctxbudget history: {result['code']}: {result['error']}")
+        out += result.get(key, [])
+        cursor = result.get("cursor")
+        if not cursor or (limit is not None and len(out) >= limit):
+            return out[:limit] if limit is not None else out
+
+
+def _progress(done: int, total: int, what: str) -> None:
+    if sys.stderr.isatty() and total:
+        print(f"\r{what} {done * 100 // total:3d}%", end="", file=sys.stderr, flush=True)
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from .history import History
+    from .session_history import SessionHistoryTool
+
+    ws = Path(args.workspace)
+    if not (ws / "history").is_dir():
+        raise SystemExit(f"ctxbudget history: {ws} has no history/ directory")
+    action = args.history_command
+    if action == "verify":
+        report = History.open(ws, recover=False).verify()
+        if args.json:
+            print(json.dumps(asdict(report), indent=2))
+        else:
+            for name, f in (("chat.jsonl", report.chat), ("chat-archive.jsonl", report.archive)):
+                damage = (
+                    f"damage at byte {f.damage[0]} (line {f.damage[1]}): {f.damage[2]}"
+                    if f.damage
+                    else "no damage"
+                )
+                print(
+                    f"{name}: {f.bytes:,} bytes, {f.batches} batches, {f.rows} rows "
+                    f"({f.legacy_rows} unframed, {f.malformed_lines} malformed lines), "
+                    f"{f.torn_bytes} torn bytes, {damage}"
+                )
+            print(f"receipt: {report.receipt}\n{'OK' if report.ok else 'NOT OK'}")
+        return 0 if report.ok else 1
+    if action == "recover":
+        rec = History.open(ws, recover=False).recover()
+        print(
+            json.dumps(asdict(rec), indent=2)
+            if args.json
+            else (
+                f"changed: {rec.changed}; torn bytes moved: "
+                f"{rec.chat_torn_bytes + rec.archive_torn_bytes}"
+                f"{' to ' + ', '.join(rec.moved_to) if rec.moved_to else ''}; "
+                f"damage: {rec.damage or 'none'}"
+            )
+        )
+        return 0
+    if action == "export":
+        h = History.open(ws, recover=False)
+        rows = list(h.rows())
+        with contextlib.ExitStack() as stack:
+            out = (
+                stack.enter_context(open(args.output, "w", encoding="utf-8"))
+                if args.output
+                else sys.stdout
+            )
+            for n, row in enumerate(rows, 1):
+                out.write(json.dumps(asdict(row), ensure_ascii=False) + "\n")
+                if n % 1000 == 0:
+                    _progress(n, len(rows), "export")
+        _progress(len(rows), len(rows), "export")
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+        return 0
+    tool = SessionHistoryTool(History.open(ws))
+    if action == "list":
+        windows = _all_pages(tool, {"action": "list_windows", "limit": 50}, "windows", None)
+        if args.json:
+            print(json.dumps(windows, indent=2))
+        else:
+            print(
+                _table(
+                    ("window", "kind", "items"),
+                    [(w["window_id"], w["boundary_kind"], str(w["item_count"])) for w in windows],
+                )
+            )
+        return 0
+    if action == "search":
+        call = {"action": "search", "query": args.query, "limit": 25}
+        if args.window:
+            call["window_id"] = args.window
+        items = _all_pages(tool, call, "items", args.limit)
+    else:
+        call = {
+            "action": "read_item",
+            "item_id": str(args.item_id),
+            "offset_chars": 0,
+            "limit_chars": 16_000,
+        }
+        text, offset = "", 0
+        while True:
+            result = tool.call({**call, "offset_chars": offset})
+            if not result["ok"]:
+                raise SystemExit(f"ctxbudget history: {result['code']}: {result['error']}")
+            item = result["items"][0]
+            text += item["text"]
+            if "next_char" not in item:
+                break
+            offset = item["next_char"]
+        items = [{**item, "text": text, "start_char": 0}]
+        items[0].pop("next_char", None)
+        items[0].pop("truncated", None)
+    if args.json:
+        print(json.dumps(items, indent=2, ensure_ascii=False))
+    elif action == "read":
+        print(items[0]["text"])
+    else:
+        print(
+            _table(
+                ("item", "window", "role", "text"),
+                [
+                    (i["item_id"], i["window_id"], i["role"], " ".join(i["text"].split())[:80])
+                    for i in items
+                ],
+            )
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxbudget`` command."""
     parser = argparse.ArgumentParser(
@@ -193,6 +334,33 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=int, default=90, metavar="N")
     demo.add_argument("--agent", choices=["cooperative", "stubborn", "both"], default="both")
     demo.set_defaults(func=_cmd_demo)
+    history = sub.add_parser(
+        "history",
+        help="inspect a workspace's transcript",
+        description="List, search and read a workspace's transcript with the same bounds and "
+        "privacy floor as the session_history tool; verify, recover or export it.",
+    )
+    hsub = history.add_subparsers(dest="history_command", required=True)
+    for name, text in (
+        ("list", "windows and their item counts"),
+        ("search", "items containing a text (case-insensitive)"),
+        ("read", "one item's whole text"),
+        ("verify", "check every commit; exit 1 if anything is torn or damaged"),
+        ("recover", "move torn tails to history/recovered/, re-stamp the receipt"),
+        ("export", "every row (archive, then chat) as JSON lines"),
+    ):
+        cmd = hsub.add_parser(name, help=text, description=text)
+        cmd.add_argument("workspace", metavar="WORKSPACE")
+        cmd.add_argument("--json", action="store_true", help="JSON instead of a table")
+        if name == "search":
+            cmd.add_argument("query")
+            cmd.add_argument("--window", metavar="W", help="only this window, e.g. w:0")
+            cmd.add_argument("--limit", type=int, default=25, help="most items (default 25)")
+        if name == "read":
+            cmd.add_argument("item_id", type=int)
+        if name == "export":
+            cmd.add_argument("-o", "--output", help="file to write (default: stdout)")
+    history.set_defaults(func=_cmd_history)
     return parser
 
 

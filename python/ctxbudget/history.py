@@ -244,10 +244,12 @@ class History:
         durability: Durability | str = Durability.FSYNC,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
+        recover: bool = True,
     ) -> History:
         """Opens (creating ``history/``) the store of ``workspace``.
 
-        A torn tail or an interrupted rotation left by a crash is recovered first.
+        A torn tail or an interrupted rotation left by a crash is recovered first, unless
+        ``recover=False`` (inspection: nothing is changed until the first write).
         Raises :class:`~ctxbudget.LockTimeoutError` if another process holds the lock
         longer than ``lock_timeout`` seconds.
         """
@@ -269,6 +271,7 @@ class History:
             durability=mode,
             lock_timeout=float(lock_timeout),
             max_row_bytes=max_row_bytes,
+            recover=bool(recover),
         )
         return cls(core, path)
 

@@ -52,19 +52,21 @@ impl PyHistory {
 #[pymethods]
 impl PyHistory {
     #[staticmethod]
-    #[pyo3(signature = (workspace, *, durability, lock_timeout, max_row_bytes))]
+    #[pyo3(signature = (workspace, *, durability, lock_timeout, max_row_bytes, recover = true))]
     fn open(
         py: Python<'_>,
         workspace: PathBuf,
         durability: &str,
         lock_timeout: f64,
         max_row_bytes: usize,
+        recover: bool,
     ) -> PyResult<Self> {
         let durability: Durability = durability.parse().map_err(|e| history_error(py, e))?;
         let options = OpenOptions {
             durability,
             lock_timeout: Duration::from_secs_f64(lock_timeout.max(0.0)),
             max_row_bytes,
+            recover_on_open: recover,
         };
         let inner = no_panic(py, "History.open()", || {
             py.detach(|| History::open(&workspace, options))

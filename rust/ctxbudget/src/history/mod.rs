@@ -91,6 +91,9 @@ pub struct OpenOptions {
     pub lock_timeout: Duration,
     /// Largest serialized row accepted by `append`.
     pub max_row_bytes: usize,
+    /// Recover a torn tail or an interrupted mutation while opening (default). Off for
+    /// inspection (`verify`), which must change nothing; writes still recover first.
+    pub recover_on_open: bool,
 }
 
 impl Default for OpenOptions {
@@ -99,6 +102,7 @@ impl Default for OpenOptions {
             durability: Durability::Fsync,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             max_row_bytes: DEFAULT_MAX_ROW_BYTES,
+            recover_on_open: true,
         }
     }
 }
@@ -392,7 +396,7 @@ impl History {
             ReceiptRead::Malformed => true,
             ReceiptRead::Missing => false,
         };
-        if interrupted || history.needs_recovery(&locked) {
+        if history.options.recover_on_open && (interrupted || history.needs_recovery(&locked)) {
             history.recover_locked(&mut locked)?;
         }
         drop(locked);
