@@ -46,14 +46,15 @@ def tool_definition(
 
 
 def strict_parameters(
-    schema: dict[str, Any], *, required: str, drop: tuple[str, ...] = ()
+    schema: dict[str, Any], *, required: str | set[str], drop: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    """OpenAI strict mode: every property required, optional ones nullable, and
-    keywords strict mode rejects (``drop``) removed."""
+    """OpenAI strict mode: every property required, the optional ones (not in
+    ``required``) nullable, and keywords strict mode rejects (``drop``) removed."""
+    needed = {required} if isinstance(required, str) else required
     properties: dict[str, Any] = {}
-    for prop_name, spec in schema["properties"].items():
+    for prop_name, spec in schema.get("properties", {}).items():
         prop = {k: v for k, v in spec.items() if k not in drop}
-        if prop_name != required:
+        if prop_name not in needed:
             prop["type"] = [prop["type"], "null"]
             if "enum" in prop:
                 prop["enum"] = [*prop["enum"], None]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import providers
 from .errors import InvalidArgumentError
 from .history import Durability, History, Row
 from .memory import MemoryTool
@@ -96,6 +97,19 @@ class Turn:
     """What this call did, e.g. ``advisory:handoff``, ``rollover:w:12``."""
     hooks: tuple[RequestHook, ...] = ()
     """The hooks captured for this turn (already applied; reuse the turn for retries)."""
+
+    def to_openai_chat(self) -> dict[str, Any]:
+        """``messages`` and ``tools`` for OpenAI Chat Completions (``**`` them in)."""
+        return providers.to_openai_chat(self.system, self.messages, self.tools)
+
+    def to_openai_responses(self) -> dict[str, Any]:
+        """``instructions``, ``input`` and ``tools`` for the OpenAI Responses API."""
+        return providers.to_openai_responses(self.system, self.messages, self.tools)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """``system``, ``messages`` and ``tools`` for Anthropic Messages."""
+        return providers.to_anthropic(self.system, self.messages, self.tools)
+
     reason: str | None = None
     """Why the status is not ``send``."""
 
@@ -326,6 +340,16 @@ class Session:
         r = self.history.append([{"kind": "message", "role": "assistant", "parts": parts}])
         self._sync()
         return str(r.first_seq)
+
+    def add_assistant_from_openai(self, message: Any) -> str:
+        """Records an OpenAI ``ChatCompletionMessage`` (or its dict), tool calls included."""
+        text, calls = providers.from_openai_message(message)
+        return self.add_assistant(text, calls)
+
+    def add_assistant_from_anthropic(self, message: Any) -> str:
+        """Records an Anthropic ``Message`` (or its dict), tool uses included."""
+        text, calls = providers.from_anthropic_message(message)
+        return self.add_assistant(text, calls)
 
     def run_tool(self, name: str, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
         """Executes a ctxbudget-owned tool (``session_history``, ``memory``,
