@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -142,3 +143,23 @@ def test_demo_runs_both_agents(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert "cooperative" in out and "stubborn" in out and "Summary" in out
     assert (tmp_path / "demo" / "cooperative" / "history" / "chat.jsonl").exists()
+
+
+def test_plot_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    from ctxbudget import Encoding, History
+    from ctxbudget.plot import usage_points
+
+    main(["demo", "--workspace", str(tmp_path / "demo"), "--steps", "45", "--agent", "stubborn"])
+    ws = tmp_path / "demo" / "stubborn"
+    points = usage_points(History.open(ws), Encoding("o200k_base"))
+    assert len(points) == 45
+    windows = [p.window_id for p in points]
+    assert len(set(windows)) == 2, "one rollover in 45 steps"
+    for a, b in itertools.pairwise(points):
+        if a.window_id == b.window_id:
+            assert b.tokens > a.tokens, "usage grows within a window"
+    out = tmp_path / "usage.png"
+    assert main(["plot", str(ws), "-o", str(out), "--context-window", "64000"]) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000

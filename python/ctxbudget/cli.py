@@ -300,6 +300,20 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import plot_usage
+
+    out = plot_usage(
+        args.workspace,
+        args.output,
+        model=args.model,
+        context_window=args.context_window,
+        threshold=args.threshold,
+    )
+    print(f"wrote {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxbudget`` command."""
     parser = argparse.ArgumentParser(
@@ -361,6 +375,18 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "export":
             cmd.add_argument("-o", "--output", help="file to write (default: stdout)")
     history.set_defaults(func=_cmd_history)
+    plot = sub.add_parser(
+        "plot",
+        help="plot context usage per step (needs ctxbudget[plot])",
+        description="Context usage per step with the warning, handoff, final and usable-limit "
+        "lines and a marker per rollover.",
+    )
+    plot.add_argument("workspace", metavar="WORKSPACE")
+    plot.add_argument("-o", "--output", default="usage.png")
+    plot.add_argument("--model", default="gpt-4o")
+    plot.add_argument("--context-window", type=int, default=128_000, metavar="N")
+    plot.add_argument("--threshold", type=float, default=0.7)
+    plot.set_defaults(func=_cmd_plot)
     return parser
 
 
