@@ -189,6 +189,39 @@ def _progress(done: int, total: int, what: str) -> None:
         print(f"\r{what} {done * 100 // total:3d}%", end="", file=sys.stderr, flush=True)
 
 
+def _with_ticker(fn: Any, ws: Path, what: str) -> Any:
+    """Runs ``fn``; on a terminal, shows the bytes being checked and the time elapsed
+    (the check itself is one call into the core, which releases the GIL)."""
+    if not sys.stderr.isatty():
+        return fn()
+    import threading
+
+    size = sum(p.stat().st_size for p in (ws / "history").glob("chat*.jsonl"))
+    done = threading.Event()
+    start = time.perf_counter()
+
+    def tick() -> None:
+        while not done.wait(0.2):
+            print(
+                f"\r{what} {size / 2**20:,.1f} MiB… {time.perf_counter() - start:.1f} s",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        return fn()
+    finally:
+        done.set()
+        ticker.join()
+        print(
+            f"\r{what} {size / 2**20:,.1f} MiB: {time.perf_counter() - start:.1f} s",
+            file=sys.stderr,
+        )
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     from .history import History
     from .session_history import SessionHistoryTool
@@ -198,7 +231,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         raise SystemExit(f"ctxbudget history: {ws} has no history/ directory")
     action = args.history_command
     if action == "verify":
-        report = History.open(ws, recover=False).verify()
+        report = _with_ticker(History.open(ws, recover=False).verify, ws, "verifying")
         if args.json:
             print(json.dumps(asdict(report), indent=2))
         else:
