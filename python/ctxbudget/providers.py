@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._shared import strict_parameters
+from ._shared import strict_parameters, tool_definition
 
 __all__ = [
     "from_anthropic_message",
@@ -30,6 +30,19 @@ def _strict_tool_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return strict_parameters(
         dict(params), required=set(params.get("required", ())), drop=_NOT_STRICT
     )
+
+
+def _tools(flavor: str, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        tool_definition(
+            flavor,
+            t["name"],
+            t["description"],
+            dict(t["parameters"]),
+            _strict_tool_params(t["parameters"]),
+        )
+        for t in tools
+    ]
 
 
 def _arguments_json(arguments: object) -> str:
@@ -64,18 +77,7 @@ def to_openai_chat(
             out.append({"role": "system" if role == "system" else "user", "content": m["content"]})
     result: dict[str, Any] = {"messages": out}
     if tools:
-        result["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t["name"],
-                    "description": t["description"],
-                    "parameters": _strict_tool_params(t["parameters"]),
-                    "strict": True,
-                },
-            }
-            for t in tools
-        ]
+        result["tools"] = _tools("openai", tools)
     return result
 
 
@@ -114,16 +116,7 @@ def to_openai_responses(
     if system:
         result["instructions"] = system
     if tools:
-        result["tools"] = [
-            {
-                "type": "function",
-                "name": t["name"],
-                "description": t["description"],
-                "parameters": _strict_tool_params(t["parameters"]),
-                "strict": True,
-            }
-            for t in tools
-        ]
+        result["tools"] = _tools("openai_responses", tools)
     return result
 
 

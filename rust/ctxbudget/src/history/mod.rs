@@ -303,6 +303,22 @@ impl Index {
         }
     }
 
+    /// A receipt describing the files as this index knows them.
+    fn receipt(&self, epoch: u64, state: ReceiptState) -> Receipt {
+        Receipt {
+            version: receipt::RECEIPT_VERSION,
+            epoch,
+            state,
+            seq: self.last_seq,
+            committed_end: self.chat.committed_end,
+            anchor_crc: self.chat.last_crc.unwrap_or(0),
+            files: Files {
+                chat: self.chat_stamp,
+                archive: self.archive_stamp,
+            },
+        }
+    }
+
     /// Absorbs the scan of bytes appended to `chat.jsonl` and notes its rows.
     fn absorb_chat(&mut self, next: Scan) {
         let first_new = self.chat.entries.len();
@@ -652,18 +668,7 @@ impl History {
         framed.extend_from_slice(commit.as_bytes());
 
         // Announce the mutation; if even that fails, nothing is written.
-        let pending = Receipt {
-            version: receipt::RECEIPT_VERSION,
-            epoch,
-            state: ReceiptState::Pending,
-            seq: ix.last_seq,
-            committed_end: ix.chat.committed_end,
-            anchor_crc: ix.chat.last_crc.unwrap_or(0),
-            files: Files {
-                chat: pre_chat,
-                archive: pre_archive,
-            },
-        };
+        let pending = ix.receipt(epoch, ReceiptState::Pending);
         receipt::publish_in_place(
             &self.paths.receipt,
             &mut locked.handles.receipt,
@@ -1203,18 +1208,7 @@ impl History {
     }
 
     fn publish_pending_durable(&self, epoch: u64, ix: &Index) -> Result<()> {
-        let pending = Receipt {
-            version: receipt::RECEIPT_VERSION,
-            epoch,
-            state: ReceiptState::Pending,
-            seq: ix.last_seq,
-            committed_end: ix.chat.committed_end,
-            anchor_crc: ix.chat.last_crc.unwrap_or(0),
-            files: Files {
-                chat: ix.chat_stamp,
-                archive: ix.archive_stamp,
-            },
-        };
+        let pending = ix.receipt(epoch, ReceiptState::Pending);
         receipt::publish(
             &self.paths.receipt,
             &pending,
@@ -1227,18 +1221,7 @@ impl History {
         let ix = locked.index.as_mut().ok_or_else(|| {
             HistoryError::InvalidArgument("history index is not loaded".to_owned())
         })?;
-        let stable = Receipt {
-            version: receipt::RECEIPT_VERSION,
-            epoch,
-            state: ReceiptState::Stable,
-            seq: ix.last_seq,
-            committed_end: ix.chat.committed_end,
-            anchor_crc: ix.chat.last_crc.unwrap_or(0),
-            files: Files {
-                chat: ix.chat_stamp,
-                archive: ix.archive_stamp,
-            },
-        };
+        let stable = ix.receipt(epoch, ReceiptState::Stable);
         receipt::publish(
             &self.paths.receipt,
             &stable,

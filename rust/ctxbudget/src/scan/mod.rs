@@ -373,6 +373,19 @@ impl<'a> Page<'a> {
         self.window[p - self.visible_start]
     }
 
+    /// An item for the row at `p` with no text yet (`fit_item` fills it in).
+    fn item_at(&self, p: usize, seq: u64, role: &str) -> Item {
+        Item {
+            item_id: seq.to_string(),
+            window_id: format!("w:{}", self.window_at(p)),
+            role: role.to_owned(),
+            text: String::new(),
+            start_char: None,
+            next_char: None,
+            truncated: false,
+        }
+    }
+
     fn visible(&self, p: usize) -> bool {
         self.rows[p].1.head.as_ref().is_some_and(|h| {
             matches!(h.kind.as_str(), "message" | "continuation")
@@ -682,15 +695,7 @@ impl<'a> Page<'a> {
                 },
             };
             let seq = self.rows[q].1.head.as_ref().map_or(0, |h| h.seq);
-            let base = Item {
-                item_id: seq.to_string(),
-                window_id: format!("w:{}", self.window_at(q)),
-                role: projected.role.clone(),
-                text: String::new(),
-                start_char: None,
-                next_char: None,
-                truncated: false,
-            };
+            let base = self.item_at(q, seq, &projected.role);
             let room = budget.saturating_sub(used + 1);
             let fitted = fit_item(
                 base,
@@ -744,15 +749,7 @@ impl<'a> Page<'a> {
         let line = self.read_bytes(self.rows[q].0, e.offset, e.len as usize)?;
         let row: Value = serde_json::from_slice(&line).map_err(|_| not_found())?;
         let projected = project(&row);
-        let base = Item {
-            item_id: id.to_string(),
-            window_id: format!("w:{}", self.window_at(q)),
-            role: projected.role.clone(),
-            text: String::new(),
-            start_char: None,
-            next_char: None,
-            truncated: false,
-        };
+        let base = self.item_at(q, id, &projected.role);
         let item = fit_item(
             base,
             &projected.text,
