@@ -66,6 +66,11 @@ class AgentsSession:
         self.session = session
         self.session_id = session_id or str(session.history.workspace)
         self.last_turn: Turn | None = None
+        # Keys of every SDK item the store holds, and the last seq they were read up to:
+        # the model-input filter runs before every model call and must not re-read the
+        # whole transcript each time.
+        self._known: set[str] = set()
+        self._known_seq = 0
 
     # ----- the session protocol -------------------------------------------------------
 
@@ -200,11 +205,7 @@ class AgentsSession:
 
         s = self.session
         s._sync()
-        known = {
-            _key(r.meta["agents_item"])
-            for r in s.history.rows()
-            if isinstance(r.meta.get("agents_item"), dict)
-        }
+        known = self._known_items()
         # Items of this run the SDK has not saved yet: everything after the last one the
         # store knows. They are recorded now, so prepare() counts them.
         pending = [_plain(i) for i in data.model_data.input]
@@ -219,6 +220,15 @@ class AgentsSession:
             raise NotSentError(turn)
         instructions = "\n\n".join(x for x in (data.model_data.instructions, turn.system) if x)
         return ModelInputData(input=cast(Any, self._model_input(turn)), instructions=instructions)
+
+    def _known_items(self) -> set[str]:
+        """Keys of the SDK items in the store, updated from the rows added since."""
+        for row in self.session.history.rows(since_seq=self._known_seq + 1):
+            self._known_seq = max(self._known_seq, row.seq)
+            item = row.meta.get("agents_item")
+            if isinstance(item, dict):
+                self._known.add(_key(item))
+        return self._known
 
     def _model_input(self, turn: Turn) -> list[dict[str, Any]]:
         items = self._items()

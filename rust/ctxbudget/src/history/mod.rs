@@ -858,15 +858,7 @@ impl History {
         let mut locked = self.lock()?;
         self.writable(&mut locked)?;
         let previous = Self::index(&locked)?.current_window.clone();
-        let row = NewRow {
-            kind: "boundary".into(),
-            role: "system".into(),
-            parts: Vec::new(),
-            meta: Map::new(),
-        }
-        .with_meta("boundary_kind", "reset")
-        .with_meta("reason", "manual")
-        .with_meta("previous_window", previous);
+        let row = reset_row().with_meta("previous_window", previous);
         Ok(self.append_locked(&mut locked, &[row])?.first_seq)
     }
 
@@ -1106,15 +1098,7 @@ impl History {
             // The torn tail held something shaped like a soft clear. Its bytes are safe in
             // recovered/, but the privacy floor must not disappear with them: a committed
             // reset takes its place (later, so stricter — fail closed).
-            let floor = NewRow {
-                kind: "boundary".into(),
-                role: "system".into(),
-                parts: Vec::new(),
-                meta: Map::new(),
-            }
-            .with_meta("boundary_kind", "reset")
-            .with_meta("reason", "manual")
-            .with_meta("recovered_floor", true);
+            let floor = reset_row().with_meta("recovered_floor", true);
             let appended = self.append_locked(locked, &[floor])?;
             report.epoch = Some(appended.epoch);
         }
@@ -1335,6 +1319,18 @@ impl History {
             receipt: receipt_state.to_owned(),
         })
     }
+}
+
+/// A soft clear's boundary row: `reset`, reason `manual`.
+fn reset_row() -> NewRow {
+    NewRow {
+        kind: "boundary".into(),
+        role: "system".into(),
+        parts: Vec::new(),
+        meta: Map::new(),
+    }
+    .with_meta("boundary_kind", "reset")
+    .with_meta("reason", "manual")
 }
 
 fn read_all(path: &Path) -> Result<Vec<u8>> {
