@@ -168,16 +168,19 @@ def _append_table(appends: list[dict[str, Any]], opens: list[dict[str, Any]]) ->
 
     lines = [
         "| transcript | batch | durability | ctxbudget p50 / p99 ms | whole-file rewrite "
-        "p50 / p99 ms | SQLite WAL p50 / p99 ms | rewrite ÷ ctxbudget | ctxbudget ÷ SQLite |",
-        "|---|---|---|---|---|---|---|---|",
+        "p50 / p99 ms | SQLite WAL p50 / p99 ms | bare write p50 / p99 ms | rewrite ÷ "
+        "ctxbudget | ctxbudget ÷ SQLite | ctxbudget − bare write (p50) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (mib, batch, durability), impls in sorted(cells.items()):
         ours, rewrite, sqlite = impls.get("ctxbudget"), impls.get("rewrite"), impls.get("sqlite")
+        bare = impls.get("bare")
         vs_rewrite = f"**{rewrite['p50'] / ours['p50']:.0f}×**" if ours and rewrite else "-"
         vs_sqlite = f"**{ours['p50'] / sqlite['p50']:.2f}×**" if ours and sqlite else "-"
+        over_bare = f"{(ours['p50'] - bare['p50']) * 1e6:.0f} µs" if ours and bare else "-"
         lines.append(
             f"| {mib} MiB | {batch} | {durability} | {ms(ours)} | {ms(rewrite)} | "
-            f"{ms(sqlite)} | {vs_rewrite} | {vs_sqlite} |"
+            f"{ms(sqlite)} | {ms(bare)} | {vs_rewrite} | {vs_sqlite} | {over_bare} |"
         )
     for b in opens:
         info = b["extra_info"]

@@ -2,7 +2,9 @@
 user would otherwise pick: (a) the reference design's whole-file rewrite through a
 temporary file and rename, (b) SQLite in WAL mode, one transaction per batch
 (`synchronous=FULL` for fsync, `OFF` for none), as the OpenAI Agents SDK's SQLiteSession
-would store items. Rows are about 2 KiB; every implementation gets the same JSON rows.
+would store items; plus the floor: a bare `write` + `fdatasync` of the same lines,
+encoded beforehand, to a file of the same size — what the filesystem alone charges any
+append-only log. Rows are about 2 KiB; every implementation gets the same JSON rows.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ MIB = 1 << 20
 SIZES = [1, 16] if SHORT else [1, 16, 128]
 BATCHES = [1, 20]
 DURABILITY = ["fsync", "none"]
-IMPLS = ["ctxbudget", "rewrite", "sqlite"]
+IMPLS = ["ctxbudget", "rewrite", "sqlite", "bare"]
 
 _TEXT = (
     "The agent read src/handlers/export.py, found that retries resend invoices, and "
@@ -98,6 +100,20 @@ def _rewrite_appender(path: Path, durable: bool) -> Callable[[list[dict[str, Any
     return append
 
 
+def _bare_appender(path: Path, durable: bool) -> Callable[[bytes], None]:
+    """The floor under any append-only log on this file: one write of lines encoded
+    beforehand (outside the timing) and one fdatasync — no serialization, validation,
+    lock, framing, checksum or receipt."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+
+    def append(lines: bytes) -> None:
+        os.write(fd, lines)
+        if durable:
+            os.fdatasync(fd)
+
+    return append
+
+
 def _sqlite_appender(path: Path, durable: bool) -> Callable[[list[dict[str, Any]]], None]:
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
@@ -130,7 +146,8 @@ def test_append_latency(  # type: ignore[no-untyped-def]
     benchmark, masters, tmp_path: Path, impl: str, mib: int, batch: int, durability: str
 ) -> None:
     durable = durability == "fsync"
-    master = masters[(impl, mib)]
+    # The bare appender writes to a copy of the same flat transcript the rewrite uses.
+    master = masters[("rewrite" if impl == "bare" else impl, mib)]
     target = tmp_path / master.name
     if master.is_dir():
         shutil.copytree(master, target)
@@ -138,18 +155,24 @@ def test_append_latency(  # type: ignore[no-untyped-def]
         shutil.copy(master, target)
     # Flush the copy now, so its writeback does not land inside the measured appends.
     os.sync()
+    append: Callable[[Any], Any]
     if impl == "ctxbudget":
         history = History.open(target, durability=durability)
         append = history.append
     elif impl == "rewrite":
         append = _rewrite_appender(target, durable)
+    elif impl == "bare":
+        append = _bare_appender(target, durable)
     else:
         append = _sqlite_appender(target, durable)
     counter = iter(range(10**9))
 
-    def setup() -> tuple[tuple[list[dict[str, Any]]], dict[str, Any]]:
+    def setup() -> tuple[tuple[Any], dict[str, Any]]:
         start = next(counter) * batch
-        return ([_row(start + i) for i in range(batch)],), {}
+        rows = [_row(start + i) for i in range(batch)]
+        if impl == "bare":
+            return (b"".join(json.dumps(r).encode() + b"\n" for r in rows),), {}
+        return (rows,), {}
 
     benchmark.pedantic(append, setup=setup, rounds=_rounds(impl, mib, batch), warmup_rounds=1)
     data = benchmark.stats.stats.data

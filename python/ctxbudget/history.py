@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _ctxbudget
-from .errors import InvalidArgumentError, InvalidRowError
+from .errors import InvalidArgumentError
 
 __all__ = [
     "AppendResult",
@@ -171,33 +171,10 @@ def _file_report(raw: Mapping[str, Any]) -> FileReport:
     return FileReport(**{**raw, "damage": None if damage is None else tuple(damage)})
 
 
-# One encoder for every row: json.dumps with non-default options builds a new encoder
-# per call, which costs more than encoding a small row.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
-
-
-def _encode_rows(rows: Sequence[Mapping[str, Any]]) -> bytes:
-    """Serializes rows for the core, naming the row that cannot be serialized."""
-    encoded = []
-    for index, row in enumerate(rows):
-        if not isinstance(row, dict):
-            if not isinstance(row, Mapping):
-                raise InvalidRowError(f"row {index}: must be a dict, got {type(row).__name__}")
-            row = dict(row)
-        try:
-            encoded.append(_ENCODE(row).encode("utf-8"))
-        except (TypeError, ValueError) as exc:
-            err = InvalidRowError(f"row {index}: not JSON-serializable: {exc}")
-            err.index, err.field = index, ""
-            raise err from exc
-        except UnicodeEncodeError as exc:
-            err = InvalidRowError(
-                f"row {index}: contains a lone surrogate (not valid Unicode) at character "
-                f"{exc.start} of its JSON; clean the text before storing it"
-            )
-            err.index, err.field = index, ""
-            raise err from exc
-    return b"[" + b",".join(encoded) + b"]"
+def _encode_rows(rows: list[Mapping[str, Any]]) -> bytes:
+    """Serializes rows for the core as ``json.dumps`` would (no NaN, no lone surrogates),
+    raising :class:`~ctxbudget.InvalidRowError` naming the row and field that cannot be."""
+    return _ctxbudget.encode_rows(rows)
 
 
 def _parse_row(seq: int | None, window: str, raw: bytes) -> Row | None:
@@ -293,7 +270,7 @@ class History:
             if isinstance(rows, Mapping):
                 raise TypeError("append() takes a list of rows; wrap a single row in a list")
             rows = list(rows)
-        first, last, epoch, window = self._core.append_json(_encode_rows(rows))
+        first, last, epoch, window = self._core.append(rows)
         return AppendResult(first_seq=first, last_seq=last, epoch=epoch, window=window)
 
     def rows(self, *, since_seq: int = 0) -> Iterator[Row]:

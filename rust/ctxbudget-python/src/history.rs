@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ctxbudget::history::{Durability, History, NewRow, OpenOptions, ReceiptRead, RolloverSpec};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyList};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -77,10 +77,14 @@ impl PyHistory {
         })
     }
 
-    /// Appends a batch given as UTF-8 JSON (a list of row objects); returns
+    /// Appends `rows` (a list of row dicts) as one batch; returns
     /// `(first_seq, last_seq, epoch, window)`.
-    fn append_json(&self, py: Python<'_>, rows_json: &[u8]) -> PyResult<(u64, u64, u64, String)> {
-        let rows_json = rows_json.to_vec();
+    fn append(
+        &self,
+        py: Python<'_>,
+        rows: &Bound<'_, PyList>,
+    ) -> PyResult<(u64, u64, u64, String)> {
+        let rows_json = no_panic(py, "append()", || crate::pyjson::encode_rows(rows))??;
         self.run(py, "append()", move |h| {
             h.append_json_bytes(&rows_json)
                 .map(|r| (r.first_seq, r.last_seq, r.epoch, r.window))

@@ -5,13 +5,14 @@
 
 mod errors;
 mod history;
+mod pyjson;
 
 use std::borrow::Cow;
 
 use ctxbudget::tokens::{self, Encoding};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use errors::{no_panic, token_error};
 
@@ -176,6 +177,14 @@ fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
     })
 }
 
+/// Rows (a list of dicts) as the JSON list the store takes, as `json.dumps` would write
+/// them; raises `InvalidRowError` naming the row and field that cannot be written.
+#[pyfunction]
+fn encode_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = no_panic(py, "encode_rows()", || pyjson::encode_rows(rows))??;
+    Ok(PyBytes::new(py, &bytes))
+}
+
 #[pymodule]
 fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEncoding>()?;
@@ -187,6 +196,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(history::_reset_failpoints, m)?)?;
     }
     m.add("FAILPOINTS", cfg!(feature = "failpoints"))?;
+    m.add_function(wrap_pyfunction!(encode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(model_encoding, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;

@@ -31,6 +31,9 @@ struct OpenLock {
 struct TokenState {
     /// Some thread of this process holds the lock.
     held: bool,
+    /// Threads of this process waiting for it: releases wake one only if there is one
+    /// (an unconditional wake is a system call on every release).
+    waiting: usize,
     /// The open lock file, reused so that an acquisition is one `flock` and one `stat`.
     file: Option<OpenLock>,
 }
@@ -61,7 +64,9 @@ impl Drop for HistoryLock {
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
         state.held = false;
         state.file = file;
-        cv.notify_one();
+        if state.waiting > 0 {
+            cv.notify_one();
+        }
     }
 }
 
@@ -94,10 +99,12 @@ impl HistoryLock {
             let mut guard = state.lock().unwrap_or_else(|e| e.into_inner());
             while guard.held {
                 let left = timeout.checked_sub(start.elapsed()).ok_or_else(timed_out)?;
+                guard.waiting += 1;
                 guard = cv
                     .wait_timeout(guard, left)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
+                guard.waiting -= 1;
             }
             guard.held = true;
             guard.file.take()
@@ -105,8 +112,11 @@ impl HistoryLock {
         // From here on the token is ours; give it back on every early return.
         let release = |err: HistoryError| {
             let (state, cv) = &*token;
-            state.lock().unwrap_or_else(|e| e.into_inner()).held = false;
-            cv.notify_one();
+            let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+            state.held = false;
+            if state.waiting > 0 {
+                cv.notify_one();
+            }
             err
         };
         let mut pause = Duration::from_micros(200);

@@ -676,21 +676,29 @@ impl History {
             "receipt.pending",
         )?;
 
-        if let Err(e) = self.write_batch(&mut locked.handles, &framed, pre_chat) {
-            // The file may now hold a torn tail; rebuild the index before the next use.
-            *locked.index = None;
-            return Err(e);
-        }
-
-        let post_chat = fsutil::stamp(&self.paths.chat)?;
-        let post_archive = fsutil::stamp(&self.paths.archive)?;
-        let verified = match (pre_chat, post_chat) {
-            (Some(a), Some(b)) => {
-                (a.dev, a.ino) == (b.dev, b.ino) && b.size == a.size + framed.len() as u64
+        let written = match self.write_batch(&mut locked.handles, &framed, pre_chat) {
+            Ok(stamp) => stamp,
+            Err(e) => {
+                // The file may now hold a torn tail; rebuild the index before the next use.
+                *locked.index = None;
+                return Err(e);
             }
-            (None, Some(b)) => b.size == framed.len() as u64,
-            _ => false,
-        } && post_archive == pre_archive;
+        };
+
+        // `written` is the stamp of the file we wrote, taken through our handle. A file
+        // that is exactly the old one plus our batch is a pure append; anything else
+        // (a writer that ignored the lock) costs the epoch. The archive is not stat'ed
+        // again: under the lock only such a writer could have changed it, and the
+        // receipt then names a stamp the file no longer has, which fails closed.
+        let post_chat = Some(written);
+        let post_archive = pre_archive;
+        let verified = match pre_chat {
+            Some(a) => {
+                (a.dev, a.ino) == (written.dev, written.ino)
+                    && written.size == a.size + framed.len() as u64
+            }
+            None => written.size == framed.len() as u64,
+        };
         let final_epoch = if pure && verified {
             epoch
         } else {
@@ -745,13 +753,14 @@ impl History {
     }
 
     /// Writes one framed batch to `chat.jsonl` (whose stamp under the lock is `current`)
-    /// with a single `write`, then `fdatasync`s it.
+    /// with a single `write`, then `fdatasync`s it. Returns the stamp of the file written,
+    /// or an error if that file was unlinked meanwhile (the batch would be lost).
     fn write_batch(
         &self,
         handles: &mut Handles,
         framed: &[u8],
         current: Option<Stamp>,
-    ) -> Result<()> {
+    ) -> Result<Stamp> {
         use std::os::unix::fs::MetadataExt;
         let path = &self.paths.chat;
         let io = |op| move |e| HistoryError::io(op, path, e);
@@ -798,7 +807,18 @@ impl History {
             }
         }
         failpoint::hit("append.after_fsync").map_err(io("finish append"))?;
-        Ok(())
+        let meta = file.metadata().map_err(io("stat"))?;
+        if meta.nlink() == 0 {
+            // Someone deleted or replaced chat.jsonl between our stat and our write,
+            // ignoring the lock: the batch went to a file no path names any more.
+            handles.chat = None;
+            return Err(io("append")(std::io::Error::other(
+                "chat.jsonl was deleted or replaced by a program that ignores the history \
+                 lock while this batch was written, so the batch is not stored; stop that \
+                 program and append again",
+            )));
+        }
+        Ok(Stamp::of_metadata(&meta))
     }
 
     /// Records a rollover: boundary row, lead-in row and the trigger, as one batch.

@@ -486,16 +486,16 @@ impl<'a> RawRow<'a> {
     /// are copied as given unless they span lines (pretty-printed input), which a JSONL
     /// line cannot hold: those are re-serialized compactly.
     pub(crate) fn encode(&self, seq: u64, window: &str, ts: &str) -> Result<Vec<u8>> {
-        let compact = |raw: &str| -> Result<String> {
-            if raw.bytes().any(|b| b == b'\n' || b == b'\r') {
+        let compact = |raw: &'a str| -> Result<std::borrow::Cow<'a, str>> {
+            if memchr::memchr2(b'\n', b'\r', raw.as_bytes()).is_some() {
                 let v: Value = serde_json::from_str(raw).map_err(|e| {
                     HistoryError::InvalidArgument(format!("row does not parse: {e}"))
                 })?;
-                serde_json::to_string(&v).map_err(|e| {
+                serde_json::to_string(&v).map(Into::into).map_err(|e| {
                     HistoryError::InvalidArgument(format!("row does not serialize: {e}"))
                 })
             } else {
-                Ok(raw.to_owned())
+                Ok(raw.into())
             }
         };
         let (parts, meta) = (compact(self.parts)?, compact(self.meta)?);
