@@ -14,6 +14,7 @@ __all__ = [
     "_arm_failpoint",
     "_panic_for_test",
     "_reset_failpoints",
+    "encode_rows",
     "encoding_names",
     "model_encoding",
 ]
