@@ -72,6 +72,10 @@ def _tables(data: dict[str, Any]) -> str:
     if appends:
         lines += _append_table(appends, opens)
         lines.append("")
+    warm = [b for b in data["benchmarks"] if b["extra_info"].get("group") == "append-warm"]
+    if warm:
+        lines += _warm_table(warm)
+        lines.append("")
     lines += [
         "| measure | ctxbudget | baseline | ratio (baseline time / ctxbudget time) |",
         "|---|---|---|---|",
@@ -152,6 +156,32 @@ def _scan_table(scans: list[dict[str, Any]]) -> list[str]:
         median = b["stats"]["median"]
         ratio = f"**{median / ours['stats']['median']:.1f}×**" if ours else "-"
         lines.append(f"| {impl} | {median * 1e3:.3f} ms | {ratio} |")
+    return lines
+
+
+def _warm_table(appends: list[dict[str, Any]]) -> list[str]:
+    cells: dict[tuple[int, int], dict[str, dict[str, float]]] = defaultdict(dict)
+    for b in appends:
+        info = b["extra_info"]
+        cells[(info["mib"], info["batch"])][info["impl"]] = info
+    lines = [
+        "| transcript, after 2,000 rows | batch | ctxbudget p50 / p99 ms | SQLite WAL p50 / p99 "
+        "ms | bare write p50 / p99 ms | ctxbudget ÷ SQLite | bare ÷ SQLite | ctxbudget − bare |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (mib, batch), impls in sorted(cells.items()):
+        ours, sqlite, bare = impls.get("ctxbudget"), impls.get("sqlite"), impls.get("bare")
+        if not (ours and sqlite and bare):
+            continue
+
+        def cell(info: dict[str, float]) -> str:
+            return f"{info['p50'] * 1e3:.3f} / {info['p99'] * 1e3:.3f}"
+
+        lines.append(
+            f"| {mib} MiB | {batch} | {cell(ours)} | {cell(sqlite)} | {cell(bare)} | "
+            f"**{ours['p50'] / sqlite['p50']:.2f}×** | {bare['p50'] / sqlite['p50']:.2f}× | "
+            f"{(ours['p50'] - bare['p50']) * 1e6:.0f} µs |"
+        )
     return lines
 
 
