@@ -216,3 +216,43 @@ fn recovery_interrupted_anywhere_never_loses_the_torn_bytes() {
         );
     }
 }
+
+/// The workspace the `Run` action below acts on (fail points take plain functions).
+static REPLACED_WS: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// A program that ignores the lock replaces `chat.jsonl` by rename.
+fn replace_chat() {
+    let guard = REPLACED_WS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(dir) = guard.as_ref() {
+        let history = dir.join("history");
+        let other = history.join("chat.jsonl.other");
+        fs::write(&other, b"").unwrap_or_else(|e| panic!("{e}"));
+        fs::rename(&other, history.join("chat.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
+fn a_batch_written_to_a_file_replaced_meanwhile_is_not_acknowledged() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ws = ws("replaced");
+    let h = open(&ws);
+    h.append(vec![NewRow::text("message", "user", "acked")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    *REPLACED_WS.lock().unwrap_or_else(|e| e.into_inner()) = Some(ws.0.clone());
+    failpoint::arm("append.write", Action::Run(replace_chat));
+    let result = h.append(batch());
+    failpoint::reset();
+    let message = result.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        message.contains("deleted or replaced") && message.contains("append again"),
+        "the append must fail, saying why and what to do: {message:?}"
+    );
+    // The store follows the file now at the path, and stays writable.
+    let next = h
+        .append(vec![NewRow::text("message", "user", "after")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(texts(&h), vec!["after".to_owned()]);
+    assert!(next.first_seq >= 1);
+    drop(h);
+    assert_eq!(texts(&open(&ws)), vec!["after".to_owned()]);
+}

@@ -1,13 +1,13 @@
 //! Fault injection for the store's crash-safety tests (feature `failpoints`).
 //!
 //! Each write step of the store calls [`hit`] with the name of the point it reached.
-//! Tests arm a point with an action: fail with an OS error (ENOSPC, EIO) or simulate a
-//! crash, which aborts the operation and leaves the files exactly as they are at that
-//! point (optionally after writing only a prefix of the batch). Without the feature the
-//! calls compile to nothing.
+//! Tests arm a point with an action: fail with an OS error (ENOSPC, EIO), run a function
+//! (another program acting at that moment), or simulate a crash, which aborts the
+//! operation and leaves the files exactly as they are at that point (optionally after
+//! writing only a prefix of the batch). Without the feature the calls compile to nothing.
 
 /// What an armed fail point does.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Action {
     /// Return this raw OS error (e.g. `libc` ENOSPC = 28, EIO = 5).
     Error(i32),
@@ -16,6 +16,8 @@ pub enum Action {
     Crash,
     /// At `append.write`: write only this many bytes of the batch, then crash.
     Torn(usize),
+    /// Run this function, then carry on: what another program does at that moment.
+    Run(fn()),
 }
 
 #[cfg(feature = "failpoints")]
@@ -66,6 +68,10 @@ pub(crate) fn take(_name: &str) -> Option<Action> {
 pub(crate) fn hit(name: &str) -> std::io::Result<()> {
     match take(name) {
         None | Some(Action::Torn(_)) => Ok(()),
+        Some(Action::Run(f)) => {
+            f();
+            Ok(())
+        }
         Some(Action::Error(code)) => Err(std::io::Error::from_raw_os_error(code)),
         Some(Action::Crash) => Err(crashed(name)),
     }

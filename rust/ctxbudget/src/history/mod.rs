@@ -796,6 +796,7 @@ impl History {
             Some(failpoint::Action::Crash) => {
                 return Err(io("write")(failpoint::crashed("append.write")));
             }
+            Some(failpoint::Action::Run(f)) => f(),
             None => {}
         }
         file.write_all(framed).map_err(io("write"))?;
