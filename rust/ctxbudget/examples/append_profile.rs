@@ -53,5 +53,34 @@ fn main() {
         times[n / 2],
         times[n * 99 / 100]
     );
+    // The floor: the same bytes appended with one write (and fdatasync) to a plain file.
+    let line = {
+        let mut l = std::fs::read(h.paths().chat.as_path()).unwrap_or_default();
+        let len = l.len().min(2_200 * batch);
+        l.truncate(len);
+        l
+    };
+    let mut bare = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(ws.join("bare.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut floor = Vec::with_capacity(n);
+    for _ in 0..n {
+        use std::io::Write;
+        let start = Instant::now();
+        bare.write_all(&line).unwrap_or_else(|e| panic!("{e}"));
+        if fsync {
+            bare.sync_data().unwrap_or_else(|e| panic!("{e}"));
+        }
+        floor.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    floor.sort_by(f64::total_cmp);
+    println!(
+        "bare write{} of the same bytes: p50 {:.1} us, p99 {:.1} us",
+        if fsync { " + fdatasync" } else { "" },
+        floor[n / 2],
+        floor[n * 99 / 100]
+    );
     let _ = std::fs::remove_dir_all(&ws);
 }
