@@ -2,7 +2,8 @@
 //!
 //! `cargo run --release -p ctxbudget --example append_profile -- [fsync] [MIB] [ROWS]`
 //! appends single rows of 2,000 characters (or batches of ROWS) to a store prefilled
-//! with MIB mebibytes, with durability `none` unless `fsync` is given.
+//! with MIB mebibytes, with durability `none` unless `fsync` is given; then the floor, a
+//! bare write (and fdatasync) of as many bytes to a plain file, for comparison.
 use ctxbudget::history::{Durability, History, NewRow, OpenOptions};
 use std::time::Instant;
 
@@ -53,7 +54,8 @@ fn main() {
         times[n / 2],
         times[n * 99 / 100]
     );
-    // The floor: the same bytes appended with one write (and fdatasync) to a plain file.
+    // The floor: as many bytes as one batch (a slice of the transcript) appended with one
+    // write, and fdatasync, to a plain file in the same directory.
     let line = {
         let mut l = std::fs::read(h.paths().chat.as_path()).unwrap_or_default();
         let len = l.len().min(2_200 * batch);
@@ -77,7 +79,7 @@ fn main() {
     }
     floor.sort_by(f64::total_cmp);
     println!(
-        "bare write{} of the same bytes: p50 {:.1} us, p99 {:.1} us",
+        "bare write{} of as many bytes: p50 {:.1} us, p99 {:.1} us",
         if fsync { " + fdatasync" } else { "" },
         floor[n / 2],
         floor[n * 99 / 100]
