@@ -168,6 +168,42 @@ def _batch(impl: str, start: int, batch: int) -> Any:
     return rows
 
 
+WARM_ROWS = 2_000
+
+
+def _measure_appends(  # type: ignore[no-untyped-def]
+    benchmark,
+    append: Callable[[Any], Any],
+    *,
+    impl: str,
+    mib: int,
+    batch: int,
+    durability: str,
+    first_batch: int = 0,
+    warm: bool = False,
+) -> None:
+    """Times `append` on fresh batches and records p50/p99 for benches/run.py's tables."""
+    counter = iter(range(first_batch, 10**9))
+
+    def setup() -> tuple[tuple[Any], dict[str, Any]]:
+        return (_batch(impl, next(counter) * batch, batch),), {}
+
+    benchmark.pedantic(append, setup=setup, rounds=_rounds(impl, mib, batch), warmup_rounds=1)
+    data = benchmark.stats.stats.data
+    after = f", after {WARM_ROWS:,} rows" if warm else ""
+    benchmark.extra_info.update(
+        measure=f"append {batch} row(s), {mib} MiB, {durability}{after}",
+        impl=impl,
+        bytes=batch * 2_200,
+        group="append-warm" if warm else "append",
+        mib=mib,
+        batch=batch,
+        durability=durability,
+        p50=_percentile(data, 0.50),
+        p99=_percentile(data, 0.99),
+    )
+
+
 @pytest.mark.parametrize("durability", DURABILITY)
 @pytest.mark.parametrize("batch", BATCHES)
 @pytest.mark.parametrize("mib", SIZES)
@@ -176,24 +212,7 @@ def test_append_latency(  # type: ignore[no-untyped-def]
     benchmark, masters, tmp_path: Path, impl: str, mib: int, batch: int, durability: str
 ) -> None:
     append = _appender(impl, masters, mib, durability, tmp_path)
-    counter = iter(range(10**9))
-
-    def setup() -> tuple[tuple[Any], dict[str, Any]]:
-        return (_batch(impl, next(counter) * batch, batch),), {}
-
-    benchmark.pedantic(append, setup=setup, rounds=_rounds(impl, mib, batch), warmup_rounds=1)
-    data = benchmark.stats.stats.data
-    benchmark.extra_info.update(
-        measure=f"append {batch} row(s), {mib} MiB, {durability}",
-        impl=impl,
-        bytes=batch * 2_200,
-        group="append",
-        mib=mib,
-        batch=batch,
-        durability=durability,
-        p50=_percentile(data, 0.50),
-        p99=_percentile(data, 0.99),
-    )
+    _measure_appends(benchmark, append, impl=impl, mib=mib, batch=batch, durability=durability)
 
 
 @pytest.mark.parametrize("batch", BATCHES)
@@ -207,26 +226,18 @@ def test_append_latency_warm(  # type: ignore[no-untyped-def]
     exists — the steady state of a long-running agent — while an append-only file keeps
     growing, and every growth is a metadata change the filesystem journals on fsync."""
     append = _appender(impl, masters, mib, "fsync", tmp_path)
-    for start in range(0, 2_000, batch):
+    for start in range(0, WARM_ROWS, batch):
         append(_batch(impl, start, batch))
     os.sync()
-    counter = iter(range(2_000 // batch, 10**9))
-
-    def setup() -> tuple[tuple[Any], dict[str, Any]]:
-        return (_batch(impl, next(counter) * batch, batch),), {}
-
-    benchmark.pedantic(append, setup=setup, rounds=_rounds(impl, mib, batch), warmup_rounds=1)
-    data = benchmark.stats.stats.data
-    benchmark.extra_info.update(
-        measure=f"append {batch} row(s), {mib} MiB, fsync, after 2,000 rows",
+    _measure_appends(
+        benchmark,
+        append,
         impl=impl,
-        bytes=batch * 2_200,
-        group="append-warm",
         mib=mib,
         batch=batch,
         durability="fsync",
-        p50=_percentile(data, 0.50),
-        p99=_percentile(data, 0.99),
+        first_batch=WARM_ROWS // batch,
+        warm=True,
     )
 
 
