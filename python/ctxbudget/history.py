@@ -171,12 +171,6 @@ def _file_report(raw: Mapping[str, Any]) -> FileReport:
     return FileReport(**{**raw, "damage": None if damage is None else tuple(damage)})
 
 
-def _encode_rows(rows: list[Mapping[str, Any]]) -> bytes:
-    """Serializes rows for the core as ``json.dumps`` would (no NaN, no lone surrogates),
-    raising :class:`~ctxbudget.InvalidRowError` naming the row and field that cannot be."""
-    return _ctxbudget.encode_rows(rows)
-
-
 def _parse_row(seq: int | None, window: str, raw: bytes) -> Row | None:
     if seq is None:
         return None
@@ -310,8 +304,8 @@ class History:
             reason=reason,
             requested_by=requested_by,
             lead_in=lead_in,
-            trigger_json=None if trigger is None else _encode_rows([trigger]),
-            figures_json=None if figures is None else _encode_rows([figures])[1:-1],
+            trigger_json=None if trigger is None else _ctxbudget.encode_rows([trigger]),
+            figures_json=None if figures is None else _ctxbudget.encode_rows([figures])[1:-1],
         )
 
     def clear_soft(self) -> int:
@@ -321,7 +315,7 @@ class History:
     def quarantine(self, row: Mapping[str, Any]) -> int:
         """Stores a rejected request as an empty assistant row with the original inside
         ``meta.rejected``; it is never sent to a provider. Returns its seq."""
-        return self._core.quarantine(_encode_rows([row]))
+        return self._core.quarantine(_ctxbudget.encode_rows([row]))
 
     def rotate(self) -> RotateReport:
         """Moves closed windows to ``chat-archive.jsonl`` (a new epoch)."""

@@ -5,6 +5,8 @@
 //! without fsync; this walk costs well under one. Failures name the row and the field
 //! (`meta.when`, `parts[0].text`) as the store's own row validation does.
 
+use std::io::Write;
+
 use ctxbudget::history::HistoryError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -87,7 +89,8 @@ fn write_float(out: &mut Vec<u8>, value: f64) -> Written {
 
 fn write_int(out: &mut Vec<u8>, value: &Bound<'_, PyAny>) -> Written {
     if let Ok(small) = value.extract::<i64>() {
-        out.extend_from_slice(small.to_string().as_bytes());
+        // Writing into a Vec cannot fail.
+        let _ = write!(out, "{small}");
         return Ok(());
     }
     // Beyond 64 bits (or an int subclass): the decimal digits of int(value), as json does.

@@ -57,9 +57,11 @@ fn main() {
     // The floor: as many bytes as one batch (a slice of the transcript) appended with one
     // write, and fdatasync, to a plain file in the same directory.
     let line = {
-        let mut l = std::fs::read(h.paths().chat.as_path()).unwrap_or_default();
-        let len = l.len().min(2_200 * batch);
-        l.truncate(len);
+        use std::io::Read;
+        let mut l = Vec::with_capacity(2_200 * batch);
+        std::fs::File::open(h.paths().chat.as_path())
+            .and_then(|f| f.take(2_200 * batch as u64).read_to_end(&mut l))
+            .unwrap_or_else(|e| panic!("{e}"));
         l
     };
     let mut bare = std::fs::OpenOptions::new()
