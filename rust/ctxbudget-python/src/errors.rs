@@ -105,6 +105,11 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
     }
 }
 
+/// Maps a core budget error to `PolicyError` (also a `ValueError`).
+pub(crate) fn budget_error(py: Python<'_>, err: ctxbudget::budget::BudgetError) -> PyErr {
+    raise(py, "PolicyError", err.to_string(), &[])
+}
+
 fn known_names(py: Python<'_>, known: &str) -> Py<PyAny> {
     obj(py, known.split(", ").collect::<Vec<&str>>())
 }
