@@ -392,7 +392,9 @@ mod tests {
         for t in [1.0, 0.99995, 0.99999] {
             let b = budget(100_000, t);
             assert!(!b.enabled(), "{t}");
-            assert!(Threshold::from_fraction(t).map(|x| x.is_off()).unwrap_or(false));
+            assert!(Threshold::from_fraction(t)
+                .map(|x| x.is_off())
+                .unwrap_or(false));
             assert_eq!(
                 b.evaluate(91_808, Claims::default(), true).action,
                 Action::Block
@@ -413,7 +415,12 @@ mod tests {
         // W = max(floor(-3_145 / 2) = -1_573, min(2_400, -9_289)) = -1_573.
         let b = budget(4_000, 0.7);
         assert_eq!(
-            (b.usable_limit(), b.final_at(), b.handoff_target(), b.warning_at()),
+            (
+                b.usable_limit(),
+                b.final_at(),
+                b.handoff_target(),
+                b.warning_at()
+            ),
             (3_000, -3_144, -3_145, -1_573)
         );
         assert_eq!(
@@ -444,7 +451,10 @@ mod tests {
             Budget::new(100, 0.7, Some(100)),
             Err(BudgetError::OutputReserve { .. })
         ));
-        assert_eq!(Budget::new(u64::MAX, 0.7, None).map(|b| b.enabled()), Ok(true));
+        assert_eq!(
+            Budget::new(u64::MAX, 0.7, None).map(|b| b.enabled()),
+            Ok(true)
+        );
     }
 
     #[test]
