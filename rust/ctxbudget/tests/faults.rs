@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use ctxbudget::history::failpoint::{self, Action};
-use ctxbudget::history::{History, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::history::{History, HistoryError, NewRow, OpenOptions, RolloverSpec};
 
 const ENOSPC: i32 = 28;
 const EIO: i32 = 5;
@@ -247,12 +247,14 @@ fn a_batch_written_to_a_file_replaced_meanwhile_is_not_acknowledged() {
         message.contains("deleted or replaced") && message.contains("append again"),
         "the append must fail, saying why and what to do: {message:?}"
     );
-    // The store follows the file now at the path, and stays writable.
-    let next = h
-        .append(vec![NewRow::text("message", "user", "after")])
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(texts(&h), vec!["after".to_owned()]);
-    assert!(next.first_seq >= 1);
+    // The replacement also lost the acknowledged row: that is damage, not a fresh
+    // start. Writes are refused, naming the file, and seq 1 is never handed out again.
+    let next = h.append(vec![NewRow::text("message", "user", "after")]);
+    assert!(
+        matches!(&next, Err(HistoryError::Corrupt { path, .. }) if path.ends_with("chat.jsonl")),
+        "{next:?}"
+    );
     drop(h);
-    assert_eq!(texts(&open(&ws)), vec!["after".to_owned()]);
+    let report = open(&ws).verify().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
 }
