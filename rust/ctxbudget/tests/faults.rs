@@ -258,3 +258,60 @@ fn a_batch_written_to_a_file_replaced_meanwhile_is_not_acknowledged() {
     let report = open(&ws).verify().unwrap_or_else(|e| panic!("{e}"));
     assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
 }
+
+#[test]
+fn a_rotation_cut_short_in_the_archive_rolls_back_on_open_and_verify_sees_no_duplicates() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (probe, _) = rotated_ws("rotate-torn-probe");
+    let moved = open(&probe).rotate().map(|r| r.bytes).unwrap_or(0) as usize;
+    drop(probe);
+    assert!(moved > 0);
+    for n in (0..=moved).step_by(7).chain([moved]) {
+        let (ws, before) = rotated_ws(&format!("rotate-torn-{n}"));
+        let h = open(&ws);
+        failpoint::arm("rotate.archive.write", Action::Torn(n));
+        assert!(h.rotate().is_err(), "cut at {n}");
+        failpoint::reset();
+        drop(h);
+        let reopened = open(&ws);
+        assert_eq!(texts(&reopened), before, "cut at {n}");
+        let report = reopened.verify().unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            report.ok && report.seq_violations == 0,
+            "cut at {n}: {report:?}"
+        );
+        let seqs: Vec<u64> = reopened
+            .rows()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .iter()
+            .filter_map(|r| r.seq)
+            .collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "cut at {n}: {seqs:?}");
+    }
+}
+
+#[test]
+fn io_errors_name_the_operation_the_file_and_what_to_do() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ws = ws("io-messages");
+    let h = open(&ws);
+    for (code, advice) in [
+        (ENOSPC, "free space"),
+        (24, "open-file limit"),
+        (13, "permission"),
+        (EIO, "verify"),
+    ] {
+        failpoint::arm("append.open", Action::Error(code));
+        let message = h
+            .append(batch())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        failpoint::reset();
+        assert!(
+            message.contains("could not open") && message.contains("chat.jsonl"),
+            "{message}"
+        );
+        assert!(message.contains(advice), "{code}: {message}");
+    }
+}

@@ -309,6 +309,23 @@ impl Index {
         let mut chat = std::mem::take(&mut self.chat);
         self.note(&mut archive, 0, "chat-archive.jsonl");
         self.note(&mut chat, 0, "chat.jsonl");
+        if archive.torn_bytes > 0 {
+            // The archive only ever receives whole committed batches from chat.jsonl,
+            // all acknowledged; an interrupted rotation is rolled back from its recorded
+            // intent. Anything after its last valid commit is damage, never torn.
+            let (offset, line) = (archive.committed_end, archive.lines + 1);
+            archive.damage_offsets.push(offset);
+            archive.tail_acked = true;
+            if archive.damage.is_none() {
+                archive.damage = Some(frame::Damage {
+                    offset,
+                    line,
+                    reason: "the archive holds only acknowledged batches, and the one here \
+                             is cut short or fails its check"
+                        .to_owned(),
+                });
+            }
+        }
         if let Some(r) = receipt.valid() {
             self.floor_seq = self.floor_seq.max(r.floor);
             self.last_seq = self.last_seq.max(r.seq);
