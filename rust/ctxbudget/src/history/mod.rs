@@ -1497,6 +1497,48 @@ impl History {
     }
 }
 
+/// Fuzzing entry point (not API): scans `chat` and `archive` as the store's files with
+/// `receipt` as its receipt, derives the index as a reader would, and checks the
+/// scanner's own invariants.
+#[doc(hidden)]
+pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
+    let receipt = match serde_json::from_slice::<Receipt>(receipt) {
+        Ok(r) => ReceiptRead::Valid(r),
+        Err(_) => ReceiptRead::Malformed,
+    };
+    let mut ix = Index {
+        archive: frame::scan(archive, 0, 0),
+        chat: frame::scan(chat, 0, 0),
+        ..Index::default()
+    };
+    for (s, bytes) in [(&ix.chat, chat), (&ix.archive, archive)] {
+        assert!(s.committed_end as usize <= bytes.len());
+        assert_eq!(
+            s.torn_bytes as usize,
+            bytes.len() - s.committed_end as usize
+        );
+        assert!(s.entries.windows(2).all(|w| w[0].offset < w[1].offset));
+        assert!(s
+            .entries
+            .iter()
+            .all(|e| (e.offset + u64::from(e.len)) < s.committed_end.max(1)));
+    }
+    let _ = frame::tail_has_floor(chat);
+    ix.derive(&receipt);
+    let seqs: Vec<u64> = ix
+        .entries()
+        .filter_map(|e| e.head.as_ref().map(|h| h.seq))
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert!(ix.last_seq >= seqs.last().copied().unwrap_or(0));
+    // An incremental scan from any committed line boundary agrees with the full one.
+    let cut = ix.chat.batch_ranges.first().map_or(0, |r| r.1);
+    let head = frame::scan(&chat[..cut as usize], 0, 0);
+    let mut joined = head.clone();
+    joined.absorb(frame::scan(&chat[cut as usize..], cut, head.lines));
+    assert_eq!(joined.committed_end, frame::scan(chat, 0, 0).committed_end);
+}
+
 /// A soft clear's boundary row: `reset`, reason `manual`.
 fn reset_row() -> NewRow {
     NewRow {
