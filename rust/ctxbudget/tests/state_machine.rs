@@ -34,7 +34,7 @@ enum Op {
     Rotate,
     /// Crash an append after writing this share (per mille) of its batch.
     TornAppend(u16),
-    /// Crash at a fail point of an operation (0 append, 1 rotate, 2 clear).
+    /// Crash at a fail point of an operation (0 append, 1 rotate, 2 clear, 3 recover).
     CrashAt(u8, u8),
     /// Cut a rotation's archive append after this share (per mille) of the bytes.
     TornRotate(u16),
@@ -54,7 +54,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Quarantine),
         2 => Just(Op::Rotate),
         1 => (0u16..1000).prop_map(Op::TornAppend),
-        1 => (0u8..3, 0u8..8).prop_map(|(a, b)| Op::CrashAt(a, b)),
+        2 => (0u8..4, 0u8..11).prop_map(|(a, b)| Op::CrashAt(a, b)),
         1 => (0u16..1000).prop_map(Op::TornRotate),
         1 => (any::<bool>(), 0u16..1000, 0u8..8).prop_map(|(a, b, c)| Op::Flip(a, b, c)),
         1 => (-3i8..3).prop_map(Op::External),
@@ -63,7 +63,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-const POINTS: [&str; 8] = [
+const POINTS: [&str; 11] = [
     "receipt.pending.write",
     "append.fsync",
     "append.after_fsync",
@@ -72,6 +72,9 @@ const POINTS: [&str; 8] = [
     "rotate.chat.rename",
     "dir.fsync",
     "receipt.pending.fsync",
+    "recover.copy",
+    "recover.truncate",
+    "recover.rollback",
 ];
 
 struct Model {
@@ -188,6 +191,7 @@ impl Model {
                 let ok = match which {
                     0 => self.append(1),
                     1 => self.h.rotate().is_ok(),
+                    3 => self.h.recover().is_ok(),
                     _ => match self.h.clear_soft() {
                         Ok(seq) => {
                             self.acked.insert(seq);
@@ -339,7 +343,7 @@ impl Model {
 static N: AtomicU64 = AtomicU64::new(0);
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, max_shrink_iters: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 96, max_shrink_iters: 200, ..ProptestConfig::default() })]
 
     #[test]
     fn store_and_scanner_hold_their_invariants(ops in prop::collection::vec(op(), 1..30)) {
