@@ -24,7 +24,14 @@ WORKER = Path(__file__).with_name("history_chaos_worker.py")
 
 def _spawn(ws: Path, worker: int, generation: int, acks: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, str(WORKER), str(ws), str(worker), str(generation), str(acks / f"{worker}.log")],
+        [
+            sys.executable,
+            str(WORKER),
+            str(ws),
+            str(worker),
+            str(generation),
+            str(acks / f"{worker}.log"),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -67,7 +74,9 @@ def test_sigkill_during_appends_rotations_and_recoveries(tmp_path: Path) -> None
     assert seqs == sorted(set(seqs)), "seqs unique and increasing across archive and chat"
 
     texts = Counter(
-        r.parts[0]["text"] for r in rows if r.kind == "message" and r.parts and "/" in r.parts[0].get("text", "")
+        r.parts[0]["text"]
+        for r in rows
+        if r.kind == "message" and r.parts and "/" in r.parts[0].get("text", "")
     )
     assert all(n == 1 for n in texts.values()), [t for t, n in texts.items() if n > 1][:5]
     for w in range(WORKERS):

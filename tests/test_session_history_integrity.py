@@ -43,8 +43,7 @@ _scalar = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(),
-    st.integers(min_value=-(10**5000), max_value=10**5000).filter(lambda n: abs(n) > 10**4400)
-    | st.just(10**5000),
+    st.builds(lambda n: 10**5000 + n, st.integers(-3, 3)),  # too long for json.dumps
     st.floats(allow_nan=True, allow_infinity=True),
     _text,
     st.binary(max_size=8),

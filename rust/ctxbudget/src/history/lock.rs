@@ -38,16 +38,16 @@ struct TokenState {
     file: Option<OpenLock>,
 }
 
-type Token = Arc<(Mutex<TokenState>, std::sync::Condvar)>;
+/// The per-path state and the condition variable its waiters sleep on.
+type Shared = (Mutex<TokenState>, std::sync::Condvar);
+type Token = Arc<Shared>;
 
 /// The per-path state, shared by every [`LockToken`] of this process for that path. The
 /// registry holds it weakly: when the last `History` of a workspace is dropped, its
 /// lock file is closed and the entry goes, so a process serving many workspaces keeps
 /// one descriptor per workspace in use, not one per workspace ever opened.
 fn token(path: &Path) -> Token {
-    static TOKENS: OnceLock<
-        Mutex<HashMap<PathBuf, Weak<(Mutex<TokenState>, std::sync::Condvar)>>>,
-    > = OnceLock::new();
+    static TOKENS: OnceLock<Mutex<HashMap<PathBuf, Weak<Shared>>>> = OnceLock::new();
     let mut map = TOKENS
         .get_or_init(Default::default)
         .lock()
