@@ -355,6 +355,8 @@ class Session:
         self._new_context_scheduled = False
         self._last_user: Row | None = None
         self._visible_tokens = 0
+        # The visible messages in order, extended as rows arrive (None: rebuild).
+        self._visible_messages: list[dict[str, Any]] | None = []
         self._previous_window: str | None = None
 
     def _note(self, row: Row) -> None:
@@ -363,10 +365,13 @@ class Session:
             self._previous_window = prev if isinstance(prev, str) else None
         if row.seq not in self._hidden:
             self._visible_tokens += self._tokens_of(row)
+            if self._visible_messages is not None:
+                self._visible_messages.extend(self._row_to_messages(row))
         if row.kind == "retraction" and isinstance(row.meta.get("retracts"), int):
             target = int(row.meta["retracts"])
             if target not in self._hidden and target in self._row_tokens:
                 self._visible_tokens -= self._row_tokens[target]
+                self._visible_messages = None
             self._hidden.add(target)
         elif row.kind == "advisory":
             self._claims = Claims.from_rows([row], start=self._claims)
@@ -680,12 +685,16 @@ class Session:
         return out
 
     def _messages(self) -> list[dict[str, Any]]:
-        hidden = self._hidden
-        out: list[dict[str, Any]] = []
-        for row in self._window_rows:
-            if row.seq not in hidden:
-                out.extend(self._row_to_messages(row))
-        return out
+        """The window's visible messages (a fresh list; O(1) per row, rebuilt only
+        after a retraction)."""
+        if self._visible_messages is None:
+            hidden = self._hidden
+            out: list[dict[str, Any]] = []
+            for row in self._window_rows:
+                if row.seq not in hidden:
+                    out.extend(self._row_to_messages(row))
+            self._visible_messages = out
+        return list(self._visible_messages)
 
     def _message_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of messages without request framing or system text."""
