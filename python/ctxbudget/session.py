@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import providers
-from .errors import ConflictError, InvalidArgumentError
+from .errors import ConflictError, InvalidArgumentError, UnknownModelError
 from .history import Durability, History, Row
 from .memory import MemoryTool
 from .new_context import NewContextTool
@@ -306,7 +306,16 @@ class Session:
         elif encoding is not None:
             counter = Encoding(encoding)
         else:
-            counter = Encoding.for_model(model)
+            try:
+                counter = Encoding.for_model(model)
+            except UnknownModelError as exc:
+                err = UnknownModelError(
+                    f"no tokenizer is known for model {model!r}; a local or custom model "
+                    f"needs its encoding, e.g. Session.open(..., model={model!r}, "
+                    f"encoding='o200k_base', context_window={window})"
+                )
+                err.model = model
+                raise err from exc
         return cls(
             History.open(workspace, durability=durability),
             model=model,

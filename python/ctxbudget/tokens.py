@@ -30,6 +30,8 @@ __all__ = [
     "count_tokens",
     "encoding_for_model",
     "encoding_names",
+    "messages_tokens",
+    "request_tokens",
 ]
 
 BOUNDARY_SLACK: int = _ctxbudget.BOUNDARY_SLACK

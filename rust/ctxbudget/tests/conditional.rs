@@ -57,7 +57,9 @@ fn conflict(result: Result<impl std::fmt::Debug, HistoryError>) -> (u64, u64) {
 fn append_if_commits_only_on_the_expected_last_seq() {
     let ws = Ws::new("append");
     let h = open(&ws);
-    let first = h.append_if(vec![user("a")], 0).unwrap_or_else(|e| panic!("{e}"));
+    let first = h
+        .append_if(vec![user("a")], 0)
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((first.first_seq, first.last_seq), (1, 1));
     assert_eq!(conflict(h.append_if(vec![user("b")], 0)), (0, 1));
     let err = h.append_if(vec![user("b")], 0).map(|_| ()).unwrap_err();
@@ -100,7 +102,10 @@ fn rollover_and_quarantine_are_conditional_too() {
     let w = h.rollover(spec("r1", 2)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(w, "w:3");
     // A repeat of a committed rollover still answers with its window.
-    assert_eq!(h.rollover(spec("r1", 2)).unwrap_or_else(|e| panic!("{e}")), "w:3");
+    assert_eq!(
+        h.rollover(spec("r1", 2)).unwrap_or_else(|e| panic!("{e}")),
+        "w:3"
+    );
 
     let last = h.rows().unwrap_or_else(|e| panic!("{e}")).len() as u64;
     h.append(vec![user("too big")])
