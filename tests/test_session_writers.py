@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import session_worker
 
-from ctxbudget import ConflictError, History, Session
+from ctxbudget import ConflictError, History, InvalidArgumentError, Session
 
 TRIALS = 30
 WINDOW = 16_000
@@ -175,3 +175,34 @@ def test_conditional_append_is_typed_and_writes_nothing(tmp_path: Path) -> None:
     assert [r.seq for r in h.rows()] == [1]
     assert h.quarantine(row, retracts=1, if_last_seq=1) == 3
     assert [r.kind for r in h.rows()] == ["message", "retraction", "rejected"]
+
+
+def _record_result(w: Session, n: int, barrier: threading.Barrier, outcomes: list[str]) -> None:
+    barrier.wait()
+    try:
+        w.add_tool_results([{"call_id": "c1", "name": "read_file", "output": f"{n}"}])
+        outcomes.append("recorded")
+    except InvalidArgumentError:
+        outcomes.append("refused")
+
+
+def test_two_writers_never_record_two_results_for_one_call(tmp_path: Path) -> None:
+    for trial in range(TRIALS):
+        ws = tmp_path / f"t{trial}"
+        s = _open(ws)
+        s.add_user("go")
+        s.add_assistant(None, [{"id": "c1", "name": "read_file", "arguments": {}}])
+        writers = [_open(ws, open_calls="wait") for _ in range(2)]
+        barrier = threading.Barrier(2)
+        outcomes: list[str] = []
+        threads = [
+            threading.Thread(target=_record_result, args=(w, n, barrier, outcomes))
+            for n, w in enumerate(writers)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcomes) == ["recorded", "refused"]
+        results = [r for r in History.open(ws, durability="none").rows() if r.role == "tool"]
+        assert len(results) == 1

@@ -550,8 +550,23 @@ class Session:
         ``output`` is sent as given: a string unchanged, anything else as JSON that
         keeps non-ASCII characters. A result for a call that already has one in this
         window (e.g. recorded as interrupted) is an
-        :class:`~ctxbudget.InvalidArgumentError` and nothing is written."""
-        self._sync()
+        :class:`~ctxbudget.InvalidArgumentError` and nothing is written; the check and
+        the write are one conditional append, so it holds against other writers too."""
+        for attempt in range(_MAX_RESYNCS + 1):
+            self._sync()
+            rows = self._result_rows(results)
+            if not rows:
+                return
+            try:
+                self.history.append(rows, if_last_seq=self._last_seq)
+            except ConflictError:
+                if attempt == _MAX_RESYNCS:
+                    raise
+                continue
+            self._sync()
+            return
+
+    def _result_rows(self, results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         rows = []
         seen: set[str] = set()
         for res in results:
@@ -568,9 +583,7 @@ class Session:
             if isinstance(res.get("name"), str):
                 part["name"] = res["name"]
             rows.append({"kind": "message", "role": "tool", "parts": [part]})
-        if rows:
-            self.history.append(rows)
-            self._sync()
+        return rows
 
     @_locked
     def interrupt_open_calls(self) -> list[OpenCall]:
