@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ SHORT = os.environ.get("CTXBUDGET_BENCH_SHORT") == "1"
 MODEL_LATENCY = 0.010  # seconds the fake model "thinks" per step
 TICK = 0.001
 OUTPUT = "for item in batch:\n    total += price(item) * qty(item)\n" * 12
-MODES = ("AsyncSession", "Session in to_thread", "Session on the loop")
+POOLED = "AsyncSession, 2-thread executor"
+MODES = ("AsyncSession", POOLED, "Session in to_thread", "Session on the loop")
 IDLE = "no conversations (machine noise)"
 BARE = "reference: 3 bare write + fdatasync in to_thread"
 IDLE_SECONDS = 2.0
@@ -60,22 +62,23 @@ class _Bare:
 
 
 class _Calls:
-    """How one mode makes the calls: all three drive the same Session logic."""
+    """How one mode makes the calls: all of them drive the same Session logic."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, pool: ThreadPoolExecutor | None) -> None:
         self.mode = mode
+        self.pool = pool
 
     async def open(self, ws: Path) -> Any:
         options: dict[str, Any] = {"model": "gpt-4o", "context_window": 128_000}
-        if self.mode == "AsyncSession":
-            return await AsyncSession.open(ws, **options)
+        if self.mode in ("AsyncSession", POOLED):
+            return await AsyncSession.open(ws, executor=self.pool, **options)
         if self.mode == "Session in to_thread":
             return await asyncio.to_thread(Session.open, ws, **options)
         return Session.open(ws, **options)
 
     async def call(self, s: Any, name: str, *args: Any) -> Any:
         method = getattr(s, name)
-        if self.mode == "AsyncSession":
+        if self.mode in ("AsyncSession", POOLED):
             return await method(*args)
         if self.mode == "Session in to_thread":
             return await asyncio.to_thread(method, *args)
@@ -106,7 +109,8 @@ async def _ticker(stop: asyncio.Event, lags: list[float]) -> None:
 
 
 async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
-    calls = _Calls(mode)
+    pool = ThreadPoolExecutor(max_workers=2) if mode == POOLED else None
+    calls = _Calls(mode, pool)
     lags: list[float] = []
     done = [0]
     stop = asyncio.Event()
@@ -124,6 +128,8 @@ async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
     elapsed = time.perf_counter() - start
     stop.set()
     await ticker
+    if pool is not None:
+        pool.shutdown()
     lags.sort()
 
     def pct(q: float) -> float:
