@@ -8,6 +8,7 @@ classes (it looks them up here), so there is one hierarchy for both layers.
 from __future__ import annotations
 
 __all__ = [
+    "ConflictError",
     "CorruptHistoryError",
     "CtxBudgetError",
     "HistoryIOError",
@@ -97,6 +98,18 @@ class CorruptHistoryError(CtxBudgetError, OSError):
     path: str
     offset: int
     line: int
+
+
+class ConflictError(CtxBudgetError, RuntimeError):
+    """A conditional write (``if_last_seq=``) found that another writer appended first.
+
+    Nothing was written. Read the new rows and decide again. Attributes:
+    ``expected_last_seq`` (what the decision was based on) and ``last_seq`` (the store's
+    last seq now).
+    """
+
+    expected_last_seq: int
+    last_seq: int
 
 
 class HistoryIOError(CtxBudgetError, OSError):

@@ -102,6 +102,18 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
                 ("strerror", obj(py, message)),
             ],
         ),
+        HistoryError::Conflict {
+            expected_last_seq,
+            last_seq,
+        } => raise(
+            py,
+            "ConflictError",
+            message,
+            &[
+                ("expected_last_seq", obj(py, expected_last_seq)),
+                ("last_seq", obj(py, last_seq)),
+            ],
+        ),
         _ => raise(py, "InvalidArgumentError", message, &[]),
     }
 }

@@ -46,6 +46,19 @@ pub enum HistoryError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A conditional write found the store changed since the state it was decided on
+    /// (another writer appended first); nothing was written.
+    #[error(
+        "the transcript moved on: this write was conditional on seq {expected_last_seq} being \
+         the last row, but another writer has appended up to seq {last_seq}; nothing was \
+         written — read the new rows and decide again"
+    )]
+    Conflict {
+        /// The last seq the caller's decision was based on.
+        expected_last_seq: u64,
+        /// The store's last seq now.
+        last_seq: u64,
+    },
     /// An argument other than a row is invalid.
     #[error("{0}")]
     InvalidArgument(String),

@@ -191,6 +191,9 @@ pub struct RolloverSpec {
     pub trigger: Option<NewRow>,
     /// Token figures and other metadata for the boundary row.
     pub figures: Map<String, Value>,
+    /// Seal only if the store's last seq is still this one (the state the rollover was
+    /// decided on); otherwise [`HistoryError::Conflict`] and nothing is written.
+    pub expected_last_seq: Option<u64>,
 }
 
 /// What `recover` did.
@@ -721,6 +724,19 @@ impl History {
     /// `parts` and `meta` are stored as written — the fast path for hosts that already
     /// hold JSON (the Python binding uses it).
     pub fn append_json_bytes(&self, rows_json: &[u8]) -> Result<AppendResult> {
+        self.append_json_bytes_if(rows_json, None)
+    }
+
+    /// [`append_json_bytes`](Self::append_json_bytes), conditional on the store's last
+    /// seq: with `Some(n)` the batch is written only if seq `n` is still the last row
+    /// (`0`: the store is empty), else [`HistoryError::Conflict`] and nothing is written.
+    /// The check and the write happen under one hold of the history lock, so two
+    /// writers (threads or processes) that decided on the same state cannot both commit.
+    pub fn append_json_bytes_if(
+        &self,
+        rows_json: &[u8],
+        expected_last_seq: Option<u64>,
+    ) -> Result<AppendResult> {
         let raws: Vec<&serde_json::value::RawValue> = serde_json::from_slice(rows_json)
             .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
         if raws.is_empty() {
@@ -734,7 +750,39 @@ impl History {
             .map(|(i, raw)| row::RawRow::parse(i, raw).map(row::Incoming::Raw))
             .collect::<Result<Vec<_>>>()?;
         let mut locked = self.lock()?;
+        self.check_expected(&mut locked, expected_last_seq)?;
         self.append_incoming(&mut locked, &rows)
+    }
+
+    /// [`append`](Self::append), conditional on the store's last seq (see
+    /// [`append_json_bytes_if`](Self::append_json_bytes_if)).
+    pub fn append_if(&self, rows: Vec<NewRow>, expected_last_seq: u64) -> Result<AppendResult> {
+        if rows.is_empty() {
+            return Err(HistoryError::InvalidArgument(
+                "append needs at least one row".to_owned(),
+            ));
+        }
+        let mut locked = self.lock()?;
+        self.check_expected(&mut locked, Some(expected_last_seq))?;
+        self.append_locked(&mut locked, &rows)
+    }
+
+    /// Under the lock: refuses a conditional write whose expected last seq is no longer
+    /// the store's (`None`: unconditional).
+    fn check_expected(&self, locked: &mut Locked<'_>, expected: Option<u64>) -> Result<()> {
+        let Some(expected_last_seq) = expected else {
+            return Ok(());
+        };
+        self.writable(locked)?;
+        let last_seq = Self::index(locked)?.last_seq;
+        if last_seq == expected_last_seq {
+            Ok(())
+        } else {
+            Err(HistoryError::Conflict {
+                expected_last_seq,
+                last_seq,
+            })
+        }
     }
 
     fn append_incoming(
@@ -989,6 +1037,8 @@ impl History {
         if let Some(window) = ix.rollover_ids.get(&spec.rollover_id) {
             return Ok(window.clone());
         }
+        self.check_expected(&mut locked, spec.expected_last_seq)?;
+        let ix = Self::index(&locked)?;
         let mut boundary = NewRow {
             kind: "boundary".into(),
             role: "system".into(),
@@ -1022,18 +1072,30 @@ impl History {
     /// Quarantines a rejected request: an empty assistant row whose `meta.rejected`
     /// holds the original `{role, parts, meta}`. Returns its seq.
     pub fn quarantine(&self, original: NewRow) -> Result<u64> {
-        let mut rejected = Map::new();
-        rejected.insert("role".into(), Value::from(original.role));
-        rejected.insert("parts".into(), Value::Array(original.parts));
-        rejected.insert("meta".into(), Value::Object(original.meta));
-        let row = NewRow {
-            kind: "rejected".into(),
-            role: "assistant".into(),
+        Ok(self.append(vec![rejected_row(original)])?.first_seq)
+    }
+
+    /// Retracts row `seq` and quarantines `original` (its content) in one batch, only if
+    /// the store's last seq is still `expected_last_seq` (see
+    /// [`append_json_bytes_if`](Self::append_json_bytes_if)). Returns the seq of the
+    /// quarantine row.
+    pub fn quarantine_retracting(
+        &self,
+        seq: u64,
+        original: NewRow,
+        expected_last_seq: Option<u64>,
+    ) -> Result<u64> {
+        let retraction = NewRow {
+            kind: "retraction".into(),
+            role: "system".into(),
             parts: Vec::new(),
             meta: Map::new(),
         }
-        .with_meta("rejected", Value::Object(rejected));
-        Ok(self.append(vec![row])?.first_seq)
+        .with_meta("retracts", seq);
+        let rows = [retraction, rejected_row(original)];
+        let mut locked = self.lock()?;
+        self.check_expected(&mut locked, expected_last_seq)?;
+        Ok(self.append_locked(&mut locked, &rows)?.last_seq)
     }
 
     // ----- reading ---------------------------------------------------------------
@@ -1537,6 +1599,22 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
     let mut joined = head.clone();
     joined.absorb(frame::scan(&chat[cut as usize..], cut, head.lines));
     assert_eq!(joined.committed_end, frame::scan(chat, 0, 0).committed_end);
+}
+
+/// A quarantine row: empty and from the assistant, the original `{role, parts, meta}`
+/// inside `meta.rejected`, so it is never sent to a provider.
+fn rejected_row(original: NewRow) -> NewRow {
+    let mut rejected = Map::new();
+    rejected.insert("role".into(), Value::from(original.role));
+    rejected.insert("parts".into(), Value::Array(original.parts));
+    rejected.insert("meta".into(), Value::Object(original.meta));
+    NewRow {
+        kind: "rejected".into(),
+        role: "assistant".into(),
+        parts: Vec::new(),
+        meta: Map::new(),
+    }
+    .with_meta("rejected", Value::Object(rejected))
 }
 
 /// A soft clear's boundary row: `reset`, reason `manual`.
