@@ -47,7 +47,9 @@ values = st.recursive(
         st.lists(inner, max_size=4),
         st.tuples(inner, inner),
         st.frozensets(st.integers(), max_size=3),
-        st.dictionaries(st.one_of(st.text(max_size=5), st.integers(), st.none()), inner, max_size=3),
+        st.dictionaries(
+            st.one_of(st.text(max_size=5), st.integers(), st.none()), inner, max_size=3
+        ),
     ),
     max_leaves=10,
 )

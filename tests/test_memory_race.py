@@ -29,7 +29,7 @@ OUTSIDE_ONLY = "outside-only.md"
 ITERATIONS = int(os.environ.get("CTXBUDGET_RACE_ITERATIONS", "150"))
 """Rounds per worker thread (each round runs every command)."""
 WORKERS = 3
-WATCHDOG_S = 600.0
+WATCHDOG_S = 300.0
 """A worker still running after this long is blocked; the test fails."""
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -73,7 +73,9 @@ def _open_parent(ws: Path, rel: str) -> tuple[int, str] | None:
     return fd, name
 
 
-def _attack(stop: threading.Event, ws: Path, outside: Path, rel: str, step: Callable[..., None]) -> None:
+def _attack(
+    stop: threading.Event, ws: Path, outside: Path, rel: str, step: Callable[..., None]
+) -> None:
     rng = random.Random(rel)
     while not stop.is_set():
         opened = _open_parent(ws, rel)
@@ -139,8 +141,16 @@ def _rounds(tool: MemoryTool, results: list[dict[str, Any]]) -> None:
             {"command": "create", "path": f, "file_text": "inside"},
             {"command": "rename", "old_path": f, "new_path": "/memories/n/moved.md"},
             {"command": "rename", "old_path": "/memories/n/moved.md", "new_path": f},
-            {"command": "rename", "old_path": "/memories/session/d/g.md", "new_path": "/memories/g.md"},
-            {"command": "rename", "old_path": f"/memories/n/{OUTSIDE_ONLY}", "new_path": "/memories/x.md"},
+            {
+                "command": "rename",
+                "old_path": "/memories/session/d/g.md",
+                "new_path": "/memories/g.md",
+            },
+            {
+                "command": "rename",
+                "old_path": f"/memories/n/{OUTSIDE_ONLY}",
+                "new_path": "/memories/x.md",
+            },
             {"command": "rename", "old_path": "/memories/n", "new_path": "/memories/session/n2"},
             {"command": "rename", "old_path": "/memories/session/n2", "new_path": "/memories/n"},
             {"command": "delete", "path": f"/memories/session/d/{OUTSIDE_ONLY}"},

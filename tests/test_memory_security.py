@@ -40,9 +40,7 @@ def outside(tmp_path: Path) -> Path:
 @pytest.fixture
 def tool(tmp_path: Path) -> MemoryTool:
     m = MemoryTool(tmp_path / "ws")
-    assert m.call({"command": "create", "path": "/memories/session/cp.md", "file_text": "x"})[
-        "ok"
-    ]
+    assert m.call({"command": "create", "path": "/memories/session/cp.md", "file_text": "x"})["ok"]
     return m
 
 
@@ -55,7 +53,12 @@ def tool(tmp_path: Path) -> MemoryTool:
         {"command": "view", "path": "/memories/session/pipe"},
         {"command": "view", "path": "/memories/session/pipe", "view_range": [1, 2]},
         {"command": "str_replace", "path": "/memories/session/pipe", "old_str": "a"},
-        {"command": "insert", "path": "/memories/session/pipe", "insert_line": 0, "insert_text": "a"},
+        {
+            "command": "insert",
+            "path": "/memories/session/pipe",
+            "insert_line": 0,
+            "insert_text": "a",
+        },
     ],
     ids=lambda a: str(a["command"]) + ("+range" if "view_range" in a else ""),
 )
@@ -108,9 +111,9 @@ def test_replacing_or_deleting_a_hard_link_leaves_the_outside_file(
 ) -> None:
     link = tool.root / "session" / "linked.md"
     os.link(outside / "secret.txt", link)
-    assert tool.call({"command": "create", "path": "/memories/session/linked.md", "file_text": "y"})[
-        "ok"
-    ]
+    assert tool.call(
+        {"command": "create", "path": "/memories/session/linked.md", "file_text": "y"}
+    )["ok"]
     assert link.read_text() == "y"
     os.unlink(link)
     os.link(outside / "secret.txt", link)
@@ -133,7 +136,9 @@ def test_renaming_a_directory_cannot_bring_a_big_file_into_the_session_scope(
 ) -> None:
     big = "x" * 100_000
     assert tool.call({"command": "create", "path": "/memories/d/big.md", "file_text": big})["ok"]
-    result = tool.call({"command": "rename", "old_path": "/memories/d", "new_path": "/memories/session/d"})
+    result = tool.call(
+        {"command": "rename", "old_path": "/memories/d", "new_path": "/memories/session/d"}
+    )
     assert result["ok"] is False
     assert result["code"] == "too_large"
     assert "/memories/d/big.md" in result["error"]
@@ -156,7 +161,9 @@ def test_a_directory_of_small_files_moves_into_the_session_scope(tool: MemoryToo
     for name in ("a.md", "sub/b.md"):
         path = f"/memories/d/{name}"
         assert tool.call({"command": "create", "path": path, "file_text": "z" * 8192})["ok"]
-    result = tool.call({"command": "rename", "old_path": "/memories/d", "new_path": "/memories/session/d"})
+    result = tool.call(
+        {"command": "rename", "old_path": "/memories/d", "new_path": "/memories/session/d"}
+    )
     assert result == {"ok": True, "path": "/memories/session/d", "status": "renamed"}
     assert (tool.root / "session" / "d" / "sub" / "b.md").stat().st_size == 8192
 
@@ -174,7 +181,11 @@ def test_a_big_file_planted_in_the_session_scope_cannot_be_moved_within_it(
     )
     assert result["code"] == "too_large"
     assert tool.call(
-        {"command": "rename", "old_path": "/memories/session/planted.md", "new_path": "/memories/p.md"}
+        {
+            "command": "rename",
+            "old_path": "/memories/session/planted.md",
+            "new_path": "/memories/p.md",
+        }
     )["ok"], "moving it out of the session scope is fine"
 
 
@@ -186,7 +197,9 @@ def test_rename_does_not_replace_and_not_into_itself(tool: MemoryTool) -> None:
     assert taken["code"] == "exists"
     assert (tool.root / "session" / "cp.md").read_text() == "x"
     assert tool.call({"command": "create", "path": "/memories/d/x.md", "file_text": "a"})["ok"]
-    inside = tool.call({"command": "rename", "old_path": "/memories/d", "new_path": "/memories/d/e"})
+    inside = tool.call(
+        {"command": "rename", "old_path": "/memories/d", "new_path": "/memories/d/e"}
+    )
     assert inside["code"] == "invalid_path"
 
 

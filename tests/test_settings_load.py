@@ -71,7 +71,7 @@ def test_a_fifo_is_a_settings_error_without_blocking(tmp_path: Path) -> None:
     def load() -> None:
         try:
             Settings.load(fifo)
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+        except BaseException as exc:  # handed to the main thread
             box.append(exc)
 
     worker = threading.Thread(target=load, daemon=True)
@@ -115,7 +115,9 @@ def test_a_long_value_is_shown_shortened(tmp_path: Path) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 settings_like = st.fixed_dictionaries(
@@ -154,7 +156,9 @@ def _check_load(path: Path, content: bytes) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(content=contents)
-def test_any_file_loads_or_raises_a_settings_error(tmp_path_factory: pytest.TempPathFactory, content: bytes) -> None:
+def test_any_file_loads_or_raises_a_settings_error(
+    tmp_path_factory: pytest.TempPathFactory, content: bytes
+) -> None:
     _check_load(tmp_path_factory.mktemp("settings") / "s.json", content)
 
 

@@ -18,6 +18,7 @@ so the memory tool can use it inside its confined tree.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import secrets
@@ -116,7 +117,5 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _unlink_quietly(dir_fd: int, name: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass

@@ -18,7 +18,7 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,10 +83,8 @@ def open_tree(root: Path, name: str, *, create: bool) -> int | None:
 def open_dir(parent: int, name: str, *, create: bool, shown: str) -> int | None:
     """``name`` in ``parent`` opened as a directory without following a symlink."""
     if create:
-        try:
+        with suppress(FileExistsError):
             os.mkdir(name, dir_fd=parent)
-        except FileExistsError:
-            pass
     try:
         return os.open(name, DIR_FLAGS, dir_fd=parent)
     except FileNotFoundError:
@@ -265,10 +263,8 @@ def remove_tree(parent: int, name: str, shown: str) -> None:
                     if entry.is_dir(follow_symlinks=False):
                         subdir = entry.name
                         break
-                    try:
+                    with suppress(FileNotFoundError):
                         os.unlink(entry.name, dir_fd=own)
-                    except FileNotFoundError:
-                        pass
             if subdir is not None:
                 child = open_dir(own, subdir, create=False, shown=shown)
                 if child is not None:
@@ -292,7 +288,7 @@ def _load_renameat2() -> Callable[..., int] | None:
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 _renameat2 = _load_renameat2()

@@ -263,6 +263,12 @@ class MemoryTool:
             return handler(args)
         except Refused as refused:
             return _fail(refused.code, str(refused))
+        except FileNotFoundError:
+            return _fail(
+                "not_found",
+                "a file or directory on that path disappeared while the command ran; "
+                "view it and try again",
+            )
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             return _fail("io_error", f"the memory file could not be accessed: {reason}")
