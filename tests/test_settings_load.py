@@ -165,3 +165,37 @@ def test_any_file_loads_or_raises_a_settings_error(
 def test_settings_error_is_a_ctxbudget_error() -> None:
     assert issubclass(SettingsError, ctxbudget.CtxBudgetError)
     assert issubclass(SettingsError, ValueError)
+
+
+path_values = st.one_of(
+    st.text(max_size=40),
+    st.lists(
+        st.sampled_from(["..", ".", "", "s.json", "nope", "other.txt", "\x00"]), max_size=4
+    ).map("/".join),
+    st.integers(),
+    st.none(),
+    st.binary(max_size=10),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(path=path_values, missing_ok=st.booleans())
+def test_any_path_loads_or_raises_a_settings_error(
+    tmp_path_factory: pytest.TempPathFactory, path: object, missing_ok: bool
+) -> None:
+    base = tmp_path_factory.mktemp("paths")
+    (base / "s.json").write_text('{"default_threshold": 0.4}')
+    (base / "other.txt").write_text("not json")
+    before = {p.name: p.read_bytes() for p in base.iterdir()}
+    cwd = os.getcwd()
+    os.chdir(base)
+    try:
+        loaded = Settings.load(path, missing_ok=missing_ok)  # type: ignore[arg-type]
+    except SettingsError:
+        pass
+    else:
+        assert isinstance(loaded, Settings)
+    finally:
+        os.chdir(cwd)
+    assert {p.name: p.read_bytes() for p in base.iterdir()} == before

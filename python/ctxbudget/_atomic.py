@@ -82,7 +82,7 @@ def atomic_write_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> N
 def reclaim_stale(dir_fd: int) -> int:
     """Removes temporary files in ``dir_fd`` whose writer is gone; returns how many."""
     with os.scandir(dir_fd) as it:
-        names = [e.name for e in it if is_temp_name(e.name)]
+        names = [e.name for e in it if is_temp_name(e.name) and e.is_file(follow_symlinks=False)]
     removed = 0
     for name in names:
         try:

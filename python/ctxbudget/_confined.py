@@ -37,7 +37,8 @@ __all__ = [
     "walk",
 ]
 
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: should a name turn into a FIFO, opening it can never wait for a writer.
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 TREE_MAX_ENTRIES = 10_000
 """Most entries inspected when checking a directory tree before moving it."""

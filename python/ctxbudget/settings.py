@@ -180,6 +180,10 @@ class Settings:
         :class:`~ctxbudget.SettingsError` unless ``missing_ok`` is true, which gives the
         defaults. Any unreadable or invalid file raises :class:`~ctxbudget.SettingsError`
         naming the problem and is left exactly as it is."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise _error(
+                f"the path must be a str or os.PathLike, got {type(path).__name__}", "<file>"
+            )
         p = Path(path)
         try:
             raw = _read_file(p)
@@ -211,6 +215,8 @@ def _read_file(p: Path) -> bytes:
         raise
     except OSError as exc:
         raise _error(f"cannot be opened: {exc.strerror}", "<file>", str(p)) from None
+    except ValueError as exc:  # a NUL byte, or a name the file system cannot encode
+        raise _error(f"is not a usable path: {exc}", "<file>", repr(str(p))) from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
