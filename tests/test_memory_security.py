@@ -104,6 +104,8 @@ def test_a_hard_link_to_an_outside_file_is_not_read(
     assert "hard links" in result["error"]
     assert SECRET not in json.dumps(result)
     assert (outside / "secret.txt").read_text() == SECRET
+    listing = tool.call({"command": "view", "path": "/memories/session"})["entries"]
+    assert "/memories/session/linked.md (not readable: 2 hard links)" in listing
 
 
 def test_replacing_or_deleting_a_hard_link_leaves_the_outside_file(

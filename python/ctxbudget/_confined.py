@@ -179,11 +179,13 @@ def _too_large(shown: str, size: int, limit: int) -> Refused:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A directory entry as listed: a directory, or a regular file and its size."""
+    """A directory entry as listed: a directory, or a regular file, its size and its
+    number of hard links (a file with more than one is not read)."""
 
     name: str
     is_dir: bool
     size: int
+    links: int = 1
 
 
 def list_dir(fd: int, hide: Callable[[str], bool]) -> list[Entry]:
@@ -201,7 +203,7 @@ def list_dir(fd: int, hide: Callable[[str], bool]) -> list[Entry]:
             if stat.S_ISDIR(st.st_mode):
                 out.append(Entry(entry.name, True, 0))
             elif stat.S_ISREG(st.st_mode):
-                out.append(Entry(entry.name, False, st.st_size))
+                out.append(Entry(entry.name, False, st.st_size, st.st_nlink))
     out.sort(key=lambda e: e.name)
     return out
 

@@ -317,7 +317,12 @@ class MemoryTool:
             if hide_session and entry.name == _SESSION:
                 continue
             shown = _shown([*parts, entry.name])
-            entries.append(f"{shown}/" if entry.is_dir else f"{shown} ({entry.size} bytes)")
+            if entry.is_dir:
+                entries.append(f"{shown}/")
+            elif entry.links != 1:  # its size would describe a file that may lie outside
+                entries.append(f"{shown} (not readable: {entry.links} hard links)")
+            else:
+                entries.append(f"{shown} ({entry.size} bytes)")
         return {"ok": True, "path": _shown(parts), "entries": entries[:500]}
 
     def _create(self, args: Mapping[str, Any]) -> dict[str, Any]:
