@@ -81,8 +81,13 @@ def atomic_write_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> N
 
 def reclaim_stale(dir_fd: int) -> int:
     """Removes temporary files in ``dir_fd`` whose writer is gone; returns how many."""
-    with os.scandir(dir_fd) as it:
-        names = [e.name for e in it if is_temp_name(e.name) and e.is_file(follow_symlinks=False)]
+    try:
+        with os.scandir(dir_fd) as it:
+            names = [
+                e.name for e in it if is_temp_name(e.name) and e.is_file(follow_symlinks=False)
+            ]
+    except OSError:
+        return 0  # an unlistable directory: reclaiming is best effort, writing goes on
     removed = 0
     for name in names:
         try:
