@@ -14,7 +14,7 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -171,9 +171,7 @@ async def _scenario(session: Any, mode: str, *, use_filter: bool) -> tuple[Any, 
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_scripted_run_gives_the_model_what_sqlite_session_gives(
-    tmp_path: Path, mode: str
-) -> None:
+def test_scripted_run_gives_the_model_what_sqlite_session_gives(tmp_path: Path, mode: str) -> None:
     async def run() -> None:
         ref_model, ref_items = await _scenario(_sqlite(), mode, use_filter=False)
         ours = _open(tmp_path)
@@ -214,6 +212,40 @@ def test_each_turn_input_is_stored_once(tmp_path: Path, mode: str) -> None:
         ]
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_repeated_message_is_stored_each_time(tmp_path: Path, mode: str) -> None:
+    async def run() -> list[list[Any]]:
+        stored = []
+        for s in (_open(tmp_path), _sqlite()):
+            model = testing.ScriptedModel([_reply("Sure?"), _reply("Done.")])
+            rc = s.run_config() if isinstance(s, AgentsSession) else None
+            for _ in range(2):
+                await _drive(_agent(model), "yes", mode=mode, session=s, run_config=rc)
+            assert _without_ids(model.calls[1].input)[-1] == {"role": "user", "content": "yes"}
+            assert len(model.calls[1].input) == 3
+            stored.append(await s.get_items())
+        return stored
+
+    ours, ref = asyncio.run(run())
+    assert ours == ref and len(ours) == 4
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failed_model_call_keeps_the_input_like_sqlite(tmp_path: Path, mode: str) -> None:
+    async def run() -> list[list[Any]]:
+        stored = []
+        for s in (_open(tmp_path), _sqlite()):
+            model = testing.ScriptedModel([testing.ModelStep.raise_error(RuntimeError("boom"))])
+            rc = s.run_config() if isinstance(s, AgentsSession) else None
+            with pytest.raises(RuntimeError, match="boom"):
+                await _drive(_agent(model), "Hi", mode=mode, session=s, run_config=rc)
+            stored.append(await s.get_items())
+        return stored
+
+    ours, ref = asyncio.run(run())
+    assert ours == ref
 
 
 # ----- media parts -----------------------------------------------------------------------
@@ -518,7 +550,9 @@ def test_one_session_from_many_threads(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     items = asyncio.run(s.get_items())
-    assert sorted(i["content"] for i in items) == sorted(f"{n}.{k}" for n in range(4) for k in range(5))
+    assert sorted(i["content"] for i in items) == sorted(
+        f"{n}.{k}" for n in range(4) for k in range(5)
+    )
 
 
 # ----- behaviours that already agreed (kept agreeing) ------------------------------------
@@ -626,4 +660,3 @@ def test_encrypted_session_over_agents_session(tmp_path: Path) -> None:
         assert "secret" not in raw
 
     asyncio.run(run())
-
