@@ -645,6 +645,26 @@ def test_human_in_the_loop_with_rehydration(tmp_path: Path, mode: str, decision:
     asyncio.run(run())
 
 
+def test_soft_cancel_after_turn(tmp_path: Path) -> None:
+    async def run() -> list[list[Any]]:
+        stored = []
+        for s in (_open(tmp_path), _sqlite()):
+            call = testing.function_call("read_file", {"n": 1}, call_id="c1")
+            model = testing.ScriptedModel([[call], _reply("never reached")])
+            rc = s.run_config() if isinstance(s, AgentsSession) else None
+            result = agents.Runner.run_streamed(_agent(model), "Hi", session=s, run_config=rc)
+            async for event in result.stream_events():
+                if event.type == "run_item_stream_event":
+                    result.cancel(mode="after_turn")
+            stored.append(await s.get_items())
+        return stored
+
+    ours, ref = asyncio.run(run())
+    assert ours == ref
+    kinds = [i.get("type", i.get("role")) for i in ours]
+    assert kinds == ["user", "function_call", "function_call_output"]
+
+
 def test_encrypted_session_over_agents_session(tmp_path: Path) -> None:
     encrypt = pytest.importorskip("agents.extensions.memory.encrypt_session")
 

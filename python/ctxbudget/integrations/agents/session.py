@@ -186,7 +186,7 @@ class AgentsSession:
             self._row_items.clear()
             self._cache_window = s.window_id
         hidden = s._hidden
-        out = []
+        out: list[_Entry] = []
         for row in s._window_rows:
             if row.seq in hidden:
                 continue
@@ -277,7 +277,9 @@ class AgentsSession:
         self.session.history.append(rows)
         self.session._sync()
         if self._mark is not None:
-            self._mark.held[fingerprint(last.item)] -= 1
+            key = fingerprint(last.item)
+            if self._mark.held[key] > 0:
+                self._mark.held[key] -= 1
         return copy.deepcopy(last.item)
 
     async def pop_item(self) -> Any | None:
@@ -405,7 +407,9 @@ def _with_suffix(item: dict[str, Any], suffix: str) -> dict[str, Any]:
         item["content"] = content + suffix
         return item
     parts = list(content) if isinstance(content, list) else []
-    texts = [n for n, p in enumerate(parts) if isinstance(p, dict) and p.get("type") == "input_text"]
+    texts = [
+        n for n, p in enumerate(parts) if isinstance(p, dict) and p.get("type") == "input_text"
+    ]
     if texts:
         last = dict(parts[texts[-1]])
         last["text"] = str(last.get("text", "")) + suffix
