@@ -614,6 +614,28 @@ def test_session_input_callback(tmp_path: Path, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_session_input_callback_with_the_filter_stores_what_sqlite_stores(
+    tmp_path: Path, mode: str
+) -> None:
+    def new_first(history: list[Any], new: list[Any]) -> list[Any]:
+        return new + history[-3:]
+
+    async def run() -> None:
+        stored = []
+        for s in (_sqlite(), _open(tmp_path)):
+            await s.add_items(_history())
+            call = testing.function_call("read_file", {"n": 3}, call_id="c")
+            model = testing.ScriptedModel([[call], _reply("ok")])
+            kw = {"session_input_callback": new_first}
+            rc = s.run_config(**kw) if isinstance(s, AgentsSession) else agents.RunConfig(**kw)
+            await _drive(_agent(model), "third", mode=mode, session=s, run_config=rc)
+            stored.append(await s.get_items())
+        assert stored[0] == stored[1]
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("decision", ["approve", "reject"])
 def test_human_in_the_loop_with_rehydration(tmp_path: Path, mode: str, decision: str) -> None:
     @agents.function_tool(needs_approval=True)

@@ -60,8 +60,8 @@ class _RunMark:
     """Position of the first item a limited read returned; ``None`` for the window."""
     read_upto: int
     """Last seq of the store at the read: rows after it belong to the run."""
-    held: Counter[str]
-    """Fingerprints of the items the SDK holds: those read, and those stored since."""
+    held: list[dict[str, Any]]
+    """The items the SDK holds, in order: those read, and those stored since."""
     pending: list[dict[str, Any]]
     """Items the model-input filter recorded that the SDK has not saved yet."""
 
@@ -221,7 +221,7 @@ class AgentsSession:
             self.session.history.append(rows)
             self.session._sync()
             if self._mark is not None:
-                self._mark.held.update(fingerprint(i) for i in items)
+                self._mark.held.extend(items)
 
     # ----- the session protocol -------------------------------------------------------
 
@@ -235,7 +235,7 @@ class AgentsSession:
         self._mark = _RunMark(
             floor=floor,
             read_upto=self.session._last_seq,
-            held=Counter(fingerprint(e.item) for e in shown),
+            held=[e.item for e in shown],
             pending=[],
         )
         return copy.deepcopy([e.item for e in shown])
@@ -277,9 +277,9 @@ class AgentsSession:
         self.session.history.append(rows)
         self.session._sync()
         if self._mark is not None:
-            key = fingerprint(last.item)
-            if self._mark.held[key] > 0:
-                self._mark.held[key] -= 1
+            held = self._mark.held
+            if held and held[-1] == last.item:
+                held.pop()
         return copy.deepcopy(last.item)
 
     async def pop_item(self) -> Any | None:
@@ -338,18 +338,9 @@ class AgentsSession:
         s = self.session
         s._sync()
         if self._mark is None:  # a run without session=: the SDK holds no history
-            self._mark = _RunMark(None, s._last_seq, Counter(), [])
+            self._mark = _RunMark(None, s._last_seq, [], [])
         mark = self._mark
-        # What the SDK sends but has not saved: every item beyond those it read or
-        # saved since (matched by content, counting repeats).
-        held = Counter(mark.held)
-        unsaved = []
-        for item in (plain(i) for i in data.model_data.input):
-            key = fingerprint(item)
-            if held[key] > 0:
-                held[key] -= 1
-            else:
-                unsaved.append(item)
+        unsaved = _unsaved([plain(i) for i in data.model_data.input], mark.held)
         if unsaved:
             self._append_items(unsaved)
             mark.pending.extend(unsaved)
@@ -398,6 +389,28 @@ class AgentsSession:
 
     def __repr__(self) -> str:
         return f"AgentsSession({self.session_id!r}, {self.session!r})"
+
+
+def _unsaved(sent: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the SDK sends but has not saved: every item beyond those it holds.
+
+    Usually the SDK sends what it holds, in order, then what it has not saved yet, which
+    a comparison in order finds. When it sent something else (a session input callback
+    reordered history, orphan tool calls were dropped, IDs were omitted), items are
+    matched by content instead, repeats counted.
+    """
+    n = len(held)
+    if len(sent) >= n and all(a == b for a, b in zip(sent, held, strict=False)):
+        return sent[n:]
+    counts = Counter(fingerprint(i) for i in held)
+    unsaved = []
+    for item in sent:
+        key = fingerprint(item)
+        if counts[key] > 0:
+            counts[key] -= 1
+        else:
+            unsaved.append(item)
+    return unsaved
 
 
 def _with_suffix(item: dict[str, Any], suffix: str) -> dict[str, Any]:
