@@ -402,18 +402,24 @@ def _image_message() -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "input_image", "image_url": PNG}]}
 
 
-def test_rollover_repeats_the_users_own_item(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_rollover_repeats_the_users_own_item(tmp_path: Path, mode: str) -> None:
     async def run() -> None:
         s = _open(tmp_path, context_window=6_000)
         await s.add_items([{"role": "user", "content": "x " * 1_500}])
         await s.add_items([{"role": "assistant", "content": "y " * 1_500}])
         await s.add_items([_image_message()])
         model = testing.ScriptedModel([_reply("fresh")])
-        await _drive(_agent(model), [], mode="run", session=s, run_config=s.run_config())
+        await _drive(_agent(model), [], mode=mode, session=s, run_config=s.run_config())
         assert s.session.previous_window_id is not None, "forced rollover at the limit"
         sent = [_plain(i) for i in model.calls[0].input]
         assert sent[0]["content"].startswith("New context window")  # the lead-in
         assert sent[1] == _image_message()  # the continuation: the user's image, whole
+        shown = await s.get_items()
+        assert shown[1:] == [_image_message(), _plain(_reply("fresh")[0])]
+        assert await s.pop_item() == shown[-1]
+        assert await s.pop_item() == _image_message()
+        assert await s.get_items() == shown[:1]
 
     asyncio.run(run())
 
