@@ -207,8 +207,11 @@ class AgentsSession:
             return item if isinstance(item, dict) else None
         return None
 
-    def _call_names(self) -> dict[str, str]:
-        names = {}
+    def _call_names(self, items: Sequence[dict[str, Any]]) -> dict[str, str]:
+        """Tool names of the window's calls, read only when ``items`` hold a result."""
+        names: dict[str, str] = {}
+        if not any(i.get("type") == "function_call_output" for i in items):
+            return names
         for row in self.session._window_rows:
             for p in row.parts:
                 if p.get("type") == "tool_call":
@@ -216,7 +219,7 @@ class AgentsSession:
         return names
 
     def _append_items(self, items: Sequence[dict[str, Any]]) -> None:
-        rows = rows_for(items, self._call_names())
+        rows = rows_for(items, self._call_names(items))
         if rows:
             self.session.history.append(rows)
             self.session._sync()
@@ -273,7 +276,7 @@ class AgentsSession:
             {"kind": "retraction", "role": "system", "meta": {"retracts": last.row.seq}}
         ]
         # A row of ctxbudget's own that shows several items keeps the others.
-        rows += rows_for(rest, self._call_names())
+        rows += rows_for(rest, self._call_names(rest))
         self.session.history.append(rows)
         self.session._sync()
         if self._mark is not None:
