@@ -673,6 +673,27 @@ def test_human_in_the_loop_with_rehydration(tmp_path: Path, mode: str, decision:
     asyncio.run(run())
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_handoff_to_another_agent(tmp_path: Path, mode: str) -> None:
+    async def run() -> list[Any]:
+        seen = []
+        for s in (_sqlite(), _open(tmp_path)):
+            second = testing.ScriptedModel([_reply("B here.")])
+            b = agents.Agent(name="b", instructions="B.", model=second)
+            first = testing.ScriptedModel(
+                [[testing.function_call("transfer_to_b", {}, call_id="h")]]
+            )
+            a = agents.Agent(name="a", instructions="A.", model=first, handoffs=[b])
+            rc = s.run_config() if isinstance(s, AgentsSession) else None
+            result = await _drive(a, "Hi", mode=mode, session=s, run_config=rc)
+            assert result.final_output == "B here."
+            seen.append((_calls(first), _calls(second), await s.get_items()))
+        return seen
+
+    ref, ours = asyncio.run(run())
+    assert ours == ref
+
+
 def test_soft_cancel_after_turn(tmp_path: Path) -> None:
     async def run() -> list[list[Any]]:
         stored = []
