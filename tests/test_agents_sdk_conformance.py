@@ -694,6 +694,31 @@ def test_handoff_to_another_agent(tmp_path: Path, mode: str) -> None:
     assert ours == ref
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_reasoning_ids_omitted_as_the_run_config_asks(tmp_path: Path, mode: str) -> None:
+    earlier = [
+        {"role": "user", "content": "plan"},
+        {"id": "rs_0", "type": "reasoning", "summary": [{"type": "summary_text", "text": "hm"}]},
+        {"role": "assistant", "content": "ok"},
+    ]
+
+    async def run() -> list[Any]:
+        seen = []
+        for s in (_sqlite(), _open(tmp_path)):
+            await s.add_items(earlier)
+            call = testing.function_call("read_file", {"n": 1}, call_id="c")
+            model = testing.ScriptedModel([[_reasoning("read it"), call], _reply("done")])
+            kw = {"reasoning_item_id_policy": "omit"}
+            rc = s.run_config(**kw) if isinstance(s, AgentsSession) else agents.RunConfig(**kw)
+            await _drive(_agent(model), "Hi", mode=mode, session=s, run_config=rc)
+            seen.append((_calls(model), await s.get_items()))
+        return seen
+
+    ref, ours = asyncio.run(run())
+    assert ours == ref
+    assert "rs_0" not in json.dumps(ours[0])
+
+
 def test_soft_cancel_after_turn(tmp_path: Path) -> None:
     async def run() -> list[list[Any]]:
         stored = []

@@ -343,7 +343,8 @@ class AgentsSession:
         if self._mark is None:  # a run without session=: the SDK holds no history
             self._mark = _RunMark(None, s._last_seq, [], [])
         mark = self._mark
-        unsaved = _unsaved([plain(i) for i in data.model_data.input], mark.held)
+        sent = [plain(i) for i in data.model_data.input]
+        unsaved = _unsaved(sent, mark.held)
         if unsaved:
             self._append_items(unsaved)
             mark.pending.extend(unsaved)
@@ -352,9 +353,13 @@ class AgentsSession:
         if turn.status != "send":
             raise NotSentError(turn)
         instructions = "\n\n".join(x for x in (data.model_data.instructions, turn.system) if x)
-        return ModelInputData(input=cast(Any, self._model_input(turn)), instructions=instructions)
+        # RunConfig(reasoning_item_id_policy="omit"): the SDK sent its reasoning without IDs.
+        reasoning = [i for i in sent if i.get("type") == "reasoning"]
+        omit_ids = bool(reasoning) and not any("id" in i for i in reasoning)
+        items = self._model_input(turn, omit_reasoning_ids=omit_ids)
+        return ModelInputData(input=cast(Any, items), instructions=instructions)
 
-    def _model_input(self, turn: Turn) -> list[dict[str, Any]]:
+    def _model_input(self, turn: Turn, *, omit_reasoning_ids: bool) -> list[dict[str, Any]]:
         entries = self._entries()
         mark = self._mark
         if mark is not None and mark.floor is not None:
@@ -363,6 +368,8 @@ class AgentsSession:
         read_upto = mark.read_upto if mark is not None else 0
         limited = mark is not None and mark.floor is not None
         kept = _drop_orphans(entries, lambda e: e.row.seq <= read_upto, outputs=limited)
+        if omit_reasoning_ids:
+            kept = [_Entry(e.row, e.index, _without_id(e.item)) for e in kept]
         if not self.session.mode_active:
             return [copy.deepcopy(for_model(e.item)) for e in kept]
         # User messages end with their item ID, as in Turn.messages.
@@ -414,6 +421,12 @@ def _unsaved(sent: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[dic
         else:
             unsaved.append(item)
     return unsaved
+
+
+def _without_id(item: dict[str, Any]) -> dict[str, Any]:
+    if item.get("type") != "reasoning" or "id" not in item:
+        return item
+    return {k: v for k, v in item.items() if k != "id"}
 
 
 def _with_suffix(item: dict[str, Any], suffix: str) -> dict[str, Any]:
