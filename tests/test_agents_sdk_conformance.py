@@ -719,6 +719,28 @@ def test_reasoning_ids_omitted_as_the_run_config_asks(tmp_path: Path, mode: str)
     assert "rs_0" not in json.dumps(ours[0])
 
 
+@agents.input_guardrail
+async def _always_trips(_ctx: Any, _agent: Any, _input: Any) -> Any:
+    return agents.GuardrailFunctionOutput(output_info=None, tripwire_triggered=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_input_guardrail_tripwire(tmp_path: Path, mode: str) -> None:
+    async def run() -> list[Any]:
+        stored = []
+        for s in (_sqlite(), _open(tmp_path)):
+            model = testing.ScriptedModel([_reply("never sent")])
+            agent = _agent(model, input_guardrails=[_always_trips])
+            rc = s.run_config() if isinstance(s, AgentsSession) else None
+            with pytest.raises(agents.InputGuardrailTripwireTriggered):
+                await _drive(agent, "Hi", mode=mode, session=s, run_config=rc)
+            stored.append(await s.get_items())
+        return stored
+
+    ref, ours = asyncio.run(run())
+    assert ours == ref
+
+
 def test_soft_cancel_after_turn(tmp_path: Path) -> None:
     async def run() -> list[list[Any]]:
         stored = []
