@@ -9,7 +9,9 @@
 //!   these.
 //!
 //! `CTXBUDGET_BENCH_RUNS_ONLY=1` / `CTXBUDGET_BENCH_CORPUS_ONLY=1` run one group.
-use std::path::{Path, PathBuf};
+#[path = "support/corpus.rs"]
+mod corpus;
+
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -17,50 +19,6 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use ctxbudget::Encoding;
 
 const MIB: usize = 1 << 20;
-
-fn stdlib_dir() -> Option<PathBuf> {
-    if let Ok(dir) = std::env::var("CTXBUDGET_CORPUS") {
-        return Some(PathBuf::from(dir));
-    }
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"])
-        .output()
-        .ok()?;
-    let dir = String::from_utf8(out.stdout).ok()?;
-    Some(PathBuf::from(dir.trim()))
-}
-
-fn collect(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if path.is_dir() {
-            if name != "site-packages" && name != "test" && name != "tests" {
-                collect(&path, out);
-            }
-        } else if name.ends_with(".py") {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                out.push((path, text));
-            }
-        }
-    }
-}
-
-/// The corpus, file by file (skipped with a message if no Python is found).
-fn corpus() -> Vec<String> {
-    let mut files = Vec::new();
-    if let Some(dir) = stdlib_dir() {
-        collect(&dir, &mut files);
-    }
-    if files.is_empty() {
-        eprintln!("no Python standard library found: set CTXBUDGET_CORPUS to a directory");
-    }
-    files.into_iter().map(|(_, t)| t).collect()
-}
 
 fn ours(name: &str) -> Encoding {
     match Encoding::new(name) {
@@ -73,7 +31,7 @@ fn bench_corpus(c: &mut Criterion) {
     if std::env::var_os("CTXBUDGET_BENCH_RUNS_ONLY").is_some() {
         return;
     }
-    let texts = corpus();
+    let texts = corpus::files();
     if texts.is_empty() {
         return;
     }

@@ -1,4 +1,4 @@
-//! Cutting long text into bounded chunks without changing its token count.
+//! Cutting long text into chunks without changing its token count.
 //!
 //! A cut at an *exact pre-token boundary* — a point where the encoding's regex always
 //! starts a new piece, whatever follows — splits the pre-tokenization into two
@@ -10,8 +10,10 @@
 use super::pretokenize::Family;
 use super::unicode::{class_at, len_before};
 
-/// Largest chunk handed to the pre-tokenizer and merger, in bytes.
-pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
+/// The default chunk bound: none. The pre-tokenizer and the mergers are linear on any
+/// text, so counting needs no chunks; the bound exists for tests (see
+/// `Encoding::with_chunk_bytes`), which check that chunking never changes a count.
+pub(crate) const CHUNK_BYTES: usize = usize::MAX;
 
 /// How far past a newline we look for the end of its whitespace run.
 const NEWLINE_LOOKAHEAD: usize = 64;
@@ -22,7 +24,7 @@ const NEWLINE_LOOKAHEAD: usize = 64;
 /// then forwards from `start + max`, so every chunk advances by at least half the bound
 /// and each byte is looked at a bounded number of times: the search is linear overall.
 pub(crate) fn next_cut(family: Family, text: &[u8], start: usize, max: usize) -> usize {
-    let limit = start + max;
+    let limit = start.saturating_add(max);
     if limit >= text.len() {
         return text.len();
     }

@@ -192,9 +192,9 @@ impl Encoding {
 
     /// The same encoding cutting text into chunks of about `bytes` (at least 64), at
     /// exact pre-token boundaries only: a chunk runs on past the bound when the text
-    /// offers no such boundary (a run of spaces, one enormous word). Counts never
-    /// depend on the chunk size; this exists for tests and experiments. The result gets
-    /// a cache of its own.
+    /// offers no such boundary (a run of spaces, one enormous word). By default text is
+    /// not chunked at all. Counts never depend on the chunk size; this exists for tests
+    /// and experiments. The result gets a cache of its own.
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Encoding {
         self.chunk_bytes = bytes.max(64);
         let capacity = self.cache_capacity;
