@@ -260,31 +260,33 @@ struct Trie {
 
 impl Trie {
     fn build(vocab: &super::vocab::Vocab) -> Trie {
-        let mut order: Vec<u32> = (0..vocab.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| vocab.token(a).cmp(vocab.token(b)));
+        let mut order: Vec<(&[u8], u32)> = vocab.iter().map(|(id, t)| (t, id)).collect();
+        order.sort_unstable();
         let root = Node {
             first: 0,
             token: NONE,
             count: 0,
         };
         let mut trie = Trie {
-            nodes: vec![root],
-            labels: vec![0],
+            nodes: Vec::with_capacity(vocab.bytes.len() / 3),
+            labels: Vec::with_capacity(vocab.bytes.len() / 3),
         };
+        trie.nodes.push(root);
+        trie.labels.push(0);
         // (node, range of `order` below it, depth): every token in the range starts
         // with the node's path of `depth` bytes; the shortest, if it is that path, first.
         let mut todo = vec![(0usize, 0usize, order.len(), 0usize)];
         while let Some((node, mut lo, hi, depth)) = todo.pop() {
-            if lo < hi && vocab.token(order[lo]).len() == depth {
-                trie.nodes[node].token = order[lo];
+            if lo < hi && order[lo].0.len() == depth {
+                trie.nodes[node].token = order[lo].1;
                 lo += 1;
             }
             let first = trie.nodes.len();
             let mut count = 0u16;
             while lo < hi {
-                let byte = vocab.token(order[lo])[depth];
+                let byte = order[lo].0[depth];
                 let mut end = lo + 1;
-                while end < hi && vocab.token(order[end])[depth] == byte {
+                while end < hi && order[end].0[depth] == byte {
                     end += 1;
                 }
                 trie.nodes.push(Node {

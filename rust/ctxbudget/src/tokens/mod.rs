@@ -156,8 +156,8 @@ impl Encoding {
     /// The encoding called `name` (see [`encoding_names`]).
     ///
     /// The first call for a name builds its rank table (a few milliseconds); later
-    /// calls share it. The tables for pieces longer than 64 bytes are built the first
-    /// time such a piece is counted (tens of milliseconds).
+    /// calls share it. The tables of the long-piece encoder are built once a quarter
+    /// megabyte of long pieces (a run of spaces, a base64 blob) has been counted.
     pub fn new(name: &str) -> Result<Encoding, TokenError> {
         let (name, tables) = tables(name)?;
         Ok(Encoding {
