@@ -35,6 +35,10 @@ pub(super) struct Prefilter {
     in_query: [bool; 128],
     /// The raw UTF-8 of the [`FOLDS_TO_ASCII`] characters that fold into the query.
     folding: Vec<String>,
+    /// Starts of the escapes that can matter: `\u002` … `\u007` (printable ASCII,
+    /// which is all a query holds), and the first four digits of the escapes of the
+    /// folding characters.
+    escapes: Vec<memchr::memmem::Finder<'static>>,
 }
 
 /// Rough frequency rank of ASCII bytes in English prose and code (higher = commoner).
@@ -92,11 +96,26 @@ impl Prefilter {
             .filter(|(_, ascii)| in_query[usize::from(*ascii)])
             .map(|(c, _)| c.to_string())
             .collect();
+        let mut escapes: Vec<String> = (b'2'..=b'7')
+            .map(|d| format!("\\u00{}", char::from(d)))
+            .collect();
+        for (c, ascii) in FOLDS_TO_ASCII {
+            if in_query[usize::from(ascii)] {
+                escapes.push(format!("\\u{:03x}", u32::from(c) >> 4));
+                escapes.push(format!("\\u{:03X}", u32::from(c) >> 4));
+            }
+        }
+        escapes.dedup();
+        let escapes = escapes
+            .iter()
+            .map(|e| memchr::memmem::Finder::new(e.as_bytes()).into_owned())
+            .collect();
         Some(Prefilter {
             anchor: (index, byte.to_ascii_lowercase(), byte.to_ascii_uppercase()),
             query,
             in_query,
             folding,
+            escapes,
         })
     }
 
@@ -109,6 +128,20 @@ impl Prefilter {
                 .iter()
                 .any(|&(c, ascii)| u32::from(c) == cp && self.in_query[usize::from(ascii)]),
         }
+    }
+
+    /// Whether a `\uXXXX` escape in `line` decodes to a character that matters.
+    ///
+    /// Rows of colour codes or NULs hold an escape every few bytes, so escapes are not
+    /// visited one by one: only the few spellings that can matter are searched for,
+    /// each with a vectorized substring search (see [`Prefilter::escapes`]).
+    #[inline]
+    fn has_relevant_escape(&self, line: &[u8]) -> bool {
+        self.escapes.iter().any(|finder| {
+            finder
+                .find_iter(line)
+                .any(|p| hex4(line, p + 2).is_some_and(|cp| self.matters(cp)))
+        })
     }
 
     /// False only if the row cannot match the query.
@@ -127,8 +160,7 @@ impl Prefilter {
         // another writer spelled them (spacing, number format): always parse those.
         // Then what hides a match from byte comparison, checked only on misses.
         memchr::memmem::find(line, b"\"tool_").is_some()
-            || memchr::memmem::find_iter(line, b"\\u")
-                .any(|p| hex4(line, p + 2).is_some_and(|cp| self.matters(cp)))
+            || self.has_relevant_escape(line)
             || self
                 .folding
                 .iter()
