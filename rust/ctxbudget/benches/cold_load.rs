@@ -69,7 +69,12 @@ fn main() {
                 let line = String::from_utf8_lossy(&out.stdout).into_owned();
                 let fields: Vec<&str> = line.split_whitespace().collect();
                 walls.push(wall);
-                inner.push(fields.get(1).and_then(|s| s.parse().ok()).unwrap_or(f64::NAN));
+                inner.push(
+                    fields
+                        .get(1)
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(f64::NAN),
+                );
                 hwm = fields.get(2..).map(|f| f.join(" ")).unwrap_or_default();
             }
             walls.sort_by(f64::total_cmp);

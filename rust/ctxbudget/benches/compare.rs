@@ -80,7 +80,9 @@ fn runs() {
             let rounds = if mib == 1 { 9 } else { 3 };
             let t = time_min(
                 rounds,
-                &mut [&mut || enc.count(&text), &mut || second.count(text.as_str())],
+                &mut [&mut || enc.count(&text), &mut || {
+                    second.count(text.as_str())
+                }],
             );
             let (a, b) = (t[0] / mib as f64, t[1] / mib as f64);
             per_mib.push(a);

@@ -36,7 +36,11 @@ fn bench_corpus(c: &mut Criterion) {
         return;
     }
     let bytes: usize = texts.iter().map(String::len).sum();
-    eprintln!("corpus: {} files, {:.1} MiB", texts.len(), bytes as f64 / MIB as f64);
+    eprintln!(
+        "corpus: {} files, {:.1} MiB",
+        texts.len(),
+        bytes as f64 / MIB as f64
+    );
     let mut group = c.benchmark_group("corpus");
     group.throughput(Throughput::Bytes(bytes as u64));
     group.sample_size(10);
@@ -65,7 +69,12 @@ fn bench_corpus(c: &mut Criterion) {
             b.iter(|| texts.iter().map(|t| enc.count(t)).sum::<usize>())
         });
         group.bench_function(BenchmarkId::new("bpe-openai", name), |b| {
-            b.iter(|| texts.iter().map(|t| second.count(t.as_str())).sum::<usize>())
+            b.iter(|| {
+                texts
+                    .iter()
+                    .map(|t| second.count(t.as_str()))
+                    .sum::<usize>()
+            })
         });
         group.bench_function(BenchmarkId::new("tiktoken-rs", name), |b| {
             b.iter(|| {

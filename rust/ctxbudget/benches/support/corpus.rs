@@ -10,7 +10,10 @@ fn stdlib_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(dir));
     }
     let out = std::process::Command::new("python3")
-        .args(["-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"])
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
+        ])
         .output()
         .ok()?;
     let dir = String::from_utf8(out.stdout).ok()?;

@@ -137,6 +137,10 @@ impl Prefilter {
     /// each with a vectorized substring search (see [`Prefilter::escapes`]).
     #[inline]
     fn has_relevant_escape(&self, line: &[u8]) -> bool {
+        let Some(first) = memchr::memmem::find(line, b"\\u") else {
+            return false;
+        };
+        let line = &line[first..];
         self.escapes.iter().any(|finder| {
             finder
                 .find_iter(line)
@@ -267,7 +271,8 @@ mod tests {
     #[test]
     fn escapes_keep_a_row_only_if_they_could_be_part_of_a_match() {
         let pf = Prefilter::new("deploy key").unwrap_or_else(|| panic!("prefilter"));
-        let ansi = br#"{"parts":[{"type":"text","text":"\u001b[31merror\u001b[0m: build failed"}]}"#;
+        let ansi =
+            br#"{"parts":[{"type":"text","text":"\u001b[31merror\u001b[0m: build failed"}]}"#;
         let nuls = br#"{"parts":[{"type":"text","text":"a\u0000b\u0000c\u0000"}]}"#;
         let quoted = br#"{"parts":[{"type":"text","text":"say \"hi\" to C:\\users\\u\\x"}]}"#;
         for line in [&ansi[..], nuls, quoted] {

@@ -310,7 +310,11 @@ impl Trie {
         let mut out = vec![NONE; n];
         let mut todo = vec![(0usize, NONE)];
         while let Some((node, above)) = todo.pop() {
-            let Node { first, token, count } = self.nodes[node];
+            let Node {
+                first,
+                token,
+                count,
+            } = self.nodes[node];
             if token != NONE {
                 out[token as usize] = above;
             }
@@ -419,8 +423,25 @@ mod tests {
     #[test]
     fn long_strings_agree_with_the_heap_merge() {
         let units = [
-            " ", "a", "\n", "中", "😀", "7", "!", "ab", "aab", " a", "\t ", "QmFzZTY0+/",
-            "ZZ", "-=", "é", "\u{301}", "0000", "llll", "rrr ",
+            " ",
+            "a",
+            "\n",
+            "中",
+            "😀",
+            "7",
+            "!",
+            "ab",
+            "aab",
+            " a",
+            "\t ",
+            "QmFzZTY0+/",
+            "ZZ",
+            "-=",
+            "é",
+            "\u{301}",
+            "0000",
+            "llll",
+            "rrr ",
         ];
         for name in FILES {
             let ranks = real(name);

@@ -113,7 +113,10 @@ mod tests {
         let text = format!("{}x yz", "中".repeat(100));
         let p = next_cut(Family::O200k, text.as_bytes(), 0, 32);
         assert_eq!(p, 301);
-        assert_eq!(next_cut(Family::O200k, "中".repeat(100).as_bytes(), 0, 32), 300);
+        assert_eq!(
+            next_cut(Family::O200k, "中".repeat(100).as_bytes(), 0, 32),
+            300
+        );
     }
 
     #[test]

@@ -38,9 +38,9 @@ pub use error::TokenError;
 pub use models::{model_encoding, ModelEncoding};
 
 use bpe::{Ranks, Scratch};
-use vocab::Vocab;
 use cache::CountCache;
 use pretokenize::Family;
+use vocab::Vocab;
 
 /// Tokens that were added per forced cut when counting still cut long text by force.
 /// Counting no longer does ([`TokenCount::forced_cuts`] is always 0), so nothing is

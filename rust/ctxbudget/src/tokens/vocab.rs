@@ -50,10 +50,15 @@ const BASE64_DIGITS: [u8; 256] = {
 /// Appends the bytes of one padded standard-base64 string to `out`; `None` if it is
 /// not one. (A general decoder spends more on setup than on a token of a few bytes.)
 fn decode_base64(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
-    if text.is_empty() || text.len() % 4 != 0 {
+    if text.is_empty() || !text.len().is_multiple_of(4) {
         return None;
     }
-    let pad = text.iter().rev().take(2).take_while(|&&c| c == b'=').count();
+    let pad = text
+        .iter()
+        .rev()
+        .take(2)
+        .take_while(|&&c| c == b'=')
+        .count();
     let body = &text[..text.len() - pad];
     let mut acc = 0u32;
     let mut bits = 0;
@@ -87,7 +92,10 @@ impl Vocab {
             let (token, rank) = line
                 .split_once(' ')
                 .ok_or_else(|| at("expected `<base64> <rank>`"))?;
-            let rank: u32 = rank.trim().parse().map_err(|_| at("rank is not a number"))?;
+            let rank: u32 = rank
+                .trim()
+                .parse()
+                .map_err(|_| at("rank is not a number"))?;
             if vocab.ranks.last().is_some_and(|&last| rank <= last) {
                 return Err(at("ranks must increase"));
             }
@@ -226,7 +234,10 @@ mod tests {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
             let text = engine.encode(&bytes);
             let mut out = Vec::new();
-            assert_eq!(decode_base64(text.as_bytes(), &mut out).map(|_| out), (len > 0).then_some(bytes));
+            assert_eq!(
+                decode_base64(text.as_bytes(), &mut out).map(|_| out),
+                (len > 0).then_some(bytes)
+            );
         }
     }
 
