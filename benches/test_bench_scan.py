@@ -37,8 +37,9 @@ PAGES = {
     # Binary-ish tool output with NULs between words.
     "escaped NULs": lambda i, text: f"[{i}] " + text.replace(" ", "\x00 "),
     # JSON-in-JSON: every word quoted, Windows paths with backslashes.
-    'escaped " and \\': lambda i, text: f"[{i}] "
-    + " ".join(f'"C:\\users\\{w}"' for w in text.split(" ")),
+    'escaped " and \\': lambda i, text: (
+        f"[{i}] " + " ".join(f'"C:\\users\\{w}"' for w in text.split(" "))
+    ),
 }
 
 
