@@ -25,6 +25,7 @@
 
 mod args;
 mod cursor;
+mod prefilter;
 mod project;
 
 use std::collections::{HashMap, HashSet};
@@ -39,6 +40,7 @@ use crate::history::{commit_crc_before, Entry, History, Snapshot};
 
 pub use args::{Action, Args};
 use cursor::Payload;
+use prefilter::Prefilter;
 use project::{fit_item, project, Item};
 
 /// Largest serialized result, in bytes.
@@ -935,135 +937,5 @@ impl Loaded {
             Some(&(span, from, to)) => &self.spans[span][from..to],
             None => &[],
         }
-    }
-}
-
-/// Rules rows out without parsing them, for queries where that is exact: ASCII text
-/// with none of the characters JSON may escape and not part of the placeholders the
-/// projection adds. A row stays a candidate if it contains the query ignoring ASCII
-/// case, has tool calls or results (shown re-serialized), or contains a `\u` escape or a
-/// character whose lowercase is ASCII (K KELVIN SIGN, İ), which bytes cannot see through.
-///
-/// The scan looks for the query's rarest byte (both cases) with `memchr2` and checks
-/// the surrounding bytes only there, so nothing is copied or lowercased.
-struct Prefilter {
-    query: Vec<u8>,
-    /// Index in `query` of the byte searched for, and that byte in both cases.
-    anchor: (usize, u8, u8),
-}
-
-/// Rough frequency rank of ASCII bytes in English prose and code (higher = commoner).
-fn commonness(b: u8) -> u8 {
-    match b.to_ascii_lowercase() {
-        b' ' => 255,
-        b'e' => 250,
-        b't' | b'a' | b'o' | b'i' | b'n' => 240,
-        b's' | b'h' | b'r' => 230,
-        b'd' | b'l' | b'c' | b'u' => 220,
-        b'm' | b'w' | b'f' | b'g' | b'y' | b'p' | b'b' => 200,
-        b'.' | b',' | b'_' | b'-' | b'(' | b')' | b':' | b'=' => 190,
-        b'v' | b'k' => 150,
-        b'0'..=b'9' => 140,
-        b'x' | b'j' | b'q' | b'z' => 100,
-        _ => 120,
-    }
-}
-
-impl Prefilter {
-    fn new(query_lower: &str) -> Option<Prefilter> {
-        let plain = !query_lower.is_empty()
-            && query_lower
-                .bytes()
-                .all(|b| (0x20..0x7F).contains(&b) && !matches!(b, b'"' | b'\\' | b'/'));
-        // Text the projection adds, which is not in the raw line.
-        let synthetic = ["[media omitted]", "[session_history result omitted]"];
-        if !plain || synthetic.iter().any(|s| s.contains(query_lower)) {
-            return None;
-        }
-        let query = query_lower.as_bytes().to_vec();
-        let (index, byte) = query
-            .iter()
-            .copied()
-            .enumerate()
-            .min_by_key(|&(_, b)| commonness(b))?;
-        Some(Prefilter {
-            anchor: (index, byte.to_ascii_lowercase(), byte.to_ascii_uppercase()),
-            query,
-        })
-    }
-
-    fn may_match(&self, line: &[u8]) -> bool {
-        let (k, lower, upper) = self.anchor;
-        let n = self.query.len();
-        let found = memchr::memchr2_iter(lower, upper, line).any(|p| {
-            p >= k
-                && p - k + n <= line.len()
-                && line[p - k..p - k + n].eq_ignore_ascii_case(&self.query)
-        });
-        if found {
-            return true;
-        }
-        // Tool calls and results are shown re-serialized, which may differ from how
-        // another writer spelled them (spacing, number format): always parse those.
-        // Then bytes that hide a match from byte comparison, checked only on misses.
-        memchr::memmem::find(line, b"\"tool_").is_some()
-            || memchr::memchr2(b'\\', 0xE2, line).is_some() && {
-                memchr::memmem::find(line, b"\\u").is_some()
-                    || memchr::memmem::find(line, "\u{212A}".as_bytes()).is_some()
-            }
-            || memchr::memmem::find(line, "\u{130}".as_bytes()).is_some()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn text_strategy() -> impl Strategy<Value = String> {
-        let chars = prop::sample::select(vec![
-            'a', 'B', 'k', 'K', 'i', 'I', 's', ' ', 'é', '\u{212A}', '\u{130}', 'ß', '"', '\\',
-            '\n', '[', ']', 'm', 'e', 'd', 'o', 't', '中', '😀',
-        ]);
-        prop::collection::vec(chars, 0..40).prop_map(|v| v.into_iter().collect())
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
-
-        /// The prefilter may let rows through that do not match, never the reverse.
-        #[test]
-        fn prefilter_never_rules_out_a_match(
-            parts in prop::collection::vec((0u8..3, text_strategy()), 0..4),
-            query in "[a-zA-Z ]{1,6}",
-        ) {
-            let parts: Vec<Value> = parts
-                .into_iter()
-                .map(|(kind, text)| match kind {
-                    0 => json!({"type": "text", "text": text}),
-                    1 => json!({"type": "media", "media_type": "image/png"}),
-                    _ => json!({"type": "tool_call", "id": "c", "name": "n", "arguments": {"t": text}}),
-                })
-                .collect();
-            let row = json!({"seq": 1, "kind": "message", "role": "user", "parts": parts});
-            let line = serde_json::to_vec(&row).unwrap_or_default();
-            let q = query.to_lowercase();
-            let matched = match_char(&project(&row).text, &q).is_some();
-            if let Some(pf) = Prefilter::new(&q) {
-                prop_assert!(!matched || pf.may_match(&line), "{row} / {q:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn prefilter_sees_through_folding_characters() {
-        let pf = Prefilter::new("kelvin").unwrap_or_else(|| panic!("prefilter"));
-        let row = json!({"parts": [{"type": "text", "text": "\u{212A}ELVIN"}]});
-        let line = serde_json::to_vec(&row).unwrap_or_default();
-        assert!(match_char(&project(&row).text, "kelvin").is_some());
-        assert!(pf.may_match(&line));
-        assert!(Prefilter::new("media omitted").is_none());
-        assert!(Prefilter::new("a\"b").is_none());
-        assert!(!pf.may_match(br#"{"parts":[{"type":"text","text":"nothing here"}]}"#));
     }
 }
