@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import providers
+from .budget_record import record_session_budget
 from .errors import InvalidArgumentError
 from .history import Durability, History, Row
 from .memory import MemoryTool
@@ -171,6 +172,7 @@ class Session:
         self._memory_writable = tool_policy.allows("memory")
         self.new_context = NewContextTool(history, offered=self._new_context_offered())
         self._sync(full=True)
+        record_session_budget(self)
 
     @classmethod
     def open(
