@@ -108,7 +108,7 @@ def test_history_list_search_read(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert [i["item_id"] for i in items] == ["1"]
     assert main(["history", "read", str(ws), "4"]) == 0
     assert capsys.readouterr().out.strip() == ("after " * 5000).strip(), "all pages joined"
-    with pytest.raises(SystemExit, match="item_not_found"):
+    with pytest.raises(SystemExit, match="no item 99 in"):
         main(["history", "read", str(ws), "99"])
 
 

@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--workspace", default="ctxbudget-workspace", help="where to keep them")
     demo.add_argument("--context-window", type=_positive_int, default=64_000, metavar="N")
-    demo.add_argument("--steps", type=_positive_int, default=90, metavar="N")
+    demo.add_argument("--steps", type=_positive_int, default=45, metavar="N")
     demo.add_argument("--agent", choices=["cooperative", "stubborn", "both"], default="both")
     demo.add_argument(
         "-v", "--verbose", action="store_true", help="print every step, not only the events"

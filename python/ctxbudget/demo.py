@@ -13,6 +13,7 @@ and the commands to look at the workspaces it leaves on disk.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import time
@@ -134,6 +135,8 @@ def _ladder(b: Budget) -> list[str]:
         "the window is nearly exhausted",
         f"  {b.usable_limit:>7,} tokens ({_pct(b.usable_limit, w):>6})  usable limit "
         f"(window minus {b.output_reserve:,} reserved for the reply): forced rollover",
+        "Each row: the step, the window it ran in, the request's exact size in tokens and "
+        "the share of the window it uses.",
         "A window ID such as w:67 names a context window by the transcript item it starts "
         "at (w:0 is the first).",
     ]
@@ -146,36 +149,42 @@ _STAGE_TEXT = {
 }
 
 
-def _story(
-    events: Sequence[str], calls: Sequence[dict[str, Any]], forced: bool, usable: int
-) -> list[str]:
+def _first_sentence(text: str) -> str:
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+def _story(turn: Turn, calls: Sequence[dict[str, Any]], forced: bool, usable: int) -> list[str]:
     """Sentences for one step: what ctxbudget did, then what the agent did."""
     lines = []
-    for ev in events:
+    for ev in turn.events:
         kind, _, arg = ev.partition(":")
         if kind == "advisory":
             lines.append(_STAGE_TEXT.get(arg, ev))
-        elif kind == "rollover" and forced:
-            lines.append(
-                f"forced rollover at the usable limit ({usable:,}): window {arg} starts "
-                "with a lead-in saying what happened and where the checkpoint is"
-            )
         elif kind == "rollover":
             lines.append(
-                f"rollover, as the agent asked: window {arg} starts with a lead-in "
-                "pointing at the checkpoint and at session_history"
+                f"forced rollover at the usable limit ({usable:,}): the agent is moved to "
+                f"window {arg}"
+                if forced
+                else f"rollover, as the agent asked: window {arg} starts"
             )
+            lead_in = next((m for m in turn.messages if m.get("kind") == "lead_in"), None)
+            if lead_in is not None:
+                lines.append(f'  lead-in: "{_first_sentence(lead_in["content"])} …"')
         else:
             lines.append(ev)
     names = [c["name"] for c in calls]
+    advised = any(e.startswith("advisory:") for e in turn.events)
     if "new_context" in names:
         lines.append("  agent: saves its checkpoint and calls new_context")
     elif "session_history" in names:
         lines.append("  agent: reads its checkpoint, searches earlier windows for the deploy key")
     elif "memory" in names:
         lines.append("  agent: writes its checkpoint to /memories/session/checkpoint.md")
-    elif events and any(e.startswith("advisory:") for e in events):
+    elif advised:
         lines.append("  agent: ignores it and reads the next file")
+    elif forced:
+        lines.append("  agent: never wrote a checkpoint; it carries on from the lead-in alone")
     return lines
 
 
@@ -206,6 +215,7 @@ def run_agent(
     start = time.perf_counter()
     usable = session.budget.usable_limit
     hidden: list[int] = []  # token counts of the steps not shown since the last one
+    seen: set[tuple[str, ...]] = set()  # stories told already: a repeat gets one line
 
     def show(step: int, turn: Turn, lines: list[str]) -> None:
         if hidden:
@@ -223,7 +233,7 @@ def run_agent(
         for line in rest:
             out(f"{'':>4}  {'':<6} {'':>7} {'':>6}  {line}")
 
-    out(f"{'step':>4}  {'window':<6} {'tokens':>7} {'window':>6}  what happened")
+    out(f"{'step':>4}  {'window':<6} {'tokens':>7} {'used':>6}  what happened")
     for step in range(1, steps + 1):
         turn = session.prepare()
         result.steps = step
@@ -249,7 +259,7 @@ def run_agent(
         text, calls = bot.reply(turn)
         session.add_assistant(text, calls)
         lines = ["the task arrives, with a fact to recall later: " + FACT] if step == 1 else []
-        lines += _story(turn.events, calls, forced, usable)
+        lines += _story(turn, calls, forced, usable)
         results = []
         for call in calls:
             if call["name"] == "read_file":
@@ -268,6 +278,10 @@ def run_agent(
                     )
             results.append({"call_id": call["id"], "name": call["name"], "output": output})
         session.add_tool_results(results)
+        told = tuple(re.sub(r"w:\d+", "w:N", line) for line in lines)
+        if lines and not verbose and told in seen:
+            lines = [lines[0] + " (as before)"]
+        seen.add(told)
         if verbose or lines or step == steps:
             show(step, turn, lines)
         else:
@@ -321,14 +335,16 @@ def run_demo(
     out(summary_table(results))
     first = shlex.quote(str(root / agents[0]))
     last = shlex.quote(str(root / agents[-1]))
-    out(
-        "\nThe workspaces stay on disk. Try next:\n"
-        f"  ctxbudget history list {first}                 # the windows\n"
-        f"  ctxbudget history search {first} 'deploy key'  # what session_history finds\n"
-        f"  ctxbudget history items {first} --window w:0   # the first window, item by item\n"
-        f"  ctxbudget plot {last} -o usage.png             # usage per step "
-        "(needs pip install 'ctxbudget[plot]')"
-    )
+    commands = [
+        (f"ctxbudget history list {first}", "the windows"),
+        (f"ctxbudget history search {first} 'deploy key'", "what session_history finds"),
+        (f"ctxbudget history items {first} --window w:0", "the first window, item by item"),
+        (f"ctxbudget plot {last} -o usage.png", "usage per step (pip install 'ctxbudget[plot]')"),
+    ]
+    width = max(len(c) for c, _ in commands)
+    out("\nThe workspaces stay on disk. Try next:")
+    for command, what in commands:
+        out(f"  {command:<{width}}  # {what}")
     return 0
 
 
