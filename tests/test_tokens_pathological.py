@@ -32,6 +32,7 @@ def _exact(name: str, text: str) -> int:
     return tokens
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("char", CHARS)
 @pytest.mark.parametrize("tail", ["", "x", " ", "\n", "1"])
 def test_one_mib_runs_are_upper_bounds(char: str, tail: str) -> None:
