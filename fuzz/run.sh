@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer) of the store's row/frame parser and the
-# session_history cursor decoder. Needs a nightly toolchain (for the SanitizerCoverage
-# passes), which is what `cargo fuzz` would use; this script does the same without it.
+# session_history cursor decoder, with the toolchain the project builds with: the
+# SanitizerCoverage passes are stable codegen options, so no nightly (and no cargo-fuzz)
+# is needed.
 #
 #   fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]     default: 60 s, every target
 #
@@ -16,12 +17,12 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(scan cursor)
 fi
-host="$(rustc +nightly -vV | sed -n 's/^host: //p')"
+host="$(rustc -vV | sed -n 's/^host: //p')"
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
 export CARGO_TARGET_DIR="$PWD/target"
-cargo +nightly build --release --quiet --target "$host" --bins
+cargo build --release --quiet --target "$host" --bins
 for t in "${targets[@]}"; do
   mkdir -p "corpus/$t" "corpus/$t.new" "artifacts/$t"
   echo "== fuzz $t for ${seconds}s (corpus: $(ls "corpus/$t" | wc -l) inputs) =="
