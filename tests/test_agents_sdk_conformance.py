@@ -348,6 +348,29 @@ def test_limit_reaches_the_model_with_tool_pairs_kept(
     asyncio.run(run())
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unanswered_stored_call_is_not_replayed(tmp_path: Path, mode: str) -> None:
+    interrupted = [
+        {"role": "user", "content": "delete it"},
+        {"type": "reasoning", "id": "rs_9", "summary": []},
+        {"type": "function_call", "call_id": "x", "name": "read_file", "arguments": "{}"},
+    ]
+
+    async def run() -> list[Any]:
+        seen = []
+        for s in (_sqlite(), _open(tmp_path)):
+            await s.add_items(interrupted)
+            model = testing.ScriptedModel([_reply("ok")])
+            rc = s.run_config() if isinstance(s, AgentsSession) else None
+            await _drive(_agent(model), "never mind", mode=mode, session=s, run_config=rc)
+            seen.append((_calls(model), await s.get_items()))
+        return seen
+
+    ref, ours = asyncio.run(run())
+    assert ours == ref
+    assert ours[0][0] == [interrupted[0], {"role": "user", "content": "never mind"}]
+
+
 # ----- pop_item: exactly the last item get_items shows ----------------------------------
 
 
