@@ -408,3 +408,38 @@ fn a_reset_in_a_torn_tail_is_replaced_by_a_committed_floor() {
     assert_eq!(last.as_deref(), Some("reset"), "{windows:?}");
     assert_eq!(texts(&h)[0], "private");
 }
+
+#[test]
+fn rows_built_in_rust_meet_the_same_rules_as_json_rows() {
+    // A Rust host used to store what Python refuses (`InvalidRowError`): a bogus kind, a
+    // bogus role, a boundary without its kind, a part without a type.
+    let ws = Ws::new("rust-rows");
+    let h = open(&ws.0);
+    let mut no_type = msg("x");
+    no_type.parts = vec![serde_json::json!({"text": "x"})];
+    let cases = [
+        (NewRow::text("bogus_kind", "user", "x"), "kind"),
+        (NewRow::text("message", "robot", "x"), "role"),
+        (
+            NewRow::text("boundary", "system", "x"),
+            "meta.boundary_kind",
+        ),
+        (no_type, "parts[0]"),
+    ];
+    for (row, field) in cases {
+        match h.append(vec![msg("fine"), row.clone()]) {
+            Err(HistoryError::InvalidRow {
+                index: 1, field: f, ..
+            }) => {
+                assert!(f.starts_with(field), "{field}: {f}")
+            }
+            other => panic!("{field}: {other:?}"),
+        }
+        let quarantined = h.quarantine(row).err().map(|e| e.to_string());
+        assert!(quarantined.is_some_and(|t| t.contains(field)), "{field}");
+    }
+    assert!(texts(&h).is_empty(), "nothing was written");
+    h.append(vec![msg("fine")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(texts(&h), ["fine"]);
+}

@@ -715,6 +715,11 @@ impl History {
     }
 
     fn append_locked(&self, locked: &mut Locked<'_>, rows: &[NewRow]) -> Result<AppendResult> {
+        // Every batch built in Rust (a host's rows, a rollover's trigger, a quarantined
+        // original) meets the rules JSON rows meet, before anything is written.
+        for (i, row) in rows.iter().enumerate() {
+            row.validate(i)?;
+        }
         let incoming: Vec<row::Incoming<'_>> = rows.iter().map(row::Incoming::Built).collect();
         self.append_incoming(locked, &incoming)
     }
@@ -1072,7 +1077,7 @@ impl History {
     /// Quarantines a rejected request: an empty assistant row whose `meta.rejected`
     /// holds the original `{role, parts, meta}`. Returns its seq.
     pub fn quarantine(&self, original: NewRow) -> Result<u64> {
-        Ok(self.append(vec![rejected_row(original)])?.first_seq)
+        Ok(self.append(vec![rejected_row(original)?])?.first_seq)
     }
 
     /// Retracts row `seq` and quarantines `original` (its content) in one batch, only if
@@ -1092,7 +1097,7 @@ impl History {
             meta: Map::new(),
         }
         .with_meta("retracts", seq);
-        let rows = [retraction, rejected_row(original)];
+        let rows = [retraction, rejected_row(original)?];
         let mut locked = self.lock()?;
         self.check_expected(&mut locked, expected_last_seq)?;
         Ok(self.append_locked(&mut locked, &rows)?.last_seq)
@@ -1602,19 +1607,21 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
 }
 
 /// A quarantine row: empty and from the assistant, the original `{role, parts, meta}`
-/// inside `meta.rejected`, so it is never sent to a provider.
-fn rejected_row(original: NewRow) -> NewRow {
+/// inside `meta.rejected`, so it is never sent to a provider. The original must be a
+/// valid row itself: what is kept for display and export is a row like any other.
+fn rejected_row(original: NewRow) -> Result<NewRow> {
+    original.validate(0)?;
     let mut rejected = Map::new();
     rejected.insert("role".into(), Value::from(original.role));
     rejected.insert("parts".into(), Value::Array(original.parts));
     rejected.insert("meta".into(), Value::Object(original.meta));
-    NewRow {
+    Ok(NewRow {
         kind: "rejected".into(),
         role: "assistant".into(),
         parts: Vec::new(),
         meta: Map::new(),
     }
-    .with_meta("rejected", Value::Object(rejected))
+    .with_meta("rejected", Value::Object(rejected)))
 }
 
 /// A soft clear's boundary row: `reset`, reason `manual`.

@@ -80,9 +80,6 @@ impl NewRow {
             Some(Value::Array(parts)) => parts,
             Some(_) => return Err(HistoryError::row(index, "parts", "must be a list")),
         };
-        for (i, part) in parts.iter().enumerate() {
-            validate_part(index, i, part)?;
-        }
         let meta = match obj.remove("meta") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(m)) => m,
@@ -94,8 +91,21 @@ impl NewRow {
             parts,
             meta,
         };
-        row.validate_kind_meta(index)?;
+        row.validate(index)?;
         Ok(row)
+    }
+
+    /// Checks a row built in Rust against the rules every append applies (`index` names
+    /// it in errors): kind and role from [`KINDS`] and [`ROLES`], well-formed parts, and
+    /// the metadata its kind requires. [`History::append`](super::History::append) and
+    /// every other write run it, so a Rust host cannot store a row Python would refuse.
+    pub fn validate(&self, index: usize) -> Result<()> {
+        member(index, "kind", &self.kind, KINDS)?;
+        member(index, "role", &self.role, ROLES)?;
+        for (i, part) in self.parts.iter().enumerate() {
+            validate_part(index, i, part)?;
+        }
+        self.validate_kind_meta(index)
     }
 
     fn validate_kind_meta(&self, index: usize) -> Result<()> {
@@ -125,14 +135,21 @@ impl NewRow {
 
 fn one_of(index: usize, field: &str, value: Option<Value>, allowed: &[&str]) -> Result<String> {
     match value {
-        Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(s),
-        Some(Value::String(s)) => Err(HistoryError::row(
-            index,
-            field,
-            format!("is {s:?}; expected one of {}", allowed.join(", ")),
-        )),
+        Some(Value::String(s)) => member(index, field, &s, allowed).map(|()| s),
         Some(_) => Err(HistoryError::row(index, field, "must be a string")),
         None => Err(HistoryError::row(index, field, "is required")),
+    }
+}
+
+fn member(index: usize, field: &str, value: &str, allowed: &[&str]) -> Result<()> {
+    if allowed.contains(&value) {
+        Ok(())
+    } else {
+        Err(HistoryError::row(
+            index,
+            field,
+            format!("is {value:?}; expected one of {}", allowed.join(", ")),
+        ))
     }
 }
 
