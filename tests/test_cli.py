@@ -271,9 +271,7 @@ def _tool_workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def test_search_shows_text_not_raw_json(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_search_shows_text_not_raw_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ws = _tool_workspace(tmp_path)
     assert main(["history", "search", str(ws), "checkpoint.md"]) == 0
     out = capsys.readouterr().out

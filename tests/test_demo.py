@@ -61,7 +61,7 @@ def test_window_ids_are_explained(story: tuple[Path, str]) -> None:
 def test_next_commands_are_given_and_run(
     story: tuple[Path, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root, out = story
+    _, out = story
     suggested = [
         line.split("#")[0].strip()
         for line in out.splitlines()
