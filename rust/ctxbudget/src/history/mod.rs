@@ -1567,6 +1567,7 @@ impl History {
 /// Fuzzing entry point (not API): scans `chat` and `archive` as the store's files with
 /// `receipt` as its receipt, derives the index as a reader would, and checks the
 /// scanner's own invariants.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
     let receipt = match serde_json::from_slice::<Receipt>(receipt) {

@@ -272,6 +272,7 @@ impl SessionHistory {
 
 /// Fuzzing entry point (not API): decodes `input` as a cursor, and as a cursor body
 /// that passed its MAC, and checks that what a minted cursor carries comes back.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub fn fuzz_cursor(input: &[u8]) {
     let text = String::from_utf8_lossy(input);
