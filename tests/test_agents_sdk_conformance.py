@@ -349,7 +349,13 @@ def test_limit_reaches_the_model_with_tool_pairs_kept(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_an_unanswered_stored_call_is_not_replayed(tmp_path: Path, mode: str) -> None:
+def test_an_unanswered_stored_call_is_resolved_before_the_next_input(
+    tmp_path: Path, mode: str
+) -> None:
+    """A deliberate difference: SQLiteSession keeps a call whose result never came (a
+    process stopped mid-step) and the SDK leaves it out of the model input. ctxbudget
+    records an interrupted result right after the call, before the next input, so the
+    pair stays whole and the model learns the call may or may not have run."""
     interrupted = [
         {"role": "user", "content": "delete it"},
         {"type": "reasoning", "id": "rs_9", "summary": []},
@@ -367,8 +373,14 @@ def test_an_unanswered_stored_call_is_not_replayed(tmp_path: Path, mode: str) ->
         return seen
 
     ref, ours = asyncio.run(run())
-    assert ours == ref
-    assert ours[0][0] == [interrupted[0], {"role": "user", "content": "never mind"}]
+    assert ref[0][0] == [interrupted[0], {"role": "user", "content": "never mind"}]
+    (sent,), stored = ours
+    resolution = sent[3]
+    assert resolution["type"] == "function_call_output" and resolution["call_id"] == "x"
+    assert json.loads(resolution["output"])["code"] == "interrupted"
+    assert sent == [*interrupted, resolution, {"role": "user", "content": "never mind"}]
+    (_, ref_stored) = ref
+    assert stored == [*ref_stored[:3], resolution, *ref_stored[3:]]
 
 
 # ----- pop_item: exactly the last item get_items shows ----------------------------------

@@ -264,3 +264,28 @@ def test_interrupt_open_calls_is_public_and_idempotent(tmp_path: Path) -> None:
     assert [c.id for c in s.interrupt_open_calls()] == ["c1", "c2"]
     assert s.interrupt_open_calls() == []
     assert s.prepare().status == "send"
+
+
+def test_a_new_user_message_after_a_stopped_step_follows_the_interrupted_results(
+    tmp_path: Path,
+) -> None:
+    """Resumed with calls open, the host records the user's next message before any
+    prepare(): the interrupted results go in first, in the same batch, so the provider
+    sees call, result, message (a result after the message is an invalid request)."""
+    ws = tmp_path / "ws"
+    _stopped_mid_step(ws)
+    s = _open(ws)
+    item = s.add_user("Never mind, summarize what you have.")
+    assert s.open_calls == [] and s.settled
+    tail = [(r.role, r.kind) for r in s.history.rows()][-3:]
+    assert tail == [("tool", "message"), ("tool", "message"), ("user", "message")]
+    assert [r.seq for r in s.history.rows()][-1] == int(item)
+    turn = s.prepare()
+    roles = [m["role"] for m in turn.messages]
+    assert roles[-4:] == ["assistant", "tool", "tool", "user"], roles
+    # Under open_calls="wait" another worker may still deliver them: nothing is added.
+    waiting = tmp_path / "wait"
+    _stopped_mid_step(waiting)
+    w = _open(waiting, open_calls="wait")
+    w.add_user("Still there?")
+    assert [c.id for c in w.open_calls] == ["c1", "c2"]

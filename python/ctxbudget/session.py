@@ -465,9 +465,48 @@ class Session:
     @_locked
     def add_user(self, content: str | Sequence[Mapping[str, Any]]) -> str:
         """Records a user message (durably); returns its item ID."""
-        r = self.history.append([{"kind": "message", "role": "user", "parts": _as_parts(content)}])
-        self._sync()
-        return str(r.first_seq)
+        row = {"kind": "message", "role": "user", "parts": _as_parts(content)}
+        return str(self.append_turn([row])[-1])
+
+    @_locked
+    def append_turn(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Appends ``rows`` as one batch and returns their seqs. If they start a new turn
+        (they hold a user message) while tool calls of the window are still open — a
+        process stopped mid-step — those calls are resolved first, in the same batch,
+        under the default ``open_calls="interrupt"``: each gets its interrupted result
+        right after it, before the new message, so the provider never sees a call, a
+        user message and then the call's result. Calls the batch answers itself are left
+        to it."""
+        for attempt in range(_MAX_RESYNCS + 1):
+            self._sync()
+            resolve = self._calls_a_turn_interrupts(rows)
+            try:
+                if resolve:
+                    r = self.history.append(
+                        [*self._interrupted_rows(resolve), *rows], if_last_seq=self._last_seq
+                    )
+                else:
+                    r = self.history.append(list(rows))
+            except ConflictError:
+                if attempt == _MAX_RESYNCS:
+                    raise
+                continue
+            self._sync()
+            return list(range(r.last_seq - len(rows) + 1, r.last_seq + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _calls_a_turn_interrupts(self, rows: Sequence[Mapping[str, Any]]) -> list[OpenCall]:
+        if self._open_call_policy != "interrupt" or not self._open_calls:
+            return []
+        if not any(r.get("kind") == "message" and r.get("role") == "user" for r in rows):
+            return []
+        answered = {
+            str(p.get("call_id"))
+            for r in rows
+            for p in r.get("parts") or ()
+            if isinstance(p, Mapping) and p.get("type") == "tool_result"
+        }
+        return [c for c in self._open_calls.values() if c.id not in answered]
 
     def add_assistant(
         self, text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] = ()
@@ -605,25 +644,28 @@ class Session:
     def _interrupt(self) -> list[OpenCall]:
         calls = list(self._open_calls.values())
         if calls:
-            rows = [
-                {
-                    "kind": "message",
-                    "role": "tool",
-                    "parts": [
-                        {
-                            "type": "tool_result",
-                            "call_id": c.id,
-                            "name": c.name,
-                            "output": INTERRUPTED_OUTPUT,
-                        }
-                    ],
-                    "meta": {"interrupted": True},
-                }
-                for c in calls
-            ]
-            self.history.append(rows, if_last_seq=self._last_seq)
+            self.history.append(self._interrupted_rows(calls), if_last_seq=self._last_seq)
             self._sync()
         return calls
+
+    @staticmethod
+    def _interrupted_rows(calls: Sequence[OpenCall]) -> list[dict[str, Any]]:
+        return [
+            {
+                "kind": "message",
+                "role": "tool",
+                "parts": [
+                    {
+                        "type": "tool_result",
+                        "call_id": c.id,
+                        "name": c.name,
+                        "output": INTERRUPTED_OUTPUT,
+                    }
+                ],
+                "meta": {"interrupted": True},
+            }
+            for c in calls
+        ]
 
     # ----- assembling and counting ----------------------------------------------------
 

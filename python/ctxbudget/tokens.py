@@ -40,16 +40,18 @@ BOUNDARY_SLACK: int = _ctxbudget.BOUNDARY_SLACK
 DEFAULT_CACHE_SIZE: int = _ctxbudget.DEFAULT_CACHE_SIZE
 """Counts an :class:`Encoding` remembers by content hash unless told otherwise."""
 
-FRAMING_TOKENS = 8
+# The request allowances are the core's (``ctxbudget::tokens::request``), read once.
+FRAMING_TOKENS: int = _ctxbudget.FRAMING_TOKENS
 """Tokens per message and per advertised tool schema (plus 1 per request)."""
 
-IMAGE_TOKENS = 1_024
+IMAGE_TOKENS: int = _ctxbudget.IMAGE_TOKENS
 """Allowance for one image part."""
 
-PDF_PAGE_TOKENS = 3_000
+PDF_PAGE_TOKENS: int = _ctxbudget.PDF_PAGE_TOKENS
 """Allowance per page of a document part (at most :data:`_PDF_MAX_PAGES` pages)."""
 
-_PDF_MAX_PAGES = 100
+_PDF_MAX_PAGES: int = _ctxbudget.PDF_MAX_PAGES
+_REQUEST_TOKENS: int = _ctxbudget.REQUEST_TOKENS
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS = frozenset({"image", "image_url", "input_image"})
 _DOCUMENT_PARTS = frozenset({"media", "document", "file", "input_file"})
@@ -291,7 +293,7 @@ def request_tokens(
 ) -> int:
     """Tokens of a request: 1, plus the system text as a message, every message and
     every tool schema with their framing (see :func:`count_messages`)."""
-    total = 1 + (FRAMING_TOKENS + encoding.count(system) if system else 0)
+    total = _REQUEST_TOKENS + (FRAMING_TOKENS + encoding.count(system) if system else 0)
     for tool in tools:
         total += FRAMING_TOKENS + encoding.count_json(dict(tool))
     return total + messages_tokens(encoding, messages)

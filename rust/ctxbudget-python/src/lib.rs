@@ -205,6 +205,11 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     budget::add_constants(m)?;
     m.add("BOUNDARY_SLACK", tokens::BOUNDARY_SLACK)?;
+    m.add("FRAMING_TOKENS", tokens::request::FRAMING_TOKENS)?;
+    m.add("REQUEST_TOKENS", tokens::request::REQUEST_TOKENS)?;
+    m.add("IMAGE_TOKENS", tokens::request::IMAGE_TOKENS)?;
+    m.add("PDF_PAGE_TOKENS", tokens::request::PDF_PAGE_TOKENS)?;
+    m.add("PDF_MAX_PAGES", tokens::request::PDF_MAX_PAGES)?;
     m.add("DEFAULT_CACHE_SIZE", tokens::DEFAULT_CACHE_CAPACITY)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

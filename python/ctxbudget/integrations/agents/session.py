@@ -221,8 +221,7 @@ class AgentsSession:
     def _append_items(self, items: Sequence[dict[str, Any]]) -> None:
         rows = rows_for(items, self._call_names(items))
         if rows:
-            self.session.history.append(rows)
-            self.session._sync()
+            self.session.append_turn(rows)
             if self._mark is not None:
                 self._mark.held.extend(items)
 

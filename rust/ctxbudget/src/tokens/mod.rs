@@ -27,6 +27,7 @@ mod error;
 mod json;
 mod models;
 mod pretokenize;
+pub mod request;
 mod unicode;
 mod vocab;
 
