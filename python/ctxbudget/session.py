@@ -249,6 +249,7 @@ class Session:
         self._hidden: set[int] = set()
         self._fresh_checked: set[int] = set()
         self._fixed_tokens: tuple[tuple[str, int], int] | None = None
+        self._base_system: tuple[tuple[str, str | None, str, int], str] | None = None
         self._hooks: list[RequestHook] = []
         self._tool_defs: list[dict[str, Any]] | None = None
         self.session_history = SessionHistoryTool(
@@ -631,14 +632,20 @@ class Session:
         return "\n\n".join([base, *extra]) if extra else base
 
     def _base_system_text(self) -> str:
+        """The system text before hooks (rendered once per window)."""
         if not self.mode_active:
             return self.system_prompt
+        key = (self._window_id, self.previous_window_id, self.system_prompt, id(self.prompts))
+        if self._base_system is not None and self._base_system[0] == key:
+            return self._base_system[1]
         addition = self.prompts.render(
             "system",
             self._capabilities(),
             PromptContext(window_id=self._window_id, previous_window_id=self.previous_window_id),
         )
-        return f"{self.system_prompt}\n\n{addition}" if self.system_prompt else addition
+        text = f"{self.system_prompt}\n\n{addition}" if self.system_prompt else addition
+        self._base_system = (key, text)
+        return text
 
     def _tools(self) -> list[dict[str, Any]]:
         """The ctxbudget tools offered (fixed for the session: policy and mode do not
