@@ -264,3 +264,21 @@ def test_interrupt_open_calls_is_public_and_idempotent(tmp_path: Path) -> None:
     assert [c.id for c in s.interrupt_open_calls()] == ["c1", "c2"]
     assert s.interrupt_open_calls() == []
     assert s.prepare().status == "send"
+
+
+def test_count_messages_counts_anthropic_blocks_as_sent() -> None:
+    enc = Encoding("cl100k_base")
+    use = {"type": "tool_use", "id": "tu_1", "name": "read_file", "input": {"path": "ä.py"}}
+    result = {"type": "tool_result", "tool_use_id": "tu_1", "content": "print('ä')"}
+    messages = [
+        {"role": "assistant", "content": [{"type": "text", "text": "Reading."}, use]},
+        {"role": "user", "content": [result]},
+    ]
+    expected = (
+        1
+        + 2 * FRAMING_TOKENS
+        + enc.count("Reading.")
+        + enc.count(json.dumps(use, ensure_ascii=False))
+        + enc.count(json.dumps(result, ensure_ascii=False))
+    )
+    assert count_messages(messages, encoding=enc) == expected
