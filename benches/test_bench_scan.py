@@ -1,5 +1,10 @@
 """session_history scanning, side by side with the obvious alternatives on the same
-bytes: a naive Python scan (json.loads per line, lowercase find) and grep."""
+bytes: a naive Python scan (json.loads per line, lowercase find) and grep.
+
+The no-match search runs on four pages of the same 500 rows: plain prose, and the same
+prose carrying what tool output puts into transcripts and JSON escapes — ANSI colour
+codes (`\u001b[31m`), NUL bytes (`\u0000`), and quotes and backslashes (`\"`, `\\`).
+Escapes that cannot decode to a byte of the query must not slow the prefilter down."""
 
 from __future__ import annotations
 
@@ -23,10 +28,30 @@ ROW_TEXT = (
 ) * 26
 
 
-@pytest.fixture(scope="module")
-def budget_history(tmp_path_factory: pytest.TempPathFactory) -> tuple[History, Path]:
+PAGES = {
+    "plain": lambda i, text: f"[{i}] {text}",
+    # A test runner's coloured output: an escape every ~20 bytes.
+    "ANSI colours": lambda i, text: "".join(
+        f"\x1b[3{k % 8}m{word}\x1b[0m " for k, word in enumerate(f"[{i}] {text}".split(" "))
+    ),
+    # Binary-ish tool output with NULs between words.
+    "escaped NULs": lambda i, text: f"[{i}] " + text.replace(" ", "\x00 "),
+    # JSON-in-JSON: every word quoted, Windows paths with backslashes.
+    'escaped " and \\': lambda i, text: (
+        f"[{i}] " + " ".join(f'"C:\\users\\{w}"' for w in text.split(" "))
+    ),
+}
+
+
+def _row_text(page: str, i: int) -> str:
+    """The row's text, cut so that its JSON is the same ~4 KiB on every page."""
+    text = PAGES[page](i, ROW_TEXT)
+    ratio = len(json.dumps(text)) / len(text)
+    return text[: int(len(ROW_TEXT) / ratio)]
+
+
+def _history(ws: Path, page: str) -> tuple[History, Path]:
     """500 rows of ~4 KiB: one call's full 2 MiB / 500-row scan budget."""
-    ws = tmp_path_factory.mktemp("scan")
     h = History.open(ws, durability="none")
     for start in range(0, 500, 100):
         h.append(
@@ -34,12 +59,26 @@ def budget_history(tmp_path_factory: pytest.TempPathFactory) -> tuple[History, P
                 {
                     "kind": "message",
                     "role": "user" if i % 2 else "assistant",
-                    "parts": [{"type": "text", "text": f"[{i}] {ROW_TEXT}"}],
+                    "parts": [{"type": "text", "text": _row_text(page, i)}],
                 }
                 for i in range(start, start + 100)
             ]
         )
     return h, ws / "history" / "chat.jsonl"
+
+
+@pytest.fixture(scope="module")
+def budget_history(tmp_path_factory: pytest.TempPathFactory) -> tuple[History, Path]:
+    return _history(tmp_path_factory.mktemp("scan"), "plain")
+
+
+@pytest.fixture(scope="module")
+def escaped_histories(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[History, Path]]:
+    return {
+        page: _history(tmp_path_factory.mktemp("scan-escaped"), page)
+        for page in PAGES
+        if page != "plain"
+    }
 
 
 def _naive_search(path: Path, query: str) -> int:
@@ -56,9 +95,9 @@ def _naive_search(path: Path, query: str) -> int:
     return hits
 
 
-def _tag(benchmark: Any, impl: str, nbytes: int) -> None:
+def _tag(benchmark: Any, impl: str, nbytes: int, page: str = "plain") -> None:
     benchmark.extra_info.update(
-        measure="no-match search, full 2 MiB / 500-row budget",
+        measure=f"no-match search, full 2 MiB / 500-row budget, {page} rows",
         impl=impl,
         bytes=nbytes,
         group="scan",
@@ -150,3 +189,21 @@ def test_read_item_1_mib_row_page_by_page(benchmark: Any, tmp_path: Path) -> Non
         p99=p99,
         bytes=1_000_000,
     )
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p != "plain"])
+@pytest.mark.parametrize("impl", ["ctxbudget", "naive python"])
+def test_no_match_search_escaped_rows(
+    benchmark: Any, escaped_histories: dict[str, tuple[History, Path]], page: str, impl: str
+) -> None:
+    """Rows full of escapes; run.py lists them as `ctxbudget, <page>` beside the
+    plain-page rows, so the ratio column compares each with plain ctxbudget."""
+    h, path = escaped_histories[page]
+    nbytes = path.stat().st_size
+    _tag(benchmark, f"{impl}, {page}", nbytes, page)
+    if impl == "ctxbudget":
+        tool = SessionHistoryTool(h)
+        result = benchmark(tool.call, {"action": "search", "query": QUERY, "limit": 25})
+        assert result["ok"] and result["items"] == []
+    else:
+        assert benchmark(_naive_search, path, QUERY) == 0

@@ -1,4 +1,5 @@
-"""Token counting, side by side with Python tiktoken on the same inputs in one run.
+"""Token counting, side by side with Python tiktoken (and the bpe-openai PyPI binding,
+where it is installed: `pip install bpe-openai`) on the same inputs in one run.
 
 Each benchmark records `measure` (which comparison it belongs to), `impl` and `bytes`
 in extra_info; benches/run.py turns them into the ratio table in benches/README.md.
@@ -10,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from typing import Any
 
 import pytest
 
@@ -21,18 +24,27 @@ ENCODINGS = ("o200k_base", "cl100k_base")
 MIB = 1 << 20
 
 
+def _bpe_openai(name: str) -> Any:
+    """The bpe-openai binding's encoding, or a skip if it is not installed."""
+    module = pytest.importorskip("bpe_openai")
+    return module.get_encoding(name)
+
+
 def _tag(benchmark, measure: str, impl: str, nbytes: int, **extra: object) -> None:  # type: ignore[no-untyped-def]
     benchmark.extra_info.update(measure=measure, impl=impl, bytes=nbytes, **extra)
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-@pytest.mark.parametrize("impl", ["ctxbudget", "tiktoken"])
+@pytest.mark.parametrize("impl", ["ctxbudget", "tiktoken", "bpe-openai"])
 def test_count_single_thread(benchmark, corpus, tiktoken_encodings, name: str, impl: str) -> None:  # type: ignore[no-untyped-def]
     nbytes = sum(len(t.encode()) for t in corpus)
     _tag(benchmark, f"count {name}, single thread", impl, nbytes)
     if impl == "ctxbudget":
         enc = ctxbudget.Encoding(name, cache_size=0)
         result = benchmark(lambda: sum(enc.count(t) for t in corpus))
+    elif impl == "bpe-openai":
+        second = _bpe_openai(name)
+        result = benchmark(lambda: sum(len(second.encode_ordinary(t)) for t in corpus))
     else:
         tk = tiktoken_encodings[name]
         result = benchmark(lambda: sum(len(tk.encode_ordinary(t)) for t in corpus))
@@ -79,7 +91,7 @@ def test_recount_growing_request(benchmark, corpus, impl: str) -> None:  # type:
 
 
 PATHOLOGICAL_SIZES = [1, 16] if SHORT else [1, 2, 4, 8, 16]
-PATHOLOGICAL_CHARS = [" "] if SHORT else [" ", "a", "\n", "中", "😀"]
+PATHOLOGICAL_CHARS = [" "] if SHORT else [" ", "a", "\n", "中", "😀", "0123456789"]
 
 
 @pytest.mark.parametrize("char", PATHOLOGICAL_CHARS)
@@ -97,6 +109,28 @@ def test_pathological_ctxbudget(benchmark, char: str, mib: int) -> None:  # type
     detail = benchmark.pedantic(enc.count_detail, args=(text,), rounds=1 if mib > 4 else 3)
     benchmark.extra_info["exact"] = detail.exact
     assert detail.tokens > 0
+
+
+_COLD = {
+    "ctxbudget": "import ctxbudget; ctxbudget.Encoding('o200k_base').count('Hello, world!')",
+    "tiktoken": "import tiktoken; tiktoken.get_encoding('o200k_base').encode_ordinary('Hi!')",
+    "bpe-openai": "import bpe_openai; bpe_openai.get_encoding('o200k_base').encode_ordinary('Hi')",
+}
+
+
+@pytest.mark.parametrize("impl", list(_COLD))
+def test_cold_import_and_first_count(benchmark, impl: str) -> None:  # type: ignore[no-untyped-def]
+    """A fresh interpreter: import, first o200k encoding, one count (whole process)."""
+    if impl == "bpe-openai":
+        pytest.importorskip("bpe_openai")
+    _tag(benchmark, "cold start: fresh python, import + first o200k count", impl, 0)
+
+    def run() -> float:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", _COLD[impl]], check=True, env=os.environ.copy())
+        return time.perf_counter() - start
+
+    benchmark.pedantic(run, rounds=5)
 
 
 _CHILD = """

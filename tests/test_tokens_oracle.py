@@ -1,4 +1,4 @@
-"""Counts against Python tiktoken, the reference: equal when exact, never below."""
+"""Counts against Python tiktoken, the reference: always equal, always exact."""
 
 from __future__ import annotations
 
@@ -35,20 +35,36 @@ def test_count_equals_tiktoken(name: str, sample: str, tiktoken_encodings) -> No
 
 @pytest.mark.parametrize("name", ENCODINGS)
 @given(sample=text, reps=st.integers(1, 30), chunk=st.integers(64, 400))
-def test_small_chunks_exact_or_upper_bound(  # type: ignore[no-untyped-def]
+def test_chunk_size_never_changes_a_count(  # type: ignore[no-untyped-def]
     name: str, sample: str, reps: int, chunk: int, tiktoken_encodings
 ) -> None:
-    """With tiny chunks most cuts must still be exact; forced ones only ever add."""
+    """Text is cut only at exact pre-token boundaries: tiny chunks change nothing."""
     long_text = sample * reps
     expected = len(tiktoken_encodings[name].encode_ordinary(long_text))
     enc = _ctxbudget.Encoding(name, cache_size=0, chunk_bytes=chunk)
-    tokens, exact, forced_cuts = enc.count_detail(long_text)
-    if exact:
-        assert forced_cuts == 0
-        assert tokens == expected
-    else:
-        assert forced_cuts > 0
-        assert tokens >= expected
+    assert enc.count_detail(long_text) == (expected, True, 0)
+
+
+RUN_UNITS = st.sampled_from(
+    [" ", "a", "\n", "中", "😀", "7", "!", "\t", "\r\n", "ab", "Zx", "가", "=", "  \n", "é"]
+)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@given(
+    head=text,
+    unit=st.one_of(RUN_UNITS, st.from_regex(r"[A-Za-z0-9+/]{1,12}", fullmatch=True)),
+    size=st.integers(1, 3_000),
+    tail=text,
+)
+def test_runs_between_text_equal_tiktoken(  # type: ignore[no-untyped-def]
+    name: str, head: str, unit: str, size: int, tail: str, tiktoken_encodings
+) -> None:
+    """Long pieces (counted by the backtracking encoder) between ordinary text."""
+    sample = head + unit * (size // len(unit) + 1) + tail
+    expected = len(tiktoken_encodings[name].encode_ordinary(sample))
+    detail = ctxbudget.Encoding(name, cache_size=0).count_detail(sample)
+    assert (detail.tokens, detail.exact, detail.forced_cuts) == (expected, True, 0)
 
 
 def test_exact_boundaries_avoid_forced_cuts_on_prose(tiktoken_encodings) -> None:  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ __all__ = [
     "CorruptHistoryError",
     "CtxBudgetError",
     "HistoryIOError",
+    "InternalError",
     "InvalidArgumentError",
     "InvalidJsonError",
     "InvalidRowError",
@@ -112,7 +113,20 @@ class ConflictError(CtxBudgetError, RuntimeError):
 
 
 class HistoryIOError(CtxBudgetError, OSError):
-    """A filesystem operation of the transcript store failed (``errno``, ``filename``)."""
+    """A filesystem operation of the transcript store failed (``errno``, ``filename``).
+
+    The message names the operation, the file and what to do about the error.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else super().__str__()
+
+
+class InternalError(CtxBudgetError, RuntimeError):
+    """A bug inside the Rust core (a caught panic); the message names the call.
+
+    Nothing was half-done on its account: the store was left as it was. Please report it.
+    """
 
 
 class PolicyError(CtxBudgetError, ValueError):

@@ -115,6 +115,8 @@ class Receipt:
     anchor_crc: int
     chat: Stamp | None
     archive: Stamp | None
+    floor: int = 0
+    """Seq of the newest privacy floor ever written (kept outside the rows too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,7 @@ class RecoveryReport:
     rotation_completed_bytes: int
     epoch: int | None
     damage: str | None
+    rotation_rolled_back_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +163,10 @@ class VerifyReport:
     receipt: str
     chat: FileReport
     archive: FileReport
+    seq_violations: int = 0
+    """Rows whose seq is not above every seq before them (archive, then chat)."""
+    first_seq_violation: str | None = None
+    floor_seq: int = 0
 
 
 def _stamp(raw: Mapping[str, int] | None) -> Stamp | None:
@@ -361,6 +368,7 @@ class History:
         if not isinstance(raw, dict):
             return None
         files = raw.pop("files")
+        raw.pop("rotation", None)
         return Receipt(**raw, chat=_stamp(files["chat"]), archive=_stamp(files["archive"]))
 
     def recover(self) -> RecoveryReport:
@@ -371,13 +379,18 @@ class History:
         return RecoveryReport(**raw)
 
     def verify(self) -> VerifyReport:
-        """Checks every commit CRC of both files, torn tails and the receipt."""
+        """Checks every commit CRC of both files, torn tails, damage (including an
+        acknowledged batch that is missing or fails its check), that seqs are unique and
+        increasing across archive and chat, and the receipt. Changes nothing."""
         raw = json.loads(self._core.verify())
         return VerifyReport(
             ok=raw["ok"],
             receipt=raw["receipt"],
             chat=_file_report(raw["chat"]),
             archive=_file_report(raw["archive"]),
+            seq_violations=raw["seq_violations"],
+            first_seq_violation=raw["first_seq_violation"],
+            floor_seq=raw["floor_seq"],
         )
 
     def anchor_crc_at(self, offset: int) -> int | None:

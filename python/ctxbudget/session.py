@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import providers
+from .budget_record import record_session_budget
 from .errors import ConflictError, InvalidArgumentError, UnknownModelError
 from .history import Durability, History, Row
 from .memory import MemoryTool
@@ -259,6 +260,7 @@ class Session:
         self._memory_writable = tool_policy.allows("memory")
         self.new_context = NewContextTool(history, offered=self._new_context_offered())
         self._sync(full=True)
+        record_session_budget(self)
 
     @classmethod
     def open(

@@ -153,6 +153,11 @@ class Encoding:
                 )
             except (TypeError, ValueError) as exc:
                 raise InvalidJsonError(f"value cannot be serialized as JSON: {exc}") from exc
+            except RecursionError:
+                # json.dumps recurses per level; the core refuses such depths anyway.
+                raise InvalidJsonError(
+                    "value nests too deeply to be counted as JSON; flatten it"
+                ) from None
         assert isinstance(value, str)
         return self._core.count_json(value)
 

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyList};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::errors::{history_error, no_panic};
+use crate::errors::{history_error, no_panic_store};
 
 fn to_json<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
@@ -45,7 +45,7 @@ impl PyHistory {
         what: &str,
         f: impl FnOnce(&History) -> ctxbudget::history::Result<T> + Send,
     ) -> PyResult<T> {
-        no_panic(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
+        no_panic_store(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
     }
 }
 
@@ -68,7 +68,7 @@ impl PyHistory {
             max_row_bytes,
             recover_on_open: recover,
         };
-        let inner = no_panic(py, "History.open()", || {
+        let inner = no_panic_store(py, "History.open()", || {
             py.detach(|| History::open(&workspace, options))
         })?
         .map_err(|e| history_error(py, e))?;
@@ -87,7 +87,7 @@ impl PyHistory {
         rows: &Bound<'_, PyList>,
         if_last_seq: Option<u64>,
     ) -> PyResult<(u64, u64, u64, String)> {
-        let rows_json = no_panic(py, "append()", || crate::pyjson::encode_rows(rows))??;
+        let rows_json = no_panic_store(py, "append()", || crate::pyjson::encode_rows(rows))??;
         self.run(py, "append()", move |h| {
             h.append_json_bytes_if(&rows_json, if_last_seq)
                 .map(|r| (r.first_seq, r.last_seq, r.epoch, r.window))
@@ -270,7 +270,7 @@ impl PySessionHistory {
 
     /// One call: raw JSON arguments in, JSON result (at most 16 KiB) out.
     fn call_json(&self, py: Python<'_>, args_json: &str) -> PyResult<String> {
-        no_panic(py, "session_history", || {
+        no_panic_store(py, "session_history", || {
             py.detach(|| self.inner.call_json(args_json))
         })
     }

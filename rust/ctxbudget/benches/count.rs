@@ -1,34 +1,57 @@
-//! Criterion benchmarks of the core counting path (single thread, cache off).
+//! Criterion benchmarks of counting, single thread, cache off, side by side in one run
+//! with GitHub's `bpe-openai` and `tiktoken-rs` on the same inputs.
+//!
+//! - `corpus/*`: the Python standard library's `.py` sources (found at run time through
+//!   `python3`'s `sysconfig`, or the directory in `CTXBUDGET_CORPUS`), counted file by
+//!   file, as an agent backend counts messages.
+//! - `runs/*`: 1 and 16 MiB of one repeated unit (space, `a`, newline, `中`, `😀`,
+//!   digits, base64 text), o200k; tiktoken-rs is left out, its merge is quadratic on
+//!   these.
+//!
+//! `CTXBUDGET_BENCH_RUNS_ONLY=1` / `CTXBUDGET_BENCH_CORPUS_ONLY=1` run one group.
+#[path = "support/corpus.rs"]
+mod corpus;
+
+use std::time::Duration;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 use ctxbudget::Encoding;
 
-fn corpus() -> String {
-    let mut text = String::new();
-    for i in 0..2_000 {
-        text.push_str(&format!(
-            "Line {i}: The agent read `src/main.rs`, found {} TODOs, and wrote a 漢字 note 🙂.\n",
-            i % 17
-        ));
-        text.push_str(
-            "    fn handle(&mut self, req: Request) -> Result<Response, Error> { todo!() }\n",
-        );
+const MIB: usize = 1 << 20;
+
+fn ours(name: &str) -> Encoding {
+    match Encoding::new(name) {
+        Ok(enc) => enc.with_cache_capacity(0),
+        Err(e) => panic!("{e}"),
     }
-    text
 }
 
-fn bench_count(c: &mut Criterion) {
-    let text = corpus();
-    let mut group = c.benchmark_group("count");
-    group.throughput(Throughput::Bytes(text.len() as u64));
+fn bench_corpus(c: &mut Criterion) {
+    if std::env::var_os("CTXBUDGET_BENCH_RUNS_ONLY").is_some() {
+        return;
+    }
+    let texts = corpus::files();
+    if texts.is_empty() {
+        return;
+    }
+    let bytes: usize = texts.iter().map(String::len).sum();
+    eprintln!(
+        "corpus: {} files, {:.1} MiB",
+        texts.len(),
+        bytes as f64 / MIB as f64
+    );
+    let mut group = c.benchmark_group("corpus");
+    group.throughput(Throughput::Bytes(bytes as u64));
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(8));
     for name in ["o200k_base", "cl100k_base"] {
-        let Ok(enc) = Encoding::new(name) else {
-            panic!("encoding {name} failed to load");
+        let enc = ours(name);
+        let second = match name {
+            "o200k_base" => bpe_openai::o200k_base(),
+            _ => bpe_openai::cl100k_base(),
         };
-        let enc = enc.with_cache_capacity(0);
-        group.bench_with_input(BenchmarkId::new("ctxbudget", name), &text, |b, t| {
-            b.iter(|| enc.count(t))
-        });
         let oracle = match name {
             "o200k_base" => tiktoken_rs::o200k_base(),
             _ => tiktoken_rs::cl100k_base(),
@@ -36,29 +59,77 @@ fn bench_count(c: &mut Criterion) {
         let Ok(oracle) = oracle else {
             panic!("tiktoken-rs {name} failed to load");
         };
-        group.bench_with_input(BenchmarkId::new("tiktoken-rs", name), &text, |b, t| {
-            b.iter(|| oracle.encode_ordinary(t).len())
+        // Same counts everywhere, or the comparison means nothing.
+        for t in &texts {
+            let n = enc.count(t);
+            assert_eq!(n, second.count(t.as_str()));
+            assert_eq!(n, oracle.encode_ordinary(t).len());
+        }
+        group.bench_function(BenchmarkId::new("ctxbudget", name), |b| {
+            b.iter(|| texts.iter().map(|t| enc.count(t)).sum::<usize>())
+        });
+        group.bench_function(BenchmarkId::new("bpe-openai", name), |b| {
+            b.iter(|| {
+                texts
+                    .iter()
+                    .map(|t| second.count(t.as_str()))
+                    .sum::<usize>()
+            })
+        });
+        group.bench_function(BenchmarkId::new("tiktoken-rs", name), |b| {
+            b.iter(|| {
+                texts
+                    .iter()
+                    .map(|t| oracle.encode_ordinary(t).len())
+                    .sum::<usize>()
+            })
         });
     }
     group.finish();
 }
 
-fn bench_pathological(c: &mut Criterion) {
-    let Ok(enc) = Encoding::new("o200k_base") else {
-        panic!("o200k_base failed to load");
-    };
-    let enc = enc.with_cache_capacity(0);
-    let mut group = c.benchmark_group("pathological");
+/// The repeated units of the `runs` group.
+const UNITS: [(&str, &str); 7] = [
+    ("space", " "),
+    ("a", "a"),
+    ("newline", "\n"),
+    ("cjk", "中"),
+    ("emoji", "😀"),
+    ("digits", "0123456789"),
+    (
+        "base64",
+        "TWFuIGlzIGRpc3Rpbmd1aXNoZWQsIG5vdCBvbmx5IGJ5IGhpcyByZWFzb24sIGJ1dCBieSB0aGlz+/Zx",
+    ),
+];
+
+fn bench_runs(c: &mut Criterion) {
+    if std::env::var_os("CTXBUDGET_BENCH_CORPUS_ONLY").is_some() {
+        return;
+    }
+    let enc = ours("o200k_base");
+    let second = bpe_openai::o200k_base();
+    let mut group = c.benchmark_group("runs");
     group.sample_size(10);
-    for mib in [1usize, 4] {
-        let text = " ".repeat(mib << 20);
-        group.throughput(Throughput::Bytes(text.len() as u64));
-        group.bench_with_input(BenchmarkId::new("spaces", mib), &text, |b, t| {
-            b.iter(|| enc.count(t))
-        });
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(3));
+    for (label, unit) in UNITS {
+        for mib in [1usize, 16] {
+            let text = unit.repeat(mib * MIB / unit.len());
+            let detail = enc.count_detail(&text);
+            assert!(detail.exact);
+            assert_eq!(detail.tokens, second.count(text.as_str()), "{label} {mib}");
+            group.throughput(Throughput::Bytes(text.len() as u64));
+            let id = format!("{label}/{mib}MiB");
+            group.bench_with_input(BenchmarkId::new("ctxbudget", &id), &text, |b, t| {
+                b.iter(|| enc.count(t))
+            });
+            group.bench_with_input(BenchmarkId::new("bpe-openai", &id), &text, |b, t| {
+                b.iter(|| second.count(t.as_str()))
+            });
+        }
     }
     group.finish();
 }
 
-criterion_group!(benches, bench_count, bench_pathological);
+criterion_group!(benches, bench_corpus, bench_runs);
 criterion_main!(benches);

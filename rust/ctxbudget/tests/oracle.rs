@@ -1,6 +1,8 @@
 //! Counts must equal tiktoken-rs (the reference implementation over the same rank
 //! tables) for every encoding, on generated text full of the characters that decide
-//! where tiktoken's regexes split.
+//! where tiktoken's regexes split, and GitHub's bpe-openai (a second, independent
+//! exact implementation, for o200k and cl100k) on long runs of megabytes, which
+//! tiktoken-rs cannot count in reasonable time. Every count must say it is exact.
 use ctxbudget::Encoding;
 use proptest::prelude::*;
 
@@ -21,6 +23,15 @@ fn oracle(name: &str) -> &'static tiktoken_rs::CoreBPE {
         "p50k_base" => tiktoken_rs::p50k_base_singleton(),
         "p50k_edit" => tiktoken_rs::p50k_edit_singleton(),
         _ => tiktoken_rs::r50k_base_singleton(),
+    }
+}
+
+/// bpe-openai's tokenizer, for the encodings it ships.
+fn second_oracle(name: &str) -> Option<&'static bpe_openai::Tokenizer> {
+    match name {
+        "o200k_base" | "o200k_harmony" => Some(bpe_openai::o200k_base()),
+        "cl100k_base" => Some(bpe_openai::cl100k_base()),
+        _ => None,
     }
 }
 
@@ -68,6 +79,9 @@ proptest! {
             let got = ours(name).count_detail(&text);
             prop_assert!(got.exact);
             prop_assert_eq!(got.tokens, expected, "{} on {:?}", name, text);
+            if let Some(second) = second_oracle(name) {
+                prop_assert_eq!(second.count(text.as_str()), expected, "{} on {:?}", name, text);
+            }
         }
     }
 
@@ -77,17 +91,87 @@ proptest! {
         for name in ENCODINGS {
             let expected = oracle(name).encode_ordinary(&text).len();
             let got = ours(name).with_chunk_bytes(chunk).count_detail(&text);
-            if got.exact {
-                prop_assert_eq!(got.tokens, expected, "{} chunk {} on {:?}", name, chunk, text);
-            } else {
-                prop_assert!(got.tokens >= expected, "{} chunk {} on {:?}", name, chunk, text);
+            prop_assert!(got.exact && got.forced_cuts == 0);
+            prop_assert_eq!(got.tokens, expected, "{} chunk {} on {:?}", name, chunk, text);
+        }
+    }
+}
+
+/// One unit of a long run: a character, a pair, or a base64-like or code-like word.
+fn run_unit() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            " ", "a", "\n", "中", "😀", "7", "!", "é", "\t", "\r\n", "ab", "aB", "Zx", "가", "ก",
+            "\u{301}", "=", "-", "_", "0", "  \n", "/", "a ", "\u{3000}",
+        ])
+        .prop_map(str::to_owned),
+        "[A-Za-z0-9+/]{1,12}",
+        "[a-z]{1,6}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Runs of up to several MiB, between short tricky text, equal bpe-openai.
+    #[test]
+    fn long_runs_equal_bpe_openai(
+        head in tricky_text(),
+        unit in run_unit(),
+        bytes in 1usize..(3 << 20),
+        tail in tricky_text(),
+    ) {
+        let text = format!("{head}{}{tail}", unit.repeat(bytes / unit.len() + 1));
+        for name in ["o200k_base", "cl100k_base"] {
+            let expected = second_oracle(name).map(|t| t.count(text.as_str()));
+            let got = ours(name).count_detail(&text);
+            prop_assert!(got.exact && got.forced_cuts == 0);
+            prop_assert_eq!(Some(got.tokens), expected, "{} on {:?}…{:?} x{}", name, head, unit, bytes);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Runs of a few KiB, which tiktoken-rs's quadratic merge still counts, for all six
+    /// encodings (bpe-openai has no GPT-2 tables).
+    #[test]
+    fn runs_equal_tiktoken_rs(
+        head in tricky_text(),
+        unit in run_unit(),
+        bytes in 1usize..3_000,
+        tail in tricky_text(),
+    ) {
+        let text = format!("{head}{}{tail}", unit.repeat(bytes / unit.len() + 1));
+        for name in ENCODINGS {
+            let expected = oracle(name).encode_ordinary(&text).len();
+            let got = ours(name).count_detail(&text);
+            prop_assert!(got.exact);
+            prop_assert_eq!(got.tokens, expected, "{} on {:?}…{:?} x{}", name, head, unit, bytes);
+        }
+    }
+}
+
+/// The runs the issue measured, each of 1 and 4 MiB.
+#[test]
+fn megabyte_runs_are_exact() {
+    let base64 = "QmFzZTY0IGJsb2IgZnJvbSBhIHRvb2wgb3V0cHV0Lg+/";
+    for unit in [" ", "a", "\n", "中", "😀", "7", base64] {
+        for mib in [1usize, 4] {
+            let text = unit.repeat((mib << 20) / unit.len());
+            for name in ["o200k_base", "cl100k_base"] {
+                let got = ours(name).count_detail(&text);
+                assert!(got.exact && got.forced_cuts == 0);
+                let expected = second_oracle(name).map(|t| t.count(text.as_str()));
+                assert_eq!(Some(got.tokens), expected, "{name} {unit:?} {mib} MiB");
             }
         }
     }
 }
 
 #[test]
-fn long_pieces_use_the_heap_merge_and_agree() {
+fn long_pieces_agree() {
     for name in ENCODINGS {
         for text in [
             "a".repeat(3_000),

@@ -2,52 +2,112 @@
 //!
 //! Only the number of tokens is needed, so nothing allocates per piece: most pieces are
 //! a single token (one hash lookup), short ones use tiktoken's own quadratic merge on a
-//! reused buffer, and long ones a heap with lazy invalidation, `O(n log n)`, so that a
-//! piece of a megabyte costs what its length says and not its square.
+//! reused buffer, and long ones the linear backtracking encoder of
+//! [`super::backtrack`].
+//!
+//! The encoder's tables take about as long to build as the heap merge takes on a
+//! quarter of a megabyte, so they are built only once that much long-piece text has
+//! been merged by the heap (or one piece is that long): ordinary text, whose long
+//! pieces are rare and short, never pays for them, and no input pays more than about
+//! twice what it would with the tables ready.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::hash::Hasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::FxHasher;
 
-/// Pieces at least this long are merged with the heap instead of the quadratic scan.
-const HEAP_MIN_BYTES: usize = 128;
+use super::backtrack::{Backtrack, LongScratch};
+use super::vocab::Vocab;
 
-/// Marks "no such pair" in rank slots.
-const NO_RANK: u32 = u32::MAX;
+/// Pieces at least this long are counted by the backtracking encoder instead of the
+/// quadratic merge.
+const LONG_MIN_BYTES: usize = 64;
+
+/// Bytes of long pieces merged by the heap before the backtracking tables are built.
+const BUILD_AFTER_BYTES: usize = 256 * 1024;
+
+/// Marks "no such token / pair" in rank slots.
+pub(crate) const NO_RANK: u32 = u32::MAX;
 
 /// Marks "no neighbour" in the heap merge's linked list.
 const NONE: usize = usize::MAX;
 
-/// Mergeable ranks of one encoding: byte string → rank (lower merges first).
+/// Mergeable ranks of one encoding: byte string → token id (lower merges first).
+///
+/// Ids are positions in rank order (see [`Vocab`]), so they order merges exactly as
+/// ranks do.
 pub(crate) struct Ranks {
-    map: FxHashMap<Box<[u8]>, u32>,
-    /// Longest byte string in the table: longer candidates need no lookup.
+    vocab: Vocab,
+    /// Open-addressing hash table of token ids, indexed by a hash of their bytes.
+    slots: Vec<u32>,
+    mask: usize,
+    /// Longest token: longer candidates need no lookup.
     max_len: usize,
+    /// Tables of the long-piece encoder, built on demand (see the module docs).
+    long: OnceLock<Option<Backtrack>>,
+    /// Bytes of long pieces merged by the heap so far.
+    heap_bytes: AtomicUsize,
+}
+
+#[inline]
+fn hash(bytes: &[u8]) -> usize {
+    let mut h = FxHasher::default();
+    h.write(bytes);
+    h.finish() as usize
 }
 
 impl Ranks {
-    /// Builds the table from `(bytes, rank)` pairs.
-    pub(crate) fn new(entries: impl IntoIterator<Item = (Vec<u8>, u32)>) -> Ranks {
-        let map: FxHashMap<Box<[u8]>, u32> = entries
-            .into_iter()
-            .map(|(bytes, rank)| (bytes.into_boxed_slice(), rank))
-            .collect();
-        let max_len = map.keys().map(|k| k.len()).max().unwrap_or(0);
-        Ranks { map, max_len }
+    /// Indexes every token of `vocab`.
+    pub(crate) fn new(vocab: Vocab) -> Ranks {
+        let size = (vocab.len() * 2).next_power_of_two().max(16);
+        let mask = size - 1;
+        let mut slots = vec![NO_RANK; size];
+        let mut max_len = 0;
+        for (id, bytes) in vocab.iter() {
+            max_len = max_len.max(bytes.len());
+            let mut i = hash(bytes) & mask;
+            while slots[i] != NO_RANK {
+                i = (i + 1) & mask;
+            }
+            slots[i] = id;
+        }
+        Ranks {
+            vocab,
+            slots,
+            mask,
+            max_len,
+            long: OnceLock::new(),
+            heap_bytes: AtomicUsize::new(0),
+        }
     }
 
-    /// Number of byte strings in the table.
+    /// Number of tokens in the table.
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.vocab.len()
     }
 
+    /// The tokens, in rank order.
+    pub(crate) fn vocab(&self) -> &Vocab {
+        &self.vocab
+    }
+
+    /// Id of the token spelled `bytes`, or [`NO_RANK`].
     #[inline]
-    fn rank(&self, bytes: &[u8]) -> u32 {
+    pub(crate) fn rank(&self, bytes: &[u8]) -> u32 {
         if bytes.len() > self.max_len {
             return NO_RANK;
         }
-        self.map.get(bytes).copied().unwrap_or(NO_RANK)
+        let mut i = hash(bytes) & self.mask;
+        loop {
+            let id = self.slots[i];
+            if id == NO_RANK || self.vocab.token(id) == bytes {
+                return id;
+            }
+            i = (i + 1) & self.mask;
+        }
     }
 
     /// Number of tokens byte-pair merging turns `piece` into.
@@ -56,16 +116,36 @@ impl Ranks {
         if piece.len() <= 1 || self.rank(piece) != NO_RANK {
             return piece.len().min(1);
         }
-        if piece.len() < HEAP_MIN_BYTES {
-            self.merge_quadratic(piece, &mut scratch.parts)
-        } else {
-            self.merge_heap(piece, scratch)
+        if piece.len() < LONG_MIN_BYTES {
+            return self.merge_quadratic(piece, &mut scratch.parts);
+        }
+        let long = match self.long.get() {
+            Some(long) => long,
+            None => {
+                let merged = self.heap_bytes.fetch_add(piece.len(), Ordering::Relaxed);
+                if merged + piece.len() < BUILD_AFTER_BYTES {
+                    return self.merge_heap(piece, scratch);
+                }
+                self.long.get_or_init(|| Backtrack::new(self))
+            }
+        };
+        match long {
+            Some(long) => match long.count(piece, &mut scratch.long) {
+                Some(n) => n,
+                // The search cannot fail on a table that passed `Backtrack::new`'s
+                // checks; should it ever, the exact heap merge answers instead.
+                None => self.merge_heap(piece, scratch),
+            },
+            None => self.merge_heap(piece, scratch),
         }
     }
 
     /// tiktoken's merge: repeatedly join the adjacent pair of lowest rank, the leftmost
     /// on ties. `parts[k] = (start of part k, rank of joining part k with part k+1)`.
-    fn merge_quadratic(&self, piece: &[u8], parts: &mut Vec<(usize, u32)>) -> usize {
+    pub(crate) fn merge_quadratic(&self, piece: &[u8], parts: &mut Vec<(usize, u32)>) -> usize {
+        if piece.is_empty() {
+            return 0;
+        }
         parts.clear();
         for i in 0..piece.len() - 1 {
             parts.push((i, self.rank(&piece[i..i + 2])));
@@ -103,8 +183,8 @@ impl Ranks {
     /// The same merge order as [`Ranks::merge_quadratic`], driven by a min-heap of
     /// `(rank, start)`: the smallest rank wins and, on ties, the smallest start — the
     /// leftmost pair, exactly as tiktoken's scan picks it. Stale heap entries are
-    /// skipped when popped.
-    fn merge_heap(&self, piece: &[u8], scratch: &mut Scratch) -> usize {
+    /// skipped when popped. `O(n log n)`; the fallback of the backtracking encoder.
+    pub(crate) fn merge_heap(&self, piece: &[u8], scratch: &mut Scratch) -> usize {
         let n = piece.len();
         let Scratch {
             next,
@@ -138,8 +218,8 @@ impl Ranks {
         }
         let mut parts = n;
         while let Some(Reverse((r, k))) = heap.pop() {
-            // A part that was merged into its left neighbour has rank NONE-equivalent:
-            // its slot is cleared below, so a stale entry never matches.
+            // A part merged into its left neighbour has its slot cleared below, so a
+            // stale entry never matches.
             if rank[k] != r || next[k] == NONE {
                 continue;
             }
@@ -178,25 +258,35 @@ pub(crate) struct Scratch {
     prev: Vec<usize>,
     rank: Vec<u32>,
     heap: BinaryHeap<Reverse<(u32, usize)>>,
+    long: LongScratch,
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn toy() -> Ranks {
-        // Single bytes first (as in every tiktoken table), then merges.
-        let mut entries: Vec<(Vec<u8>, u32)> =
-            (0u8..=255).map(|b| (vec![b], u32::from(b))).collect();
-        for (i, s) in ["ab", "bc", "abc", "aa", "aaaa", "cd"].iter().enumerate() {
-            entries.push((s.as_bytes().to_vec(), 256 + i as u32));
+    /// A small table: single bytes first (as in every tiktoken table), then merges.
+    pub(crate) fn toy(merges: &[&str]) -> Ranks {
+        let mut text = String::new();
+        let engine = base64::engine::general_purpose::STANDARD;
+        let mut rank = 0;
+        let mut line = |bytes: &[u8]| {
+            use base64::Engine as _;
+            text.push_str(&format!("{} {rank}\n", engine.encode(bytes)));
+            rank += 1;
+        };
+        for b in 0u8..=255 {
+            line(&[b]);
         }
-        Ranks::new(entries)
+        for m in merges {
+            line(m.as_bytes());
+        }
+        Ranks::new(Vocab::parse(&text).unwrap_or_else(|e| panic!("{e}")))
     }
 
     #[test]
     fn heap_and_quadratic_agree() {
-        let ranks = toy();
+        let ranks = toy(&["ab", "bc", "abc", "aa", "aaaa", "cd"]);
         let mut scratch = Scratch::default();
         let samples = [
             "abcd",
@@ -215,5 +305,38 @@ mod tests {
         assert_eq!(ranks.merge_quadratic(b"abcd", &mut Vec::new()), 2);
         // "aaaaaaa": aa|aa|aa|a, then aaaa|aa|a.
         assert_eq!(ranks.merge_heap(b"aaaaaaa", &mut scratch), 3);
+    }
+
+    #[test]
+    fn lookup_finds_every_token_and_nothing_else() {
+        let ranks = toy(&["ab", "bc", "abc"]);
+        assert_eq!(ranks.rank(b"abc"), 258);
+        assert_eq!(ranks.rank(b"a"), u32::from(b'a'));
+        assert_eq!(ranks.rank(b"abd"), NO_RANK);
+        assert_eq!(ranks.rank(b"abcabc"), NO_RANK);
+    }
+
+    /// Long pieces go to the heap merge until a quarter megabyte of them has been
+    /// merged, then to the backtracking encoder; both count alike.
+    #[test]
+    fn tables_are_built_once_enough_long_text_was_merged() {
+        let data = super::super::vocab::source("o200k_base").unwrap_or_default();
+        let ranks = Ranks::new(Vocab::parse(data).unwrap_or_else(|e| panic!("{e}")));
+        let mut scratch = Scratch::default();
+        let pieces = ["a".repeat(100), " ".repeat(5_000), "中".repeat(20_000)];
+        let before: Vec<usize> = pieces
+            .iter()
+            .map(|p| ranks.count_piece(p.as_bytes(), &mut scratch))
+            .collect();
+        assert!(ranks.long.get().is_none());
+        let big = "ab".repeat(BUILD_AFTER_BYTES / 2);
+        let heap = ranks.merge_heap(big.as_bytes(), &mut scratch);
+        assert_eq!(ranks.count_piece(big.as_bytes(), &mut scratch), heap);
+        assert!(ranks.long.get().is_some_and(Option::is_some));
+        let after: Vec<usize> = pieces
+            .iter()
+            .map(|p| ranks.count_piece(p.as_bytes(), &mut scratch))
+            .collect();
+        assert_eq!(before, after);
     }
 }

@@ -1,44 +1,44 @@
-//! Cutting long text into bounded chunks without changing its token count.
+//! Cutting long text into chunks without changing its token count.
 //!
 //! A cut at an *exact pre-token boundary* — a point where the encoding's regex always
 //! starts a new piece, whatever follows — splits the pre-tokenization into two
 //! independent halves, so counting the chunks separately gives the same total. Where no
-//! such point exists within the bound (a megabyte of spaces, one enormous word), the cut
-//! is forced at a character boundary and the caller adds [`BOUNDARY_SLACK`] tokens.
-//!
-//! [`BOUNDARY_SLACK`]: super::BOUNDARY_SLACK
+//! such point exists within the bound (a megabyte of spaces, one enormous word), the
+//! chunk runs on to the next one: text is never cut anywhere else, so chunking never
+//! changes a count.
 
 use super::pretokenize::Family;
 use super::unicode::{class_at, len_before};
 
-/// Largest chunk handed to the pre-tokenizer and merger, in bytes.
-pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
+/// The default chunk bound: none. The pre-tokenizer and the mergers are linear on any
+/// text, so counting needs no chunks; the bound exists for tests (see
+/// `Encoding::with_chunk_bytes`), which check that chunking never changes a count.
+pub(crate) const CHUNK_BYTES: usize = usize::MAX;
 
 /// How far past a newline we look for the end of its whitespace run.
 const NEWLINE_LOOKAHEAD: usize = 64;
 
-/// Where the chunk that starts at `start` ends, and whether that cut was forced.
+/// Where the chunk that starts at `start` ends: an exact boundary or the end of text.
 ///
 /// Exact boundaries are searched backwards from `start + max` down to `start + max / 2`,
-/// so every chunk advances by at least half the bound and the search is linear overall.
-pub(crate) fn next_cut(family: Family, text: &[u8], start: usize, max: usize) -> (usize, bool) {
-    let limit = start + max;
+/// then forwards from `start + max`, so every chunk advances by at least half the bound
+/// and each byte is looked at a bounded number of times: the search is linear overall.
+pub(crate) fn next_cut(family: Family, text: &[u8], start: usize, max: usize) -> usize {
+    let limit = start.saturating_add(max);
     if limit >= text.len() {
-        return (text.len(), false);
+        return text.len();
     }
     let floor = start + max / 2;
     let mut p = limit;
     while p > floor {
         if is_exact_boundary(family, text, p) {
-            return (p, false);
+            return p;
         }
         p -= 1;
     }
-    let mut p = limit;
-    while p > start + 1 && (text[p] & 0xC0) == 0x80 {
-        p -= 1;
-    }
-    (p, true)
+    (limit + 1..text.len())
+        .find(|&p| is_exact_boundary(family, text, p))
+        .unwrap_or(text.len())
 }
 
 /// Whether a new piece always starts at byte `p` (`0 < p < text.len()`).
@@ -109,19 +109,21 @@ mod tests {
     }
 
     #[test]
-    fn forced_cut_lands_on_char_boundary() {
-        let text = "中".repeat(100);
-        let (p, forced) = next_cut(Family::O200k, text.as_bytes(), 0, 32);
-        assert!(forced);
-        assert!(text.is_char_boundary(p));
-        assert!((30..=32).contains(&p));
+    fn without_a_boundary_the_chunk_runs_on() {
+        let text = format!("{}x yz", "中".repeat(100));
+        let p = next_cut(Family::O200k, text.as_bytes(), 0, 32);
+        assert_eq!(p, 301);
+        assert_eq!(
+            next_cut(Family::O200k, "中".repeat(100).as_bytes(), 0, 32),
+            300
+        );
     }
 
     #[test]
-    fn exact_cut_preferred_over_forced() {
+    fn exact_cut_within_the_bound_comes_first() {
         let text = "word ".repeat(40);
-        let (p, forced) = next_cut(Family::Cl100k, text.as_bytes(), 0, 64);
-        assert!(!forced);
+        let p = next_cut(Family::Cl100k, text.as_bytes(), 0, 64);
+        assert!(p <= 64);
         assert_eq!(text.as_bytes()[p], b' ');
     }
 }

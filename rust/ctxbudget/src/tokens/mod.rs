@@ -1,9 +1,12 @@
 //! Exact, linear-time token counting.
 //!
-//! Counts equal `len(tiktoken.get_encoding(name).encode_ordinary(text))` whenever
-//! [`TokenCount::exact`] is true. The rank tables come from the `tiktoken-rs` crate (no
-//! network, ever); the split into pre-tokens is a hand-written scanner equivalent to
-//! tiktoken's regex, which runs in one forward pass and never backtracks.
+//! Counts equal `len(tiktoken.get_encoding(name).encode_ordinary(text))` for every
+//! text of every shipped encoding. The rank tables are tiktoken's own files, embedded
+//! in the library (no network, ever); the split into pre-tokens is a hand-written
+//! scanner equivalent to tiktoken's regex, which runs in one forward pass and never
+//! backtracks; pieces are merged by a hash lookup (most are one token), tiktoken's
+//! quadratic merge (short ones) or a linear backtracking encoder (long ones: a megabyte
+//! of spaces, one enormous word, a base64 blob).
 //!
 //! ```
 //! use ctxbudget::tokens::Encoding;
@@ -11,10 +14,12 @@
 //! let enc = Encoding::new("o200k_base")?;
 //! assert_eq!(enc.count("Hello, world!"), 4);
 //! let detail = enc.count_detail(&" ".repeat(1 << 20));
-//! assert!(!detail.exact && detail.forced_cuts > 0); // an upper bound, computed in linear time
+//! assert_eq!(detail.tokens, 8_192); // exact, in linear time
+//! assert!(detail.exact && detail.forced_cuts == 0);
 //! # Ok::<(), ctxbudget::tokens::TokenError>(())
 //! ```
 
+mod backtrack;
 mod bpe;
 mod cache;
 mod chunk;
@@ -23,6 +28,7 @@ mod json;
 mod models;
 mod pretokenize;
 mod unicode;
+mod vocab;
 
 use std::sync::{Arc, OnceLock};
 
@@ -34,8 +40,11 @@ pub use models::{model_encoding, ModelEncoding};
 use bpe::{Ranks, Scratch};
 use cache::CountCache;
 use pretokenize::Family;
+use vocab::Vocab;
 
-/// Tokens added per forced cut, so that a count with forced cuts is an upper bound.
+/// Tokens that were added per forced cut when counting still cut long text by force.
+/// Counting no longer does ([`TokenCount::forced_cuts`] is always 0), so nothing is
+/// ever added; the constant stays so that code naming it keeps compiling.
 pub const BOUNDARY_SLACK: usize = 8;
 
 /// Counts cached per [`Encoding`] by default (see [`Encoding::with_cache_capacity`]).
@@ -53,6 +62,7 @@ const ENCODINGS: &[(&str, Family)] = &[
     ("p50k_base", Family::Gpt2),
     ("p50k_edit", Family::Gpt2),
     ("r50k_base", Family::Gpt2),
+    ("gpt2", Family::Gpt2),
 ];
 
 /// Names of every encoding [`Encoding::new`] accepts.
@@ -63,12 +73,13 @@ pub fn encoding_names() -> impl Iterator<Item = &'static str> {
 /// The result of counting one text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TokenCount {
-    /// Number of tokens; an upper bound when `exact` is false.
+    /// Number of tokens; an estimate when `exact` is false.
     pub tokens: usize,
-    /// True when `tokens` equals tiktoken's count for the same encoding.
+    /// True when `tokens` equals tiktoken's count for the same encoding: always, unless
+    /// the encoding estimates another model's tokenizer ([`Encoding::for_model`]).
     pub exact: bool,
-    /// Cuts made where no exact pre-token boundary existed; each added
-    /// [`BOUNDARY_SLACK`] tokens.
+    /// Cuts made where no exact pre-token boundary existed. Always 0: text is only
+    /// ever cut where the pre-tokenizer starts a new piece whatever follows.
     pub forced_cuts: usize,
 }
 
@@ -110,33 +121,8 @@ fn load_tables(name: &str) -> Result<Tables, TokenError> {
         .find(|(n, _)| *n == name)
         .map(|(_, f)| *f)
         .ok_or_else(|| fail("not a shipped encoding".to_owned()))?;
-    let bpe = match name {
-        "o200k_base" => tiktoken_rs::o200k_base(),
-        "o200k_harmony" => tiktoken_rs::o200k_harmony(),
-        "cl100k_base" => tiktoken_rs::cl100k_base(),
-        "p50k_base" => tiktoken_rs::p50k_base(),
-        "p50k_edit" => tiktoken_rs::p50k_edit(),
-        _ => tiktoken_rs::r50k_base(),
-    }
-    .map_err(|e| fail(e.to_string()))?;
-    // tiktoken-rs keeps its encoder private; every rank decodes to its byte string, and
-    // special tokens (which ordinary text never produces) are left out.
-    let special: Vec<&str> = bpe.special_tokens().into_iter().collect();
-    let mut entries = Vec::new();
-    let mut misses = 0u32;
-    let mut rank = 0u32;
-    // Ranks are dense apart from a few reserved ids; stop after a long run of misses.
-    while misses < 4_096 {
-        match bpe.decode_bytes(&[rank]) {
-            Ok(bytes) if !special.iter().any(|s| s.as_bytes() == bytes.as_slice()) => {
-                entries.push((bytes, rank));
-                misses = 0;
-            }
-            _ => misses += 1,
-        }
-        rank += 1;
-    }
-    let ranks = Ranks::new(entries);
+    let data = vocab::source(name).ok_or_else(|| fail("no rank table shipped".to_owned()))?;
+    let ranks = Ranks::new(Vocab::parse(data).map_err(fail)?);
     if ranks.len() < 256 {
         return Err(fail(format!("only {} ranks decoded", ranks.len())));
     }
@@ -146,14 +132,8 @@ fn load_tables(name: &str) -> Result<Tables, TokenError> {
 
 /// The shared tables of `name`, loaded on first use.
 fn tables(name: &str) -> Result<(&'static str, &'static Tables), TokenError> {
-    static LOADED: [OnceLock<Result<Tables, TokenError>>; 6] = [
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-    ];
+    static LOADED: [OnceLock<Result<Tables, TokenError>>; ENCODINGS.len()] =
+        [const { OnceLock::new() }; ENCODINGS.len()];
     let Some(index) = ENCODINGS.iter().position(|(n, _)| *n == name) else {
         return Err(TokenError::UnknownEncoding {
             name: name.to_owned(),
@@ -161,7 +141,13 @@ fn tables(name: &str) -> Result<(&'static str, &'static Tables), TokenError> {
         });
     };
     let static_name = ENCODINGS[index].0;
-    match LOADED[index].get_or_init(|| load_tables(static_name)) {
+    // An alias shares the tables of the encoding it names.
+    let source = models::rank_source(static_name);
+    let source_index = ENCODINGS
+        .iter()
+        .position(|(n, _)| *n == source)
+        .unwrap_or(index);
+    match LOADED[source_index].get_or_init(|| load_tables(ENCODINGS[source_index].0)) {
         Ok(tables) => Ok((static_name, tables)),
         Err(e) => Err(e.clone()),
     }
@@ -170,8 +156,9 @@ fn tables(name: &str) -> Result<(&'static str, &'static Tables), TokenError> {
 impl Encoding {
     /// The encoding called `name` (see [`encoding_names`]).
     ///
-    /// The first call for a name builds its rank table (tens of milliseconds); later
-    /// calls share it.
+    /// The first call for a name builds its rank table (a few milliseconds); later
+    /// calls share it. The tables of the long-piece encoder are built once a quarter
+    /// megabyte of long pieces (a run of spaces, a base64 blob) has been counted.
     pub fn new(name: &str) -> Result<Encoding, TokenError> {
         let (name, tables) = tables(name)?;
         Ok(Encoding {
@@ -204,10 +191,11 @@ impl Encoding {
         self
     }
 
-    /// The same encoding cutting text into chunks of at most `bytes` (at least 64).
-    /// Smaller chunks mean more forced cuts on text without exact boundaries; this
-    /// exists for tests and experiments, the default suits every real input.
-    /// Counts depend on the chunk size, so the result gets a cache of its own.
+    /// The same encoding cutting text into chunks of about `bytes` (at least 64), at
+    /// exact pre-token boundaries only: a chunk runs on past the bound when the text
+    /// offers no such boundary (a run of spaces, one enormous word). By default text is
+    /// not chunked at all. Counts never depend on the chunk size; this exists for tests
+    /// and experiments. The result gets a cache of its own.
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Encoding {
         self.chunk_bytes = bytes.max(64);
         let capacity = self.cache_capacity;
@@ -224,13 +212,13 @@ impl Encoding {
         self.estimate_scale_bp
     }
 
-    /// Number of tokens in `text` (an upper bound if a forced cut was needed).
+    /// Number of tokens in `text`.
     pub fn count(&self, text: &str) -> usize {
         self.count_detail(text).tokens
     }
 
-    /// Number of tokens in `text`, whether that number is exact, and how many forced
-    /// cuts it needed.
+    /// Number of tokens in `text`, and whether that number is exact (it is, unless the
+    /// encoding estimates another model's tokenizer).
     pub fn count_detail(&self, text: &str) -> TokenCount {
         let cache = self
             .cache
@@ -297,18 +285,16 @@ impl Encoding {
         let family = self.tables.family;
         let mut scratch = Scratch::default();
         let mut tokens = 0;
-        let mut forced_cuts = 0;
         let mut start = 0;
         while start < bytes.len() {
-            let (end, forced) = chunk::next_cut(family, bytes, start, self.chunk_bytes);
+            let end = chunk::next_cut(family, bytes, start, self.chunk_bytes);
             tokens += self.count_chunk(&bytes[start..end], &mut scratch);
-            forced_cuts += usize::from(forced);
             start = end;
         }
         TokenCount {
-            tokens: tokens + forced_cuts * BOUNDARY_SLACK,
-            exact: forced_cuts == 0,
-            forced_cuts,
+            tokens,
+            exact: true,
+            forced_cuts: 0,
         }
     }
 
@@ -376,15 +362,17 @@ mod tests {
     }
 
     #[test]
-    fn forced_cuts_add_slack_and_stay_above_truth() {
-        let e = enc("o200k_base");
-        let text = "a".repeat(5_000);
-        let truth = e.clone().with_chunk_bytes(1 << 20).count_detail(&text);
-        assert!(truth.exact);
-        let cut = e.with_chunk_bytes(1_000).count_detail(&text);
-        assert!(!cut.exact);
-        assert!(cut.forced_cuts >= 4);
-        assert!(cut.tokens >= truth.tokens);
+    fn long_runs_are_exact_at_any_chunk_size() {
+        let e = enc("o200k_base").with_cache_capacity(0);
+        for text in ["a".repeat(5_000), " ".repeat(5_000), "中".repeat(2_000)] {
+            let whole = e.clone().with_chunk_bytes(1 << 20).count_detail(&text);
+            let small = e.clone().with_chunk_bytes(1_000).count_detail(&text);
+            assert!(whole.exact && small.exact);
+            assert_eq!(whole, small);
+            assert_eq!(small.forced_cuts, 0);
+        }
+        // The truth from tiktoken, for the figure the issue reported as 8,312.
+        assert_eq!(e.count(&" ".repeat(1 << 20)), 8_192);
     }
 
     #[test]

@@ -82,6 +82,19 @@ fn space_run(text: &[u8], i: usize) -> (usize, Option<usize>) {
     let mut end = i;
     let mut last_newline = None;
     while end < text.len() {
+        // The common bytes of long runs first, without the class table.
+        match text[end] {
+            b' ' | b'\t' => {
+                end += 1;
+                continue;
+            }
+            b'\n' | b'\r' => {
+                last_newline = Some(end);
+                end += 1;
+                continue;
+            }
+            _ => {}
+        }
         let (class, len) = class_at(text, end);
         match class {
             Class::Newline => last_newline = Some(end),

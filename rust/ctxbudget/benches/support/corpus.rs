@@ -1,0 +1,53 @@
+//! The real-text corpus of the benchmarks: the Python standard library's `.py` sources
+//! (tests and site-packages left out), found at run time through `python3`'s
+//! `sysconfig`, or the directory named by `CTXBUDGET_CORPUS`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+fn stdlib_dir() -> Option<PathBuf> {
+    if let Ok(dir) = std::env::var("CTXBUDGET_CORPUS") {
+        return Some(PathBuf::from(dir));
+    }
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    Some(PathBuf::from(dir.trim()))
+}
+
+fn collect(dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_dir() {
+            if !matches!(name, "site-packages" | "test" | "tests") {
+                collect(&path, out);
+            }
+        } else if name.ends_with(".py") {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                out.push(text);
+            }
+        }
+    }
+}
+
+/// Every file's text, in path order (empty, with a message, if none is found).
+pub fn files() -> Vec<String> {
+    let mut files = Vec::new();
+    if let Some(dir) = stdlib_dir() {
+        collect(&dir, &mut files);
+    }
+    if files.is_empty() {
+        eprintln!("no Python standard library found: set CTXBUDGET_CORPUS to a directory");
+    }
+    files
+}

@@ -1,0 +1,255 @@
+//! The rank tables, read straight from tiktoken's published `.tiktoken` files.
+//!
+//! The four files in `data/` are byte-for-byte the files tiktoken downloads (their
+//! SHA-256 digests, checked in the tests, are the ones tiktoken pins). Each line is a
+//! base64 token and its rank, in rank order. Decoding them takes a few milliseconds,
+//! where building a full regex-backed tokenizer only to read its table back took
+//! seconds.
+
+/// Raw table files, embedded in the library.
+const O200K: &str = include_str!("data/o200k_base.tiktoken");
+const CL100K: &str = include_str!("data/cl100k_base.tiktoken");
+const P50K: &str = include_str!("data/p50k_base.tiktoken");
+const R50K: &str = include_str!("data/r50k_base.tiktoken");
+
+/// The table file of each shipped encoding (encodings that differ only in special
+/// tokens share a file: ordinary text never produces special tokens).
+pub(crate) fn source(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "o200k_base" | "o200k_harmony" => O200K,
+        "cl100k_base" => CL100K,
+        "p50k_base" | "p50k_edit" => P50K,
+        "r50k_base" => R50K,
+        _ => return None,
+    })
+}
+
+/// Every token of one encoding, in rank order. Token *ids* are positions in this
+/// order, so comparing ids compares ranks even where the ranks have gaps.
+pub(crate) struct Vocab {
+    /// All token bytes, concatenated in rank order.
+    pub(crate) bytes: Vec<u8>,
+    /// `starts[id]..starts[id + 1]` are the bytes of token `id`.
+    pub(crate) starts: Vec<u32>,
+    /// Rank of each id as the file states it (ids are dense, ranks need not be).
+    pub(crate) ranks: Vec<u32>,
+}
+
+/// Value of each base64 digit (standard alphabet), 0xFF for anything else.
+const BASE64_DIGITS: [u8; 256] = {
+    let mut table = [0xFFu8; 256];
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut i = 0;
+    while i < 64 {
+        table[alphabet[i] as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// Appends the bytes of one padded standard-base64 string to `out`; `None` if it is
+/// not one. (A general decoder spends more on setup than on a token of a few bytes.)
+fn decode_base64(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    if text.is_empty() || !text.len().is_multiple_of(4) {
+        return None;
+    }
+    let pad = text
+        .iter()
+        .rev()
+        .take(2)
+        .take_while(|&&c| c == b'=')
+        .count();
+    let body = &text[..text.len() - pad];
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for &c in body {
+        let v = BASE64_DIGITS[usize::from(c)];
+        if v == 0xFF {
+            return None;
+        }
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    // Leftover bits must be the zero padding of the last digit.
+    (acc & ((1 << bits) - 1) == 0).then_some(())
+}
+
+impl Vocab {
+    /// Parses a `.tiktoken` file: one `base64 rank` line per token, ranks increasing.
+    pub(crate) fn parse(data: &str) -> Result<Vocab, String> {
+        let lines = data.lines().filter(|l| !l.is_empty());
+        let mut vocab = Vocab {
+            bytes: Vec::with_capacity(data.len() / 2),
+            starts: vec![0],
+            ranks: Vec::new(),
+        };
+        for (index, line) in lines.enumerate() {
+            let at = |what: &str| format!("line {}: {what}", index + 1);
+            let (token, rank) = line
+                .split_once(' ')
+                .ok_or_else(|| at("expected `<base64> <rank>`"))?;
+            let rank: u32 = rank
+                .trim()
+                .parse()
+                .map_err(|_| at("rank is not a number"))?;
+            if vocab.ranks.last().is_some_and(|&last| rank <= last) {
+                return Err(at("ranks must increase"));
+            }
+            decode_base64(token.as_bytes(), &mut vocab.bytes)
+                .ok_or_else(|| at("bad base64 token"))?;
+            let end = u32::try_from(vocab.bytes.len()).map_err(|_| at("table too large"))?;
+            if end == *vocab.starts.last().unwrap_or(&0) {
+                return Err(at("empty token"));
+            }
+            vocab.starts.push(end);
+            vocab.ranks.push(rank);
+        }
+        Ok(vocab)
+    }
+
+    /// Number of tokens.
+    pub(crate) fn len(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// Bytes of token `id`.
+    #[inline]
+    pub(crate) fn token(&self, id: u32) -> &[u8] {
+        let i = id as usize;
+        &self.bytes[self.starts[i] as usize..self.starts[i + 1] as usize]
+    }
+
+    /// Every token with its id.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        (0..self.len() as u32).map(move |id| (id, self.token(id)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::{Digest, Sha256};
+
+    const NAMES: [&str; 6] = [
+        "o200k_base",
+        "o200k_harmony",
+        "cl100k_base",
+        "p50k_base",
+        "p50k_edit",
+        "r50k_base",
+    ];
+
+    fn oracle(name: &str) -> tiktoken_rs::CoreBPE {
+        let built = match name {
+            "o200k_base" => tiktoken_rs::o200k_base(),
+            "o200k_harmony" => tiktoken_rs::o200k_harmony(),
+            "cl100k_base" => tiktoken_rs::cl100k_base(),
+            "p50k_base" => tiktoken_rs::p50k_base(),
+            "p50k_edit" => tiktoken_rs::p50k_edit(),
+            _ => tiktoken_rs::r50k_base(),
+        };
+        built.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn files_are_the_ones_tiktoken_pins() {
+        // Digests from tiktoken's `openai_public.py` (`expected_hash`).
+        let pinned = [
+            (
+                O200K,
+                "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+            ),
+            (
+                CL100K,
+                "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+            ),
+            (
+                P50K,
+                "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+            ),
+            (
+                R50K,
+                "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+            ),
+        ];
+        for (data, digest) in pinned {
+            let got: String = Sha256::digest(data.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(got, digest);
+        }
+    }
+
+    /// Every rank decodes in tiktoken-rs to exactly our bytes, and every rank
+    /// tiktoken-rs knows (special tokens aside) is ours: a truncated, reordered or
+    /// altered table fails here.
+    #[test]
+    fn tables_equal_tiktoken_rs() {
+        for name in NAMES {
+            let vocab = Vocab::parse(source(name).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let bpe = oracle(name);
+            for (id, bytes) in vocab.iter() {
+                let rank = vocab.ranks[id as usize];
+                let theirs = bpe
+                    .decode_bytes(&[rank])
+                    .unwrap_or_else(|e| panic!("{name} rank {rank}: {e:?}"));
+                assert_eq!(bytes, theirs.as_slice(), "{name} rank {rank}");
+            }
+            let special: Vec<String> = bpe.special_tokens().iter().map(|s| s.to_string()).collect();
+            let last = *vocab.ranks.last().unwrap_or(&0);
+            let mut extra = 0;
+            for rank in 0..last + 4_096 {
+                if vocab.ranks.binary_search(&rank).is_err() {
+                    if let Ok(bytes) = bpe.decode_bytes(&[rank]) {
+                        assert!(
+                            special.iter().any(|s| s.as_bytes() == bytes.as_slice()),
+                            "{name}: tiktoken-rs has rank {rank} that we lack"
+                        );
+                        extra += 1;
+                    }
+                }
+            }
+            assert!(extra <= special.len(), "{name}");
+            let expected_len = match name {
+                "o200k_base" | "o200k_harmony" => 199_998,
+                "cl100k_base" => 100_256,
+                "p50k_base" | "p50k_edit" => 50_280,
+                _ => 50_256,
+            };
+            assert_eq!(vocab.len(), expected_len, "{name}");
+        }
+    }
+
+    #[test]
+    fn decoder_agrees_with_the_base64_crate() {
+        use base64::Engine as _;
+        let engine = base64::engine::general_purpose::STANDARD;
+        for len in 0..40usize {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
+            let text = engine.encode(&bytes);
+            let mut out = Vec::new();
+            assert_eq!(
+                decode_base64(text.as_bytes(), &mut out).map(|_| out),
+                (len > 0).then_some(bytes)
+            );
+        }
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_line() {
+        let err = |s: &str| Vocab::parse(s).err().unwrap_or_default();
+        assert!(err("YQ== 0\nYg== 0\n").contains("line 2"));
+        assert!(err("YQ== x\n").contains("not a number"));
+        assert!(err("YQ==\n").contains("line 1"));
+        assert!(err("!!!! 0\n").contains("base64"));
+        assert!(err("YQ= 0\n").contains("base64"));
+        assert!(err("YR== 0\n").contains("base64"));
+        assert_eq!(Vocab::parse("YQ== 0\nYg== 5\n").map(|v| v.len()), Ok(2));
+    }
+}
