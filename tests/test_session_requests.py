@@ -282,3 +282,12 @@ def test_count_messages_counts_anthropic_blocks_as_sent() -> None:
         + enc.count(json.dumps(result, ensure_ascii=False))
     )
     assert count_messages(messages, encoding=enc) == expected
+
+
+def test_calls_made_while_the_session_runs_are_left_to_the_host(tmp_path: Path) -> None:
+    s = _open(tmp_path / "ws")
+    s.add_user("go")
+    s.add_assistant(None, [{"id": "c1", "name": "read_file", "arguments": {}}])
+    turn = s.prepare()
+    assert not any(e.startswith("interrupted") for e in turn.events)
+    assert [c.id for c in s.open_calls] == ["c1"], "only calls left by a stopped process"

@@ -260,6 +260,9 @@ class Session:
         self._memory_writable = tool_policy.allows("memory")
         self.new_context = NewContextTool(history, offered=self._new_context_offered())
         self._sync(full=True)
+        # Calls already open now were left by a process that stopped mid-step; calls made
+        # while this session runs are the host's to answer.
+        self._left_open = set(self._open_calls)
         record_session_budget(self)
 
     @classmethod
@@ -293,10 +296,11 @@ class Session:
         for any model name — a local model needs it and ``context_window``; without it
         the model's tokenizer is looked up (:class:`~ctxbudget.UnknownModelError` if
         there is none). ``open_calls`` says what :meth:`prepare` does with tool calls
-        that have no result (a process stopped between :meth:`add_assistant` and
-        :meth:`add_tool_results`): ``"interrupt"`` records :data:`INTERRUPTED_OUTPUT`
-        for each, so call/result pairs stay whole; ``"wait"`` returns ``pause`` until
-        their results are recorded (another worker is still running them).
+        that already had no result when the session opened (a process stopped between
+        :meth:`add_assistant` and :meth:`add_tool_results`): ``"interrupt"`` records
+        :data:`INTERRUPTED_OUTPUT` for each, so call/result pairs stay whole; ``"wait"``
+        returns ``pause`` while any call of the window has no result (another worker is
+        still running it). Calls made while the session runs are the host's to answer.
         """
         if not isinstance(model, str):
             raise TypeError(f"model must be str, got {type(model).__name__}")
@@ -597,14 +601,13 @@ class Session:
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
             try:
-                return self._interrupt()
+                return self._interrupt(list(self._open_calls.values()))
             except ConflictError:
                 if attempt == _MAX_RESYNCS:
                     raise
         return []  # pragma: no cover - the loop returns or raises
 
-    def _interrupt(self) -> list[OpenCall]:
-        calls = list(self._open_calls.values())
+    def _interrupt(self, calls: list[OpenCall]) -> list[OpenCall]:
         if calls:
             rows = [
                 {
@@ -775,17 +778,18 @@ class Session:
         caps = self._capabilities()
 
         # Tool calls left open by a process that stopped mid-step.
-        if self._open_calls:
-            if self._open_call_policy == "wait":
-                ids = ", ".join(self._open_calls)
-                return self._turn(
-                    "pause",
-                    self.budget.evaluate(self._projected(), self._claims, caps.new_context),
-                    events,
-                    reason=f"tool calls {ids} have no result yet: record them with "
-                    "add_tool_results() or resolve them with interrupt_open_calls()",
-                )
-            events.extend(f"interrupted:{c.id}" for c in self._interrupt())
+        left_open = [c for c in self._open_calls.values() if c.id in self._left_open]
+        if self._open_calls and self._open_call_policy == "wait":
+            ids = ", ".join(self._open_calls)
+            return self._turn(
+                "pause",
+                self.budget.evaluate(self._projected(), self._claims, caps.new_context),
+                events,
+                reason=f"tool calls {ids} have no result yet: record them with "
+                "add_tool_results() or resolve them with interrupt_open_calls()",
+            )
+        if left_open and self._open_call_policy == "interrupt":
+            events.extend(f"interrupted:{c.id}" for c in self._interrupt(left_open))
 
         # A request that could not fit even in a fresh window is quarantined first.
         last_user = self._last_user
