@@ -349,13 +349,37 @@ def test_limit_reaches_the_model_with_tool_pairs_kept(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_an_unanswered_stored_call_is_resolved_before_the_next_input(
+def test_a_call_left_by_a_stopped_process_is_resolved_before_the_next_input(
     tmp_path: Path, mode: str
 ) -> None:
-    """A deliberate difference: SQLiteSession keeps a call whose result never came (a
-    process stopped mid-step) and the SDK leaves it out of the model input. ctxbudget
-    records an interrupted result right after the call, before the next input, so the
-    pair stays whole and the model learns the call may or may not have run."""
+    """A deliberate difference: a call whose result never came because the process
+    stopped mid-step. SQLiteSession keeps the bare call (the SDK leaves it out of the
+    model input); ctxbudget, reopened, records an interrupted result right after the
+    call and before the next input, so the pair stays whole and the model learns that
+    the call may or may not have run."""
+    stopped = [
+        {"role": "user", "content": "delete it"},
+        {"type": "function_call", "call_id": "x", "name": "read_file", "arguments": "{}"},
+    ]
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        await _open(tmp_path).add_items(stopped)  # ... and that process stops here
+        resumed = _open(tmp_path)
+        model = testing.ScriptedModel([_reply("ok")])
+        rc = resumed.run_config()
+        await _drive(_agent(model), "never mind", mode=mode, session=resumed, run_config=rc)
+        return _calls(model), await resumed.get_items()
+
+    (sent,), stored = asyncio.run(run())
+    resolution = sent[2]
+    assert resolution["type"] == "function_call_output" and resolution["call_id"] == "x"
+    assert json.loads(resolution["output"])["code"] == "interrupted"
+    assert sent == [*stopped, resolution, {"role": "user", "content": "never mind"}]
+    assert stored[:4] == sent
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unanswered_stored_call_is_not_replayed(tmp_path: Path, mode: str) -> None:
     interrupted = [
         {"role": "user", "content": "delete it"},
         {"type": "reasoning", "id": "rs_9", "summary": []},
@@ -373,14 +397,8 @@ def test_an_unanswered_stored_call_is_resolved_before_the_next_input(
         return seen
 
     ref, ours = asyncio.run(run())
-    assert ref[0][0] == [interrupted[0], {"role": "user", "content": "never mind"}]
-    (sent,), stored = ours
-    resolution = sent[3]
-    assert resolution["type"] == "function_call_output" and resolution["call_id"] == "x"
-    assert json.loads(resolution["output"])["code"] == "interrupted"
-    assert sent == [*interrupted, resolution, {"role": "user", "content": "never mind"}]
-    (_, ref_stored) = ref
-    assert stored == [*ref_stored[:3], resolution, *ref_stored[3:]]
+    assert ours == ref
+    assert ours[0][0] == [interrupted[0], {"role": "user", "content": "never mind"}]
 
 
 # ----- pop_item: exactly the last item get_items shows ----------------------------------

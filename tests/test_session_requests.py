@@ -289,3 +289,29 @@ def test_a_new_user_message_after_a_stopped_step_follows_the_interrupted_results
     w = _open(waiting, open_calls="wait")
     w.add_user("Still there?")
     assert [c.id for c in w.open_calls] == ["c1", "c2"]
+
+def test_count_messages_counts_anthropic_blocks_as_sent() -> None:
+    enc = Encoding("cl100k_base")
+    use = {"type": "tool_use", "id": "tu_1", "name": "read_file", "input": {"path": "ä.py"}}
+    result = {"type": "tool_result", "tool_use_id": "tu_1", "content": "print('ä')"}
+    messages = [
+        {"role": "assistant", "content": [{"type": "text", "text": "Reading."}, use]},
+        {"role": "user", "content": [result]},
+    ]
+    expected = (
+        1
+        + 2 * FRAMING_TOKENS
+        + enc.count("Reading.")
+        + enc.count(json.dumps(use, ensure_ascii=False))
+        + enc.count(json.dumps(result, ensure_ascii=False))
+    )
+    assert count_messages(messages, encoding=enc) == expected
+
+
+def test_calls_made_while_the_session_runs_are_left_to_the_host(tmp_path: Path) -> None:
+    s = _open(tmp_path / "ws")
+    s.add_user("go")
+    s.add_assistant(None, [{"id": "c1", "name": "read_file", "arguments": {}}])
+    turn = s.prepare()
+    assert not any(e.startswith("interrupted") for e in turn.events)
+    assert [c.id for c in s.open_calls] == ["c1"], "only calls left by a stopped process"

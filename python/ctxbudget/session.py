@@ -250,6 +250,7 @@ class Session:
         self._hidden: set[int] = set()
         self._fresh_checked: set[int] = set()
         self._fixed_tokens: tuple[tuple[str, int], int] | None = None
+        self._base_system: tuple[tuple[str, str | None, str, int], str] | None = None
         self._hooks: list[RequestHook] = []
         self._tool_defs: list[dict[str, Any]] | None = None
         self.session_history = SessionHistoryTool(
@@ -259,6 +260,9 @@ class Session:
         self._memory_writable = tool_policy.allows("memory")
         self.new_context = NewContextTool(history, offered=self._new_context_offered())
         self._sync(full=True)
+        # Calls already open now were left by a process that stopped mid-step; calls made
+        # while this session runs are the host's to answer.
+        self._left_open = set(self._open_calls)
         record_session_budget(self)
 
     @classmethod
@@ -292,10 +296,11 @@ class Session:
         for any model name — a local model needs it and ``context_window``; without it
         the model's tokenizer is looked up (:class:`~ctxbudget.UnknownModelError` if
         there is none). ``open_calls`` says what :meth:`prepare` does with tool calls
-        that have no result (a process stopped between :meth:`add_assistant` and
-        :meth:`add_tool_results`): ``"interrupt"`` records :data:`INTERRUPTED_OUTPUT`
-        for each, so call/result pairs stay whole; ``"wait"`` returns ``pause`` until
-        their results are recorded (another worker is still running them).
+        that already had no result when the session opened (a process stopped between
+        :meth:`add_assistant` and :meth:`add_tool_results`): ``"interrupt"`` records
+        :data:`INTERRUPTED_OUTPUT` for each, so call/result pairs stay whole; ``"wait"``
+        returns ``pause`` while any call of the window has no result (another worker is
+        still running it). Calls made while the session runs are the host's to answer.
         """
         if not isinstance(model, str):
             raise TypeError(f"model must be str, got {type(model).__name__}")
@@ -471,12 +476,12 @@ class Session:
     @_locked
     def append_turn(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
         """Appends ``rows`` as one batch and returns their seqs. If they start a new turn
-        (they hold a user message) while tool calls of the window are still open — a
-        process stopped mid-step — those calls are resolved first, in the same batch,
-        under the default ``open_calls="interrupt"``: each gets its interrupted result
-        right after it, before the new message, so the provider never sees a call, a
-        user message and then the call's result. Calls the batch answers itself are left
-        to it."""
+        (they hold a user message) while calls left open by a stopped process are still
+        unanswered, those calls are resolved first, in the same batch, under the default
+        ``open_calls="interrupt"``: each gets its interrupted result right after it,
+        before the new message, so the provider never sees a call, a user message and
+        then the call's result. Calls the batch answers itself, and calls made while this
+        session runs, are left to the host."""
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
             resolve = self._calls_a_turn_interrupts(rows)
@@ -506,7 +511,9 @@ class Session:
             for p in r.get("parts") or ()
             if isinstance(p, Mapping) and p.get("type") == "tool_result"
         }
-        return [c for c in self._open_calls.values() if c.id not in answered]
+        return [
+            c for c in self._open_calls.values() if c.id in self._left_open and c.id not in answered
+        ]
 
     def add_assistant(
         self, text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] = ()
@@ -635,14 +642,13 @@ class Session:
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
             try:
-                return self._interrupt()
+                return self._interrupt(list(self._open_calls.values()))
             except ConflictError:
                 if attempt == _MAX_RESYNCS:
                     raise
         return []  # pragma: no cover - the loop returns or raises
 
-    def _interrupt(self) -> list[OpenCall]:
-        calls = list(self._open_calls.values())
+    def _interrupt(self, calls: list[OpenCall]) -> list[OpenCall]:
         if calls:
             self.history.append(self._interrupted_rows(calls), if_last_seq=self._last_seq)
             self._sync()
@@ -675,14 +681,20 @@ class Session:
         return "\n\n".join([base, *extra]) if extra else base
 
     def _base_system_text(self) -> str:
+        """The system text before hooks (rendered once per window)."""
         if not self.mode_active:
             return self.system_prompt
+        key = (self._window_id, self.previous_window_id, self.system_prompt, id(self.prompts))
+        if self._base_system is not None and self._base_system[0] == key:
+            return self._base_system[1]
         addition = self.prompts.render(
             "system",
             self._capabilities(),
             PromptContext(window_id=self._window_id, previous_window_id=self.previous_window_id),
         )
-        return f"{self.system_prompt}\n\n{addition}" if self.system_prompt else addition
+        text = f"{self.system_prompt}\n\n{addition}" if self.system_prompt else addition
+        self._base_system = (key, text)
+        return text
 
     def _tools(self) -> list[dict[str, Any]]:
         """The ctxbudget tools offered (fixed for the session: policy and mode do not
@@ -810,17 +822,18 @@ class Session:
         caps = self._capabilities()
 
         # Tool calls left open by a process that stopped mid-step.
-        if self._open_calls:
-            if self._open_call_policy == "wait":
-                ids = ", ".join(self._open_calls)
-                return self._turn(
-                    "pause",
-                    self.budget.evaluate(self._projected(), self._claims, caps.new_context),
-                    events,
-                    reason=f"tool calls {ids} have no result yet: record them with "
-                    "add_tool_results() or resolve them with interrupt_open_calls()",
-                )
-            events.extend(f"interrupted:{c.id}" for c in self._interrupt())
+        left_open = [c for c in self._open_calls.values() if c.id in self._left_open]
+        if self._open_calls and self._open_call_policy == "wait":
+            ids = ", ".join(self._open_calls)
+            return self._turn(
+                "pause",
+                self.budget.evaluate(self._projected(), self._claims, caps.new_context),
+                events,
+                reason=f"tool calls {ids} have no result yet: record them with "
+                "add_tool_results() or resolve them with interrupt_open_calls()",
+            )
+        if left_open and self._open_call_policy == "interrupt":
+            events.extend(f"interrupted:{c.id}" for c in self._interrupt(left_open))
 
         # A request that could not fit even in a fresh window is quarantined first.
         last_user = self._last_user
