@@ -13,7 +13,7 @@
 #[path = "support/corpus.rs"]
 mod corpus;
 
-use ctxbudget::Encoding;
+use corpus::ours;
 
 const MIB: usize = 1 << 20;
 
@@ -39,13 +39,6 @@ fn time_min(rounds: usize, fs: &mut [&mut dyn FnMut() -> usize]) -> Vec<f64> {
         }
     }
     best
-}
-
-fn ours(name: &str) -> Encoding {
-    match Encoding::new(name) {
-        Ok(enc) => enc.with_cache_capacity(0),
-        Err(e) => panic!("{e}"),
-    }
 }
 
 /// The repeated units of the runs table.
@@ -113,23 +106,7 @@ fn real_text() {
     );
     println!("|---|---|---|---|---|---|");
     for name in ["o200k_base", "cl100k_base"] {
-        let enc = ours(name);
-        let second = match name {
-            "o200k_base" => bpe_openai::o200k_base(),
-            _ => bpe_openai::cl100k_base(),
-        };
-        let third = match name {
-            "o200k_base" => tiktoken_rs::o200k_base(),
-            _ => tiktoken_rs::cl100k_base(),
-        };
-        let Ok(third) = third else {
-            panic!("tiktoken-rs {name} failed to load");
-        };
-        for t in &texts {
-            let n = enc.count(t);
-            assert_eq!(n, second.count(t.as_str()), "{name}");
-            assert_eq!(n, third.encode_ordinary(t).len(), "{name}");
-        }
+        let (enc, second, third) = corpus::three(name, &texts);
         let t = time_min(
             3,
             &mut [
