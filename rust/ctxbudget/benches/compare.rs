@@ -2,7 +2,7 @@
 //! GitHub's `bpe-openai` and `tiktoken-rs`, printed as the Markdown tables of
 //! benches/README.md.
 //!
-//! CPU time of the counting thread (from `/proc/thread-self/schedstat`), not wall time,
+//! CPU time of the counting thread (`CLOCK_THREAD_CPUTIME_ID`), not wall time,
 //! so that other load on a shared machine does not count; each figure is the minimum
 //! over a few rounds, the implementations interleaved round by round.
 //!
@@ -17,15 +17,19 @@ use corpus::ours;
 
 const MIB: usize = 1 << 20;
 
-/// CPU time of this thread so far, in seconds.
+/// CPU time of this thread so far, in seconds (`CLOCK_THREAD_CPUTIME_ID`, which is
+/// exact, unlike the tick-granular counters of `/proc`).
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    let ns: f64 = stat
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(f64::NAN);
-    ns / 1e9
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 /// Minimum CPU seconds of `f` over `rounds` runs, for each of the closures, interleaved.
