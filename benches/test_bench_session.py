@@ -40,10 +40,10 @@ def test_session_steps(benchmark: Any, tmp_path: Path) -> None:
         finally:
             counting[0] += time.perf_counter() - t
 
-    def timed_append(self: History, rows: Any) -> Any:
+    def timed_append(self: History, rows: Any, **kw: Any) -> Any:
         t = time.perf_counter()
         try:
-            return append(self, rows)
+            return append(self, rows, **kw)
         finally:
             appending[0] += time.perf_counter() - t
 

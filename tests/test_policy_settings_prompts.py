@@ -97,7 +97,9 @@ def test_round_trip_and_atomic_save(tmp_path: Path) -> None:
     s.save(path)
     assert Settings.load(path) == s
     assert list(path.parent.iterdir()) == [path], "no temporary files left behind"
-    assert Settings.load(tmp_path / "missing.json") == Settings()
+    assert Settings.load(tmp_path / "missing.json", missing_ok=True) == Settings()
+    with pytest.raises(ctxbudget.SettingsError, match="does not exist"):
+        Settings.load(tmp_path / "missing.json")
 
 
 @pytest.mark.parametrize(

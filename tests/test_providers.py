@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ openai_chat = pytest.importorskip("openai.types.chat")
 openai_responses = pytest.importorskip("openai.types.responses")
 anthropic_types = pytest.importorskip("anthropic.types")
 
-from ctxbudget import Session  # noqa: E402
+from ctxbudget import InvalidArgumentError, Session  # noqa: E402
 
 TypeAdapter = pydantic.TypeAdapter
 
@@ -161,3 +162,149 @@ def test_replies_round_trip_from_sdk_objects(tmp_path: Path) -> None:
     turn = s.prepare()
     _validate(openai_chat.ChatCompletionMessageParam, turn.to_openai_chat()["messages"])
     _validate(anthropic_types.MessageParam, turn.to_anthropic()["messages"])
+
+
+def _response(output: list[dict[str, Any]]) -> Any:
+    return openai_responses.Response.model_validate(
+        {
+            "id": "resp_1",
+            "created_at": 0,
+            "model": "o4-mini",
+            "object": "response",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+    )
+
+
+REASONING = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [{"type": "summary_text", "text": "Look up the note first."}],
+    "encrypted_content": "gAAAA-opaque-blob",
+}
+CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_7",
+    "name": "session_history",
+    "arguments": '{"action": "search", "query": "Grüße"}',
+    "status": "completed",
+}
+TEXT = {
+    "type": "message",
+    "id": "msg_1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Let me search.", "annotations": []}],
+}
+
+
+def test_responses_reply_round_trips_with_reasoning_and_calls(tmp_path: Path) -> None:
+    s = Session.open(tmp_path / "ws", model="o4-mini", context_window=64_000, durability="none")
+    s.add_user("Find the greeting note.")
+    s.prepare()
+    s.add_assistant_from_openai_responses(_response([REASONING, TEXT, CALL]))
+    assert [c.id for c in s.open_calls] == ["call_7"]
+    s.add_tool_results(
+        [
+            {
+                "call_id": "call_7",
+                "name": "session_history",
+                "output": s.run_tool("session_history", {"action": "search", "query": "x"}),
+            }
+        ]
+    )
+    turn = s.prepare()
+    req = turn.to_openai_responses()
+    _validate(openai_responses.ResponseInputItemParam, req["input"])
+    kinds = [i.get("type", i.get("role")) for i in req["input"]]
+    assert kinds == ["user", "reasoning", "assistant", "function_call", "function_call_output"]
+    reasoning = req["input"][1]
+    TypeAdapter(openai_responses.ResponseReasoningItemParam).validate_python(reasoning)
+    assert reasoning["id"] == "rs_1" and reasoning["encrypted_content"] == "gAAAA-opaque-blob"
+    assert reasoning["summary"] == REASONING["summary"]
+    call = req["input"][3]
+    TypeAdapter(openai_responses.ResponseFunctionToolCallParam).validate_python(call)
+    assert (call["call_id"], call["name"]) == ("call_7", "session_history")
+    assert json.loads(call["arguments"]) == {"action": "search", "query": "Grüße"}
+    assert "\\u" not in call["arguments"], "arguments go out with their characters"
+    assert req["input"][2]["content"] == "Let me search."
+    # The reasoning items are sent, so they are counted.
+    assert turn.decision.projected == s.count_request(turn.system, turn.messages, turn.tools)
+    without = dict(turn.messages[1])
+    without.pop("reasoning")
+    assert s.count_request(turn.system, [turn.messages[0], without, *turn.messages[2:]], []) < (
+        s.count_request(turn.system, turn.messages, [])
+    )
+
+
+def test_responses_refusal_and_plain_dicts(tmp_path: Path) -> None:
+    s = Session.open(tmp_path / "ws", model="gpt-4o", context_window=64_000, durability="none")
+    s.add_user("Do something forbidden.")
+    refusal = {
+        "type": "message",
+        "id": "msg_2",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "refusal", "refusal": "I can't help with that."}],
+    }
+    s.add_assistant_from_openai_responses(_response([refusal]))
+    row = list(s.history.rows())[-1]
+    assert row.parts == [{"type": "text", "text": "I can't help with that."}]
+    assert row.meta == {"refusal": True}
+    # The output list alone, as plain dicts, works the same.
+    s.add_assistant_from_openai_responses([TEXT, CALL])
+    assert [c.name for c in s.open_calls] == ["session_history"]
+
+
+def test_responses_reply_is_not_silently_emptied(tmp_path: Path) -> None:
+    s = Session.open(tmp_path / "ws", model="gpt-4o", context_window=64_000, durability="none")
+    s.add_user("hi")
+    with pytest.raises(InvalidArgumentError, match="add_assistant_from_openai_responses"):
+        s.add_assistant_from_openai(_response([CALL]))
+    web = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    with pytest.raises(InvalidArgumentError, match="web_search_call"):
+        s.add_assistant_from_openai_responses([web])
+    assert [r.role for r in s.history.rows()] == ["user"], "nothing was recorded"
+
+
+def test_host_tools_go_out_as_the_host_defined_them(tmp_path: Path) -> None:
+    params = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "minLength": 1}, "limit": {"type": "integer"}},
+        "required": ["path"],
+    }
+    s = Session.open(
+        tmp_path / "ws",
+        model="gpt-4o",
+        context_window=64_000,
+        durability="none",
+        tools=[
+            {"name": "read_file", "description": "Read a file.", "parameters": params},
+            {
+                "type": "function",
+                "function": {"name": "grep", "parameters": params, "strict": False},
+            },
+        ],
+    )
+    s.add_user("go")
+    turn = s.prepare()
+    chat = turn.to_openai_chat()["tools"]
+    _validate(openai_chat.ChatCompletionFunctionToolParam, chat)
+    assert chat[0]["function"] == {
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": params,
+    }
+    assert chat[1]["function"]["strict"] is False
+    responses = turn.to_openai_responses()["tools"]
+    _validate(openai_responses.FunctionToolParam, responses)
+    assert responses[0]["parameters"] == params
+    anthropic = turn.to_anthropic()["tools"]
+    _validate(anthropic_types.ToolParam, anthropic)
+    assert anthropic[1]["input_schema"] == params
+    own = [t for t in chat if t["function"]["name"] == "session_history"]
+    assert own[0]["function"]["strict"] is True, "ctxbudget's own tools stay strict"

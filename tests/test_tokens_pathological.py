@@ -25,6 +25,7 @@ CHARS = [" ", "\n", "\t", "a", "Z", "7", "中", "😀", "!", "/", "'", "\u0301"]
 BASE64 = base64.b64encode(bytes(range(256)) * 3).decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("char", CHARS)
 @pytest.mark.parametrize("tail", ["", "x", " ", "\n", "1"])
 def test_one_mib_runs_are_exact(char: str, tail: str) -> None:

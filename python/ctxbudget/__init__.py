@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from . import prompts
 from ._ctxbudget import __version__
+from .aio import AsyncSession
 from .errors import (
+    ConflictError,
     CorruptHistoryError,
     CtxBudgetError,
     HistoryIOError,
+    InternalError,
     InvalidArgumentError,
     InvalidJsonError,
     InvalidRowError,
@@ -38,14 +41,16 @@ from .memory import MemoryTool
 from .new_context import NewContextTool
 from .policy import Action, Budget, Claims, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
-from .session import RequestHook, Session, Turn
+from .session import INTERRUPTED_OUTPUT, OpenCall, RequestHook, Session, Turn
 from .session_history import SessionHistoryTool
 from .settings import Settings, Strategy
 from .tokens import (
     BOUNDARY_SLACK,
     DEFAULT_CACHE_SIZE,
+    FRAMING_TOKENS,
     Encoding,
     TokenCount,
+    count_messages,
     count_tokens,
     encoding_for_model,
     encoding_names,
@@ -56,11 +61,15 @@ __all__ = [
     "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_PROMPTS",
+    "FRAMING_TOKENS",
+    "INTERRUPTED_OUTPUT",
     "Action",
     "AppendResult",
+    "AsyncSession",
     "Budget",
     "Capabilities",
     "Claims",
+    "ConflictError",
     "CorruptHistoryError",
     "CtxBudgetError",
     "Decision",
@@ -68,12 +77,14 @@ __all__ = [
     "Encoding",
     "History",
     "HistoryIOError",
+    "InternalError",
     "InvalidArgumentError",
     "InvalidJsonError",
     "InvalidRowError",
     "LockTimeoutError",
     "MemoryTool",
     "NewContextTool",
+    "OpenCall",
     "PolicyError",
     "PromptContext",
     "Prompts",
@@ -99,6 +110,7 @@ __all__ = [
     "VerifyReport",
     "WindowInfo",
     "__version__",
+    "count_messages",
     "count_tokens",
     "encoding_for_model",
     "encoding_names",

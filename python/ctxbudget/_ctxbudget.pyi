@@ -4,9 +4,16 @@ import pathlib
 from typing import Any, final
 
 __all__ = [
+    "ADVISORY_HEADROOM",
     "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
     "FAILPOINTS",
+    "FINAL_ZONE",
+    "MIN_THRESHOLD_BP",
+    "OFF_BP",
+    "OUTPUT_RESERVE_MAX",
+    "WARNING_ADVANCE_MIN",
+    "BudgetCore",
     "Encoding",
     "History",
     "SessionHistory",
@@ -17,12 +24,36 @@ __all__ = [
     "encode_rows",
     "encoding_names",
     "model_encoding",
+    "threshold_is_off",
 ]
 
 __version__: str
 BOUNDARY_SLACK: int
 DEFAULT_CACHE_SIZE: int
 FAILPOINTS: bool
+ADVISORY_HEADROOM: int
+FINAL_ZONE: int
+MIN_THRESHOLD_BP: int
+OFF_BP: int
+OUTPUT_RESERVE_MAX: int
+WARNING_ADVANCE_MIN: int
+
+@final
+class BudgetCore:
+    def __new__(
+        cls, context_window: int, threshold: float, output_reserve: int | None = None
+    ) -> BudgetCore: ...
+    def points(self) -> tuple[int, int, int, int, int, int, int]: ...
+    def evaluate(
+        self,
+        projected: int,
+        warning: bool,
+        handoff: bool,
+        final_prompt: bool,
+        new_context_offered: bool,
+    ) -> tuple[str, bool]: ...
+
+def threshold_is_off(threshold: float) -> bool: ...
 
 @final
 class Encoding:
@@ -58,7 +89,9 @@ class History:
         max_row_bytes: int,
         recover: bool = True,
     ) -> History: ...
-    def append(self, rows: list[Any]) -> tuple[int, int, int, str]: ...
+    def append(
+        self, rows: list[Any], if_last_seq: int | None = None
+    ) -> tuple[int, int, int, str]: ...
     def rows(self, since_seq: int = 0) -> list[tuple[int | None, str, bytes]]: ...
     def windows(self) -> str: ...
     def current_window(self) -> str: ...
@@ -71,9 +104,12 @@ class History:
         lead_in: str,
         trigger_json: bytes | None,
         figures_json: bytes | None,
+        if_last_seq: int | None = None,
     ) -> str: ...
     def clear_soft(self) -> int: ...
-    def quarantine(self, row_json: bytes) -> int: ...
+    def quarantine(
+        self, row_json: bytes, retracts: int | None = None, if_last_seq: int | None = None
+    ) -> int: ...
     def rotate(self) -> str: ...
     def receipt(self) -> str: ...
     def recover(self) -> str: ...

@@ -1,12 +1,13 @@
 """Small helpers shared by the tools and settings: tool definitions per provider, and
-atomic file replacement."""
+atomic file replacement (implemented in :mod:`._atomic`)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
+
+from ._atomic import atomic_write
+
+__all__ = ["FLAVORS", "atomic_write", "strict_parameters", "tool_definition"]
 
 FLAVORS = ("json", "openai", "openai_responses", "anthropic")
 
@@ -65,23 +66,3 @@ def strict_parameters(
         "required": list(properties),
         "additionalProperties": False,
     }
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replaces ``path`` with ``data``: temporary file in the same directory, fsync,
-    rename, directory fsync. Readers see the old or the new content, never a mix."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import NoReturn
 
+from ._cli_errors import describe_os_error
+from ._ctxbudget import __version__
 from .errors import CtxBudgetError
 from .tokens import Encoding
 
@@ -144,215 +146,86 @@ def _cmd_count(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_agent, summary_table
+    from .demo import run_demo
 
-    root = Path(args.workspace)
-    agents = ["cooperative", "stubborn"] if args.agent == "both" else [args.agent]
-    results = [
-        run_agent(root / agent, agent=agent, context_window=args.context_window, steps=args.steps)
-        for agent in agents
-    ]
-    print("\nSummary (asked = rollovers requested with new_context; forced = at the usable limit)")
-    print(summary_table(results))
-    print(
-        f"\nWorkspaces left on disk under {root}/ — open them with ctxbudget.History or "
-        "ctxbudget.SessionHistoryTool."
+    return run_demo(
+        Path(args.workspace),
+        agents=["cooperative", "stubborn"] if args.agent == "both" else [args.agent],
+        context_window=args.context_window,
+        steps=args.steps,
+        verbose=args.verbose,
     )
-    return 0
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    ]
-    return "\n".join(lines)
-
-
-def _all_pages(tool: Any, args: dict[str, Any], key: str, limit: int | None) -> list[Any]:
-    """Every page of a session_history call (the tool's bounds apply to each page)."""
-    out: list[Any] = []
-    cursor = None
-    while True:
-        result = tool.call({**args, **({"cursor": cursor} if cursor else {})})
-        if not result["ok"]:
-            raise SystemExit(f"ctxbudget history: {result['code']}: {result['error']}")
-        out += result.get(key, [])
-        cursor = result.get("cursor")
-        if not cursor or (limit is not None and len(out) >= limit):
-            return out[:limit] if limit is not None else out
-
-
-def _progress(done: int, total: int, what: str) -> None:
-    if sys.stderr.isatty() and total:
-        print(f"\r{what} {done * 100 // total:3d}%", end="", file=sys.stderr, flush=True)
-
-
-def _with_ticker(fn: Any, ws: Path, what: str) -> Any:
-    """Runs ``fn``; on a terminal, shows the bytes being checked and the time elapsed
-    (the check itself is one call into the core, which releases the GIL)."""
-    if not sys.stderr.isatty():
-        return fn()
-    import threading
-
-    size = sum(p.stat().st_size for p in (ws / "history").glob("chat*.jsonl"))
-    done = threading.Event()
-    start = time.perf_counter()
-
-    def tick() -> None:
-        while not done.wait(0.2):
-            print(
-                f"\r{what} {size / 2**20:,.1f} MiB… {time.perf_counter() - start:.1f} s",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
-        return fn()
-    finally:
-        done.set()
-        ticker.join()
-        print(
-            f"\r{what} {size / 2**20:,.1f} MiB: {time.perf_counter() - start:.1f} s",
-            file=sys.stderr,
-        )
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from .history import History
-    from .session_history import SessionHistoryTool
+    from ._cli_history import cmd_history
 
-    ws = Path(args.workspace)
-    if not (ws / "history").is_dir():
-        raise SystemExit(f"ctxbudget history: {ws} has no history/ directory")
-    action = args.history_command
-    if action == "verify":
-        report = _with_ticker(History.open(ws, recover=False).verify, ws, "verifying")
-        if args.json:
-            print(json.dumps(asdict(report), indent=2))
-        else:
-            for name, f in (("chat.jsonl", report.chat), ("chat-archive.jsonl", report.archive)):
-                damage = (
-                    f"damage at byte {f.damage[0]} (line {f.damage[1]}): {f.damage[2]}"
-                    if f.damage
-                    else "no damage"
-                )
-                print(
-                    f"{name}: {f.bytes:,} bytes, {f.batches} batches, {f.rows} rows "
-                    f"({f.legacy_rows} unframed, {f.malformed_lines} malformed lines), "
-                    f"{f.torn_bytes} torn bytes, {damage}"
-                )
-            print(f"receipt: {report.receipt}\n{'OK' if report.ok else 'NOT OK'}")
-        return 0 if report.ok else 1
-    if action == "recover":
-        rec = History.open(ws, recover=False).recover()
-        print(
-            json.dumps(asdict(rec), indent=2)
-            if args.json
-            else (
-                f"changed: {rec.changed}; torn bytes moved: "
-                f"{rec.chat_torn_bytes + rec.archive_torn_bytes}"
-                f"{' to ' + ', '.join(rec.moved_to) if rec.moved_to else ''}; "
-                f"damage: {rec.damage or 'none'}"
-            )
-        )
-        return 0
-    if action == "export":
-        h = History.open(ws, recover=False)
-        rows = list(h.rows())
-        with contextlib.ExitStack() as stack:
-            out = (
-                stack.enter_context(open(args.output, "w", encoding="utf-8"))
-                if args.output
-                else sys.stdout
-            )
-            for n, row in enumerate(rows, 1):
-                out.write(json.dumps(asdict(row), ensure_ascii=False) + "\n")
-                if n % 1000 == 0:
-                    _progress(n, len(rows), "export")
-        _progress(len(rows), len(rows), "export")
-        if sys.stderr.isatty():
-            print(file=sys.stderr)
-        return 0
-    tool = SessionHistoryTool(History.open(ws))
-    if action == "list":
-        windows = _all_pages(tool, {"action": "list_windows", "limit": 50}, "windows", None)
-        if args.json:
-            print(json.dumps(windows, indent=2))
-        else:
-            print(
-                _table(
-                    ("window", "kind", "items"),
-                    [(w["window_id"], w["boundary_kind"], str(w["item_count"])) for w in windows],
-                )
-            )
-        return 0
-    if action == "search":
-        call = {"action": "search", "query": args.query, "limit": 25}
-        if args.window:
-            call["window_id"] = args.window
-        items = _all_pages(tool, call, "items", args.limit)
-    else:
-        call = {
-            "action": "read_item",
-            "item_id": str(args.item_id),
-            "offset_chars": 0,
-            "limit_chars": 16_000,
-        }
-        text, offset = "", 0
-        while True:
-            result = tool.call({**call, "offset_chars": offset})
-            if not result["ok"]:
-                raise SystemExit(f"ctxbudget history: {result['code']}: {result['error']}")
-            item = result["items"][0]
-            text += item["text"]
-            if "next_char" not in item:
-                break
-            offset = item["next_char"]
-        items = [{**item, "text": text, "start_char": 0}]
-        items[0].pop("next_char", None)
-        items[0].pop("truncated", None)
-    if args.json:
-        print(json.dumps(items, indent=2, ensure_ascii=False))
-    elif action == "read":
-        print(items[0]["text"])
-    else:
-        print(
-            _table(
-                ("item", "window", "role", "text"),
-                [
-                    (i["item_id"], i["window_id"], i["role"], " ".join(i["text"].split())[:80])
-                    for i in items
-                ],
-            )
-        )
-    return 0
+    return cmd_history(args)
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from .plot import plot_usage
+    from .plot import plot_budget, plot_usage
 
-    out = plot_usage(
-        args.workspace,
-        args.output,
-        model=args.model,
-        context_window=args.context_window,
-        threshold=args.threshold,
-    )
-    print(f"wrote {out}")
+    if not (Path(args.workspace) / "history").is_dir():
+        raise SystemExit(f"ctxbudget plot: {args.workspace} has no history/ directory")
+    given = {"model": args.model, "context_window": args.context_window}
+    record, recorded = plot_budget(args.workspace, threshold=args.threshold, **given)
+    out = plot_usage(args.workspace, args.output, threshold=args.threshold, **given)
+    source = "recorded by the session" if recorded else "no budget recorded: model defaults"
+    print(f"wrote {out} — budget: {record.describe()} ({source})")
     return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line: ``PROG: error: …; see PROG --help``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _item_id(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"an item ID is a number such as 42, got {text!r} (IDs: ctxbudget history items)"
+        )
+    return int(text)
+
+
+def _window_id(text: str) -> str:
+    if not re.fullmatch(r"w:[0-9]+", text):
+        raise argparse.ArgumentTypeError(
+            f"a window ID looks like w:0 or w:12, got {text!r} (IDs: ctxbudget history list)"
+        )
+    return text
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a threshold is from 0.0 to 1.0, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxbudget`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ctxbudget", description="Token-budget context windows for agent backends."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"ctxbudget {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     count = sub.add_parser(
         "count",
         help="count tokens of files",
@@ -377,9 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
         "hands off with new_context and a stubborn one that is rolled over at the limit.",
     )
     demo.add_argument("--workspace", default="ctxbudget-workspace", help="where to keep them")
-    demo.add_argument("--context-window", type=int, default=64_000, metavar="N")
-    demo.add_argument("--steps", type=int, default=90, metavar="N")
+    demo.add_argument("--context-window", type=_positive_int, default=64_000, metavar="N")
+    demo.add_argument("--steps", type=_positive_int, default=45, metavar="N")
     demo.add_argument("--agent", choices=["cooperative", "stubborn", "both"], default="both")
+    demo.add_argument(
+        "-v", "--verbose", action="store_true", help="print every step, not only the events"
+    )
     demo.set_defaults(func=_cmd_demo)
     history = sub.add_parser(
         "history",
@@ -387,9 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="List, search and read a workspace's transcript with the same bounds and "
         "privacy floor as the session_history tool; verify, recover or export it.",
     )
-    hsub = history.add_subparsers(dest="history_command", required=True)
+    hsub = history.add_subparsers(dest="history_command", required=True, parser_class=_Parser)
     for name, text in (
         ("list", "windows and their item counts"),
+        ("items", "the items (messages, tool calls, results) of the history or one window"),
         ("search", "items containing a text (case-insensitive)"),
         ("read", "one item's whole text"),
         ("verify", "check every commit; exit 1 if anything is torn or damaged"),
@@ -398,36 +275,73 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         cmd = hsub.add_parser(name, help=text, description=text)
         cmd.add_argument("workspace", metavar="WORKSPACE")
-        cmd.add_argument("--json", action="store_true", help="JSON instead of a table")
-        if name == "search":
-            cmd.add_argument("query")
-            cmd.add_argument("--window", metavar="W", help="only this window, e.g. w:0")
-            cmd.add_argument("--limit", type=int, default=25, help="most items (default 25)")
-        if name == "read":
-            cmd.add_argument("item_id", type=int)
         if name == "export":
             cmd.add_argument("-o", "--output", help="file to write (default: stdout)")
+            # Export is JSON Lines already; --json is refused with a clear message.
+            cmd.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+        else:
+            cmd.add_argument("--json", action="store_true", help="JSON instead of a table")
+        if name == "search":
+            cmd.add_argument("query")
+        if name in ("search", "items"):
+            cmd.add_argument(
+                "--window", type=_window_id, metavar="W", help="only this window, e.g. w:0"
+            )
+            cmd.add_argument(
+                "--limit",
+                type=_positive_int,
+                default=25 if name == "search" else 50,
+                metavar="N",
+                help="most items (default %(default)s)",
+            )
+        if name == "read":
+            cmd.add_argument("item_id", type=_item_id, metavar="ITEM")
     history.set_defaults(func=_cmd_history)
     plot = sub.add_parser(
         "plot",
         help="plot context usage per step (needs ctxbudget[plot])",
         description="Context usage per step with the warning, handoff, final and usable-limit "
-        "lines and a marker per rollover.",
+        "lines and a marker per rollover. The budget is the one the workspace's session "
+        "recorded; the options override it.",
     )
     plot.add_argument("workspace", metavar="WORKSPACE")
     plot.add_argument("-o", "--output", default="usage.png")
-    plot.add_argument("--model", default="gpt-4o")
-    plot.add_argument("--context-window", type=int, default=128_000, metavar="N")
-    plot.add_argument("--threshold", type=float, default=0.7)
+    plot.add_argument("--model", default=None, help="default: the recorded model")
+    plot.add_argument(
+        "--context-window",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="default: the recorded window",
+    )
+    plot.add_argument("--threshold", type=_threshold, default=None, help="default: recorded")
     plot.set_defaults(func=_cmd_plot)
     return parser
 
 
+def _doing(args: argparse.Namespace) -> str:
+    """What a command was doing, for an I/O error message."""
+    if args.command == "history":
+        return f"{args.history_command} the transcript of {args.workspace}"
+    if args.command == "plot":
+        return f"plot {args.workspace} to {args.output}"
+    if args.command == "demo":
+        return f"run the demo in {args.workspace}"
+    return "count"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ctxbudget`` console script."""
+    """Entry point of the ``ctxbudget`` console script.
+
+    Exit status: 0 done, 1 the command could not do what was asked (the message says
+    why), 2 invalid arguments or a ctxbudget error. Errors are one line on stderr.
+    """
     args = build_parser().parse_args(argv)
     try:
         result: int = args.func(args)
+    except OSError as exc:  # before CtxBudgetError: the store's I/O errors are both
+        print(f"ctxbudget: error: {describe_os_error(exc, _doing(args))}", file=sys.stderr)
+        return 1
     except CtxBudgetError as exc:
         print(f"ctxbudget: error: {exc}", file=sys.stderr)
         return 2

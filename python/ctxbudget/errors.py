@@ -8,9 +8,11 @@ classes (it looks them up here), so there is one hierarchy for both layers.
 from __future__ import annotations
 
 __all__ = [
+    "ConflictError",
     "CorruptHistoryError",
     "CtxBudgetError",
     "HistoryIOError",
+    "InternalError",
     "InvalidArgumentError",
     "InvalidJsonError",
     "InvalidRowError",
@@ -98,8 +100,33 @@ class CorruptHistoryError(CtxBudgetError, OSError):
     line: int
 
 
+class ConflictError(CtxBudgetError, RuntimeError):
+    """A conditional write (``if_last_seq=``) found that another writer appended first.
+
+    Nothing was written. Read the new rows and decide again. Attributes:
+    ``expected_last_seq`` (what the decision was based on) and ``last_seq`` (the store's
+    last seq now).
+    """
+
+    expected_last_seq: int
+    last_seq: int
+
+
 class HistoryIOError(CtxBudgetError, OSError):
-    """A filesystem operation of the transcript store failed (``errno``, ``filename``)."""
+    """A filesystem operation of the transcript store failed (``errno``, ``filename``).
+
+    The message names the operation, the file and what to do about the error.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else super().__str__()
+
+
+class InternalError(CtxBudgetError, RuntimeError):
+    """A bug inside the Rust core (a caught panic); the message names the call.
+
+    Nothing was half-done on its account: the store was left as it was. Please report it.
+    """
 
 
 class PolicyError(CtxBudgetError, ValueError):

@@ -115,6 +115,8 @@ class Receipt:
     anchor_crc: int
     chat: Stamp | None
     archive: Stamp | None
+    floor: int = 0
+    """Seq of the newest privacy floor ever written (kept outside the rows too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,7 @@ class RecoveryReport:
     rotation_completed_bytes: int
     epoch: int | None
     damage: str | None
+    rotation_rolled_back_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +163,10 @@ class VerifyReport:
     receipt: str
     chat: FileReport
     archive: FileReport
+    seq_violations: int = 0
+    """Rows whose seq is not above every seq before them (archive, then chat)."""
+    first_seq_violation: str | None = None
+    floor_seq: int = 0
 
 
 def _stamp(raw: Mapping[str, int] | None) -> Stamp | None:
@@ -192,6 +199,14 @@ def _parse_row(seq: int | None, window: str, raw: bytes) -> Row | None:
         meta=meta if isinstance(meta, dict) else {},
         ts=obj.get("ts") if isinstance(obj.get("ts"), str) else None,
     )
+
+
+def _check_seq(seq: int | None) -> int | None:
+    if seq is None:
+        return None
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidArgumentError(f"a seq must be a non-negative int, got {seq!r}")
+    return seq
 
 
 class History:
@@ -256,15 +271,22 @@ class History:
         """``<workspace>/history``."""
         return Path(self._core.directory)
 
-    def append(self, rows: Sequence[Mapping[str, Any]]) -> AppendResult:
+    def append(
+        self, rows: Sequence[Mapping[str, Any]], *, if_last_seq: int | None = None
+    ) -> AppendResult:
         """Appends ``rows`` (dicts with ``kind``, ``role``, ``parts``, ``meta``) as one
         atomic, durable batch. Raises :class:`~ctxbudget.InvalidRowError` naming the row
-        and field of anything malformed; nothing is written then."""
+        and field of anything malformed; nothing is written then.
+
+        ``if_last_seq=n`` makes the append conditional: it commits only if seq ``n`` is
+        still the last row (``0``: the store is empty), checked under the same hold of
+        the lock as the write; otherwise :class:`~ctxbudget.ConflictError` and nothing
+        is written. Use it to apply a decision made on the rows up to ``n``."""
         if type(rows) is not list:
             if isinstance(rows, Mapping):
                 raise TypeError("append() takes a list of rows; wrap a single row in a list")
             rows = list(rows)
-        first, last, epoch, window = self._core.append(rows)
+        first, last, epoch, window = self._core.append(rows, _check_seq(if_last_seq))
         return AppendResult(first_seq=first, last_seq=last, epoch=epoch, window=window)
 
     def rows(self, *, since_seq: int = 0) -> Iterator[Row]:
@@ -295,10 +317,12 @@ class History:
         requested_by: str | None = None,
         trigger: Mapping[str, Any] | None = None,
         figures: Mapping[str, Any] | None = None,
+        if_last_seq: int | None = None,
     ) -> str:
         """Seals the current window: boundary row, lead-in row and ``trigger`` (a
         message or continuation row) in one batch. Idempotent per ``rollover_id``.
-        Returns the new window ID."""
+        Returns the new window ID. ``if_last_seq`` makes it conditional, as for
+        :meth:`append`."""
         return self._core.rollover(
             rollover_id=rollover_id,
             reason=reason,
@@ -306,16 +330,33 @@ class History:
             lead_in=lead_in,
             trigger_json=None if trigger is None else _ctxbudget.encode_rows([trigger]),
             figures_json=None if figures is None else _ctxbudget.encode_rows([figures])[1:-1],
+            if_last_seq=_check_seq(if_last_seq),
         )
 
     def clear_soft(self) -> int:
         """``/clear --soft``: a reset boundary, the privacy floor. Returns its seq."""
         return self._core.clear_soft()
 
-    def quarantine(self, row: Mapping[str, Any]) -> int:
+    def quarantine(
+        self,
+        row: Mapping[str, Any],
+        *,
+        retracts: int | None = None,
+        if_last_seq: int | None = None,
+    ) -> int:
         """Stores a rejected request as an empty assistant row with the original inside
-        ``meta.rejected``; it is never sent to a provider. Returns its seq."""
-        return self._core.quarantine(_ctxbudget.encode_rows([row]))
+        ``meta.rejected``; it is never sent to a provider. Returns its seq.
+
+        ``retracts=seq`` retracts the row that carried the request in the same batch;
+        ``if_last_seq`` (which needs ``retracts``) makes it conditional, as for
+        :meth:`append`."""
+        if if_last_seq is not None and retracts is None:
+            raise InvalidArgumentError(
+                "quarantine(if_last_seq=...) needs retracts=<seq of the quarantined row>"
+            )
+        return self._core.quarantine(
+            _ctxbudget.encode_rows([row]), _check_seq(retracts), _check_seq(if_last_seq)
+        )
 
     def rotate(self) -> RotateReport:
         """Moves closed windows to ``chat-archive.jsonl`` (a new epoch)."""
@@ -327,6 +368,7 @@ class History:
         if not isinstance(raw, dict):
             return None
         files = raw.pop("files")
+        raw.pop("rotation", None)
         return Receipt(**raw, chat=_stamp(files["chat"]), archive=_stamp(files["archive"]))
 
     def recover(self) -> RecoveryReport:
@@ -337,13 +379,18 @@ class History:
         return RecoveryReport(**raw)
 
     def verify(self) -> VerifyReport:
-        """Checks every commit CRC of both files, torn tails and the receipt."""
+        """Checks every commit CRC of both files, torn tails, damage (including an
+        acknowledged batch that is missing or fails its check), that seqs are unique and
+        increasing across archive and chat, and the receipt. Changes nothing."""
         raw = json.loads(self._core.verify())
         return VerifyReport(
             ok=raw["ok"],
             receipt=raw["receipt"],
             chat=_file_report(raw["chat"]),
             archive=_file_report(raw["archive"]),
+            seq_violations=raw["seq_violations"],
+            first_seq_violation=raw["first_seq_violation"],
+            floor_seq=raw["floor_seq"],
         )
 
     def anchor_crc_at(self, offset: int) -> int | None:

@@ -3,22 +3,33 @@
 Usage is rebuilt from the transcript: each assistant message is a step, and the request
 at that step is the window's visible rows so far, counted with the model's encoding plus
 the framing allowances (system text and tool schemas are not stored, so they are not in
-the figure). Needs the optional extra ``ctxbudget[plot]`` (matplotlib).
+the figure). The ladder's lines are those of the budget the workspace's session recorded
+(``budget.json``, the newest entry); arguments override it, and a workspace without a
+record falls back to the model's defaults. Needs the optional extra ``ctxbudget[plot]``
+(matplotlib).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .budget_record import BudgetRecord, read_budgets
+from .errors import CtxBudgetError
 from .history import History
 from .policy import Budget
-from .session import FRAMING_TOKENS
+from .session import FRAMING_TOKENS, _context_window_for
 from .tokens import Encoding
 
-__all__ = ["UsagePoint", "plot_usage", "usage_points"]
+__all__ = ["PlotUnavailableError", "UsagePoint", "plot_budget", "plot_usage", "usage_points"]
+
+_PLOT_EXTRA = "plotting needs matplotlib: pip install 'ctxbudget[plot]'"
+
+
+class PlotUnavailableError(CtxBudgetError, ImportError):
+    """matplotlib (the optional extra ``ctxbudget[plot]``) is not installed."""
 
 
 @dataclass(frozen=True)
@@ -54,26 +65,64 @@ def usage_points(history: History, encoding: Encoding) -> list[UsagePoint]:
     return points
 
 
+def plot_budget(
+    workspace: str | os.PathLike[str],
+    *,
+    model: str | None = None,
+    context_window: int | None = None,
+    threshold: float | None = None,
+) -> tuple[BudgetRecord, bool]:
+    """The budget to draw for ``workspace``: the newest recorded one with any given
+    argument overriding its field, and whether a record was found. Without a record the
+    model (default ``gpt-4o``) gives the encoding and window, the threshold is 0.7."""
+    recorded = read_budgets(workspace)
+    if recorded:
+        base = recorded[-1]
+    else:
+        name = model or "gpt-4o"
+        base = BudgetRecord(
+            since_window="w:0",
+            model=name,
+            encoding=Encoding.for_model(name).name,
+            context_window=_context_window_for(name),
+            threshold=0.7,
+            output_reserve=-1,
+        )
+    if model is not None and model != base.model:
+        base = replace(base, model=model, encoding=Encoding.for_model(model).name)
+    if context_window is not None and context_window != base.context_window:
+        base = replace(base, context_window=context_window, output_reserve=-1)
+    if threshold is not None:
+        base = replace(base, threshold=threshold)
+    if base.output_reserve < 0:  # the policy's default reserve for this window
+        base = replace(base, output_reserve=Budget(base.context_window).output_reserve)
+    return base, bool(recorded)
+
+
 def plot_usage(
     workspace: str | os.PathLike[str],
     output: str | os.PathLike[str],
     *,
-    model: str = "gpt-4o",
-    context_window: int = 128_000,
-    threshold: float = 0.7,
+    model: str | None = None,
+    context_window: int | None = None,
+    threshold: float | None = None,
 ) -> Path:
     """Writes a PNG of context usage per step with the warning, handoff, final and
-    usable-limit lines and a marker per rollover."""
+    usable-limit lines and a marker per rollover (budget: :func:`plot_budget`).
+    Raises :class:`PlotUnavailableError` without matplotlib."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise RuntimeError("plotting needs matplotlib: pip install 'ctxbudget[plot]'") from exc
+    except ImportError as exc:
+        raise PlotUnavailableError(_PLOT_EXTRA) from exc
+    record, _ = plot_budget(
+        workspace, model=model, context_window=context_window, threshold=threshold
+    )
     history = History.open(workspace, recover=False)
-    points = usage_points(history, Encoding.for_model(model))
-    budget = Budget(context_window, threshold)
+    points = usage_points(history, Encoding(record.encoding))
+    budget = record.budget()
     fig, ax = plt.subplots(figsize=(10, 4.5), dpi=110)
     ax.plot(
         [p.step for p in points],
@@ -97,9 +146,12 @@ def plot_usage(
         )
     ax.set_xlabel("step")
     ax.set_ylabel("tokens")
-    ax.set_title(f"Context usage — {Path(workspace).name} ({budget.label})")
+    ax.set_title(
+        f"Context usage — {Path(workspace).name} ({record.context_window:,}-token window, "
+        f"{budget.label})"
+    )
     ax.legend(loc="upper left", fontsize=8)
-    ax.set_ylim(0, context_window)
+    ax.set_ylim(0, record.context_window)
     fig.tight_layout()
     out = Path(output)
     fig.savefig(out)

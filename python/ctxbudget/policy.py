@@ -5,37 +5,41 @@ the token, and claims derived from durable rows, so a restart changes nothing.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from . import _ctxbudget as _core
 from .errors import PolicyError
 
 __all__ = [
     "ADVISORY_HEADROOM",
     "FINAL_ZONE",
     "MIN_THRESHOLD_BP",
+    "OFF_BP",
     "OUTPUT_RESERVE_MAX",
     "WARNING_ADVANCE_MIN",
     "Action",
     "Budget",
     "Claims",
     "Decision",
+    "threshold_is_off",
 ]
 
-OUTPUT_RESERVE_MAX = 8_192
+# The ladder's constants are the core's (``ctxbudget::budget``); read, never restated.
+OUTPUT_RESERVE_MAX: int = _core.OUTPUT_RESERVE_MAX
 """The output reserve is ``min(8_192, L // 4)`` unless given."""
-WARNING_ADVANCE_MIN = 6_144
+WARNING_ADVANCE_MIN: int = _core.WARNING_ADVANCE_MIN
 """The warning comes at least this many tokens before the handoff target (if it can)."""
-FINAL_ZONE = 6_144
+FINAL_ZONE: int = _core.FINAL_ZONE
 """The final prompt's zone starts this many tokens below the usable limit."""
-ADVISORY_HEADROOM = 2_048
+ADVISORY_HEADROOM: int = _core.ADVISORY_HEADROOM
 """An advisory is sent only if ``projected + 2_048 < U``."""
-MIN_THRESHOLD_BP = 1_000
+MIN_THRESHOLD_BP: int = _core.MIN_THRESHOLD_BP
 """Stored thresholds below 10% evaluate as 10%."""
-_OFF_BP = 10_000
+OFF_BP: int = _core.OFF_BP
+"""A slider whose basis points reach 10_000 is Off."""
 
 
 class Action(str, Enum):
@@ -102,6 +106,9 @@ class Claims:
         return self
 
 
+_NO_CLAIMS = Claims()
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The outcome of :meth:`Budget.evaluate`."""
@@ -129,15 +136,33 @@ def _int_arg(name: str, value: object, minimum: int) -> int:
     return value
 
 
+def _threshold_arg(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PolicyError(f"threshold must be a number from 0.0 to 1.0, got {value!r}")
+    return float(value)
+
+
+def threshold_is_off(threshold: float) -> bool:
+    """Whether a slider of ``threshold`` means Off (no advisories, no ``new_context``,
+    block at the usable limit). The core's one definition: basis points that round to
+    10_000, so 0.99995 is Off too."""
+    return _core.threshold_is_off(_threshold_arg(threshold))
+
+
+_ACTIONS = {a.value: a for a in Action}
+
+
 class Budget:
     """A context window's budget: ``Budget(context_window=100_000, threshold=0.7)``.
 
     ``threshold`` is the handoff slider from 0.0 to 1.0, held as basis points
     (``round(t * 10_000)``); 1.0 means Off: no advisories, block at the usable limit.
+    The ladder itself is the core's (``ctxbudget::budget``); this class is its typed view.
     """
 
     __slots__ = (
         "_bp",
+        "_core",
         "context_window",
         "final_at",
         "handoff_target",
@@ -151,36 +176,24 @@ class Budget:
         self, context_window: int, threshold: float = 0.7, output_reserve: int | None = None
     ) -> None:
         window = _int_arg("context_window", context_window, 1)
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-            raise PolicyError(f"threshold must be a number from 0.0 to 1.0, got {threshold!r}")
-        if math.isnan(threshold) or not 0.0 <= threshold <= 1.0:
-            raise PolicyError(f"threshold must be from 0.0 to 1.0 (1.0 = Off), got {threshold!r}")
-        if output_reserve is None:
-            reserve = min(OUTPUT_RESERVE_MAX, window // 4)
-        else:
-            reserve = _int_arg("output_reserve", output_reserve, 0)
-            if reserve >= window:
-                raise PolicyError(
-                    f"output_reserve ({reserve:,}) must be smaller than the context window "
-                    f"({window:,})"
-                )
-        bp = round(threshold * 10_000)
-        effective = max(MIN_THRESHOLD_BP, bp)
-        usable = window - reserve
-        final_at = usable - FINAL_ZONE
-        handoff = min(window * effective // 10_000, final_at - 1)
-        warning = max(
-            handoff // 2,
-            min(window * (effective - MIN_THRESHOLD_BP) // 10_000, handoff - WARNING_ADVANCE_MIN),
-        )
-        self.context_window = window
-        self.threshold = float(threshold)
-        self.output_reserve = reserve
-        self.usable_limit = usable
-        self.final_at = final_at
-        self.handoff_target = handoff
-        self.warning_at = warning
-        self._bp = bp
+        t = _threshold_arg(threshold)
+        reserve = None if output_reserve is None else _int_arg("output_reserve", output_reserve, 0)
+        try:
+            self._core = _core.BudgetCore(window, t, reserve)
+        except OverflowError:
+            raise PolicyError(
+                f"context_window and output_reserve must fit in 64 bits, got {window:,}"
+            ) from None
+        (
+            self.context_window,
+            self._bp,
+            self.output_reserve,
+            self.usable_limit,
+            self.final_at,
+            self.handoff_target,
+            self.warning_at,
+        ) = self._core.points()
+        self.threshold = t
 
     @property
     def threshold_bp(self) -> int:
@@ -195,7 +208,7 @@ class Budget:
     @property
     def enabled(self) -> bool:
         """False when the slider is at 100% (Off)."""
-        return self._bp < _OFF_BP
+        return self._bp < OFF_BP
 
     @property
     def budget_tokens(self) -> int:
@@ -230,37 +243,21 @@ class Budget:
         self, projected: int, claims: Claims | None = None, new_context_offered: bool = True
     ) -> Decision:
         """The action for a next request of ``projected`` tokens (SPEC §2, in order)."""
-        used = _int_arg("projected", projected, 0)
-        claims = claims if claims is not None else Claims()
+        # The exact-int check first: it is the per-step path, and `_int_arg` says why not.
+        used = projected if type(projected) is int and projected >= 0 else None
+        if used is None:
+            used = _int_arg("projected", projected, 0)
+        if claims is None:
+            claims = _NO_CLAIMS
+        try:
+            action, headroom = self._core.evaluate(
+                used, claims.warning, claims.handoff, claims.final, bool(new_context_offered)
+            )
+        except OverflowError:
+            raise PolicyError(f"projected must fit in 64 bits, got {used:,}") from None
         usable = self.usable_limit
-        headroom = used + ADVISORY_HEADROOM < usable
-        if used >= usable:
-            action = Action.ROLLOVER if self.enabled else Action.BLOCK
-        elif not self.enabled or not headroom:
-            action = Action.CONTINUE
-        elif (
-            self.final_at > 0 and used >= self.final_at and not claims.final and new_context_offered
-        ):
-            action = Action.FINAL
-        elif (
-            self.handoff_target > 0
-            and used >= self.handoff_target
-            and not claims.handoff
-            and not claims.final
-        ):
-            # A delivered final prompt already asked for the checkpoint and new_context:
-            # the ladder never steps back down to a handoff request in that window.
-            action = Action.HANDOFF
-        elif (
-            self.warning_at > 0
-            and used >= self.warning_at
-            and not (claims.warning or claims.handoff or claims.final)
-        ):
-            action = Action.WARNING
-        else:
-            action = Action.CONTINUE
         return Decision(
-            action=action,
+            action=_ACTIONS[action],
             projected=used,
             usable_limit=usable,
             handoff_target=self.handoff_target,

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._shared import strict_parameters, tool_definition
+from .errors import InvalidArgumentError
 
 __all__ = [
+    "OpenAIReply",
     "from_anthropic_message",
     "from_openai_message",
+    "from_openai_response",
+    "normalize_tool",
     "to_anthropic",
     "to_openai_chat",
     "to_openai_responses",
@@ -33,20 +38,66 @@ def _strict_tool_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _tools(flavor: str, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        tool_definition(
+    out = []
+    for t in tools:
+        params = dict(t["parameters"])
+        # ctxbudget's own tools are strict. A host tool (it carries "strict", see
+        # normalize_tool) is sent as the host defined it.
+        host = "strict" in t
+        definition = tool_definition(
             flavor,
             t["name"],
             t["description"],
-            dict(t["parameters"]),
-            _strict_tool_params(t["parameters"]),
+            params,
+            params if host else _strict_tool_params(params),
         )
-        for t in tools
-    ]
+        if host and flavor == "openai":
+            if t["strict"] is None:
+                definition["function"].pop("strict", None)  # Chat Completions: off
+            else:
+                definition["function"]["strict"] = bool(t["strict"])
+        elif host and flavor == "openai_responses":
+            # The Responses API takes a missing flag as strict: say off unless asked.
+            definition["strict"] = bool(t["strict"])
+        out.append(definition)
+    return out
+
+
+def normalize_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A host tool definition in ctxbudget's neutral form ``{"name", "description",
+    "parameters", "strict"}``, from that form or from an OpenAI Chat
+    (``{"type": "function", "function": {...}}``), OpenAI Responses
+    (``{"type": "function", "name": ...}``) or Anthropic (``input_schema``) definition.
+    Host tools are sent as defined: ``strict`` is kept as given (``None``: not sent)."""
+    if not isinstance(tool, Mapping):
+        raise InvalidArgumentError(f"a tool definition must be a dict, got {type(tool).__name__}")
+    spec: Mapping[str, Any] = tool
+    if tool.get("type") == "function" and isinstance(tool.get("function"), Mapping):
+        spec = tool["function"]
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"a tool definition needs a non-empty string 'name': {tool!r}")
+    params = spec.get("parameters", spec.get("input_schema", {"type": "object", "properties": {}}))
+    if not isinstance(params, Mapping):
+        raise InvalidArgumentError(f"tool {name!r}: 'parameters' must be a JSON Schema object")
+    description = spec.get("description") or ""
+    if not isinstance(description, str):
+        raise InvalidArgumentError(f"tool {name!r}: 'description' must be a string")
+    strict = spec.get("strict")
+    return {
+        "name": name,
+        "description": description,
+        "parameters": dict(params),
+        "strict": strict if isinstance(strict, bool) else None,
+    }
 
 
 def _arguments_json(arguments: object) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    """Tool-call arguments as sent: the model's own text, or compact JSON that keeps
+    non-ASCII characters as they are."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments or {}, ensure_ascii=False)
 
 
 def to_openai_chat(
@@ -97,6 +148,7 @@ def to_openai_responses(
                 }
             )
         elif role == "assistant":
+            items.extend(dict(r) for r in m.get("reasoning") or ())
             if m.get("content"):
                 items.append({"role": "assistant", "content": m["content"]})
             for c in m.get("tool_calls") or ():
@@ -187,6 +239,14 @@ def _get(obj: Any, key: str) -> Any:
 
 def from_openai_message(message: Any) -> tuple[str | None, list[dict[str, Any]]]:
     """``(text, tool_calls)`` of an OpenAI ``ChatCompletionMessage`` (or its dict)."""
+    if _get(message, "output") is not None and _get(message, "choices") is None:
+        raise InvalidArgumentError(
+            "this is a Responses API reply; record it with add_assistant_from_openai_responses()"
+        )
+    if _get(message, "choices") is not None:
+        raise InvalidArgumentError(
+            "pass the message (completion.choices[0].message), not the whole completion"
+        )
     calls = []
     for call in _get(message, "tool_calls") or ():
         function = _get(call, "function")
@@ -199,6 +259,91 @@ def from_openai_message(message: Any) -> tuple[str | None, list[dict[str, Any]]]
             {"id": _get(call, "id"), "name": _get(function, "name"), "arguments": arguments}
         )
     return _get(message, "content"), calls
+
+
+def _dump(item: Any) -> dict[str, Any]:
+    if isinstance(item, Mapping):
+        return {k: v for k, v in item.items() if v is not None}
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        out = dump(mode="json", exclude_none=True)
+        if isinstance(out, dict):
+            return out
+    raise InvalidArgumentError(
+        f"a Responses output item must be a dict or an openai model, got {type(item).__name__}"
+    )
+
+
+@dataclass(frozen=True)
+class OpenAIReply:
+    """What :func:`from_openai_response` read from a Responses API reply."""
+
+    text: str | None
+    """The assistant's text (output messages joined; a refusal included as its text)."""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """``{"id", "name", "arguments"}`` per ``function_call`` (``id`` is its ``call_id``)."""
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    """Reasoning items, whole (summary, encrypted content), to send back as they were."""
+    refusal: bool = False
+    """True when the model refused (its text is the refusal)."""
+
+
+def _function_arguments(raw: object) -> Any:
+    if not isinstance(raw, str):
+        return raw if raw is not None else {}
+    try:
+        return json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return raw  # kept as the model wrote it
+
+
+def from_openai_response(response: Any) -> OpenAIReply:
+    """Reads an OpenAI Responses API reply: a ``Response`` (or its dict) or its
+    ``output`` list. Output messages give the text (refusals included), ``function_call``
+    items the tool calls and ``reasoning`` items are kept whole; any other item is an
+    :class:`~ctxbudget.InvalidArgumentError` naming it, never dropped silently."""
+    output = response if isinstance(response, Sequence) else _get(response, "output")
+    if output is None or isinstance(output, (str, bytes)):
+        raise InvalidArgumentError(
+            "add_assistant_from_openai_responses() takes a Responses API reply "
+            "(client.responses.create(...)) or its 'output' list"
+        )
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    reasoning: list[dict[str, Any]] = []
+    refusal = False
+    for n, raw in enumerate(output):
+        item = _dump(raw)
+        kind = item.get("type")
+        if kind == "reasoning":
+            reasoning.append(item)
+        elif kind == "function_call":
+            calls.append(
+                {
+                    "id": item.get("call_id"),
+                    "name": item.get("name"),
+                    "arguments": _function_arguments(item.get("arguments")),
+                }
+            )
+        elif kind == "message":
+            for part in item.get("content") or ():
+                if part.get("type") == "output_text":
+                    texts.append(str(part.get("text", "")))
+                elif part.get("type") == "refusal":
+                    refusal = True
+                    texts.append(str(part.get("refusal", "")))
+        else:
+            raise InvalidArgumentError(
+                f"Responses output item {n} has type {kind!r}, which ctxbudget does not "
+                "record; record messages, function calls and reasoning, and handle "
+                "built-in tool items in your loop"
+            )
+    return OpenAIReply(
+        text="\n".join(texts) if texts else None,
+        tool_calls=calls,
+        reasoning=reasoning,
+        refusal=refusal,
+    )
 
 
 def from_anthropic_message(message: Any) -> tuple[str | None, list[dict[str, Any]]]:

@@ -94,6 +94,22 @@ _PROPERTIES: dict[str, dict[str, Any]] = {
 _NOT_STRICT = ("minLength", "maxLength", "minimum", "maximum", "pattern")
 
 
+def _failure(code: str, error: str) -> str:
+    """A failed result, shaped like the core's."""
+    return json.dumps(
+        {"ok": False, "code": code, "error": error, "notice": NOTICE, "has_more": False}
+    )
+
+
+def _encode(args: object) -> str:
+    """Arguments as JSON text; ``"null"`` (reported as invalid_arguments by the core) for
+    anything that is not a JSON value: NaN, non-string keys, cycles, odd objects."""
+    try:
+        return json.dumps(args, allow_nan=False)
+    except Exception:  # every input must become a result, never an exception
+        return "null"
+
+
 def _json_schema() -> dict[str, Any]:
     return {
         "type": "object",
@@ -143,30 +159,31 @@ class SessionHistoryTool:
         return tool_definition(flavor, self.name, _DESCRIPTION, _json_schema(), _strict_schema())
 
     def call_json(self, args_json: str) -> str:
-        """One call with raw tool-call JSON; returns the JSON result text."""
-        if not isinstance(args_json, str):
-            args_json = json.dumps(args_json) if isinstance(args_json, Mapping) else "null"
+        """One call with raw tool-call JSON; returns the JSON result text. Never raises:
+        any input (not text, not JSON, lone surrogates) is a result with ``ok: false``."""
         if not self._allowed:
-            return json.dumps(
-                {
-                    "ok": False,
-                    "code": "not_allowed",
-                    "error": "session_history is not allowed by the tool policy",
-                    "notice": NOTICE,
-                    "has_more": False,
-                }
+            return _failure("not_allowed", "session_history is not allowed by the tool policy")
+        if not isinstance(args_json, str):
+            if not isinstance(args_json, Mapping):
+                return _failure(
+                    "invalid_arguments",
+                    f"arguments must be JSON text or an object, not {type(args_json).__name__}",
+                )
+            return self.call_json(_encode(args_json))
+        try:
+            args_json.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return _failure(
+                "invalid_arguments",
+                f"arguments are not valid Unicode (a lone surrogate at character {e.start}); "
+                "send UTF-8 text",
             )
         return self._core.call_json(args_json)
 
     def call(self, args: Mapping[str, Any] | str) -> dict[str, Any]:
-        """One call with parsed arguments (or raw JSON text); returns the result dict."""
-        if isinstance(args, str):
-            raw = args
-        else:
-            try:
-                raw = json.dumps(args, allow_nan=False)
-            except (TypeError, ValueError):
-                raw = "null"  # reported as invalid_arguments by the core
+        """One call with parsed arguments (or raw JSON text); returns the result dict.
+        Never raises: arguments that are not JSON values give ``invalid_arguments``."""
+        raw = args if isinstance(args, str) else _encode(args)
         result: dict[str, Any] = json.loads(self.call_json(raw))
         return result
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import _ctxbudget
 from .errors import InvalidJsonError
@@ -19,11 +20,17 @@ from .errors import InvalidJsonError
 __all__ = [
     "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
+    "FRAMING_TOKENS",
+    "IMAGE_TOKENS",
+    "PDF_PAGE_TOKENS",
     "Encoding",
     "TokenCount",
+    "count_messages",
     "count_tokens",
     "encoding_for_model",
     "encoding_names",
+    "messages_tokens",
+    "request_tokens",
 ]
 
 BOUNDARY_SLACK: int = _ctxbudget.BOUNDARY_SLACK
@@ -31,6 +38,20 @@ BOUNDARY_SLACK: int = _ctxbudget.BOUNDARY_SLACK
 
 DEFAULT_CACHE_SIZE: int = _ctxbudget.DEFAULT_CACHE_SIZE
 """Counts an :class:`Encoding` remembers by content hash unless told otherwise."""
+
+FRAMING_TOKENS = 8
+"""Tokens per message and per advertised tool schema (plus 1 per request)."""
+
+IMAGE_TOKENS = 1_024
+"""Allowance for one image part."""
+
+PDF_PAGE_TOKENS = 3_000
+"""Allowance per page of a document part (at most :data:`_PDF_MAX_PAGES` pages)."""
+
+_PDF_MAX_PAGES = 100
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+_IMAGE_PARTS = frozenset({"image", "image_url", "input_image"})
+_DOCUMENT_PARTS = frozenset({"media", "document", "file", "input_file"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +152,11 @@ class Encoding:
                 )
             except (TypeError, ValueError) as exc:
                 raise InvalidJsonError(f"value cannot be serialized as JSON: {exc}") from exc
+            except RecursionError:
+                # json.dumps recurses per level; the core refuses such depths anyway.
+                raise InvalidJsonError(
+                    "value nests too deeply to be counted as JSON; flatten it"
+                ) from None
         assert isinstance(value, str)
         return self._core.count_json(value)
 
@@ -185,3 +211,110 @@ def count_tokens(text: str, *, model: str | None = None, encoding: str | None = 
         return _shared("model", model).count(text)
     assert encoding is not None
     return _shared("encoding", encoding).count(text)
+
+
+def _resolve(model: str | None, encoding: str | Encoding | None) -> Encoding:
+    if (model is None) == (encoding is None):
+        raise ValueError(
+            "count_messages() needs exactly one of model= or encoding=, "
+            "e.g. count_messages(messages, encoding='o200k_base')"
+        )
+    if isinstance(encoding, Encoding):
+        return encoding
+    if encoding is not None:
+        return _shared("encoding", encoding)
+    assert model is not None
+    return _shared("model", model)
+
+
+def _media_tokens(part: Mapping[str, Any]) -> int:
+    pages = part.get("pages")
+    if isinstance(pages, int) and not isinstance(pages, bool):
+        return min(max(pages, 0), _PDF_MAX_PAGES) * PDF_PAGE_TOKENS
+    return IMAGE_TOKENS
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _collect(message: Mapping[str, Any], texts: list[str]) -> int:
+    """Appends the texts of one message to ``texts``; returns its fixed allowances."""
+    allowance = 0
+    if "content" not in message and "tool_calls" not in message:
+        # A Responses API item (function_call, function_call_output, reasoning, …):
+        # counted as the JSON it is sent as.
+        texts.append(_dumps(dict(message)))
+        return allowance
+    content = message.get("content")
+    if isinstance(content, str):
+        texts.append(content)
+    elif isinstance(content, Sequence):
+        for part in content:
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif kind in _IMAGE_PARTS:
+                allowance += IMAGE_TOKENS
+            elif kind in _DOCUMENT_PARTS:
+                allowance += _media_tokens(part)
+            else:
+                texts.append(part if isinstance(part, str) else _dumps(part))
+    elif content is not None:
+        texts.append(_dumps(content))
+    if message.get("tool_calls"):
+        texts.append(_dumps(message["tool_calls"]))
+    if message.get("reasoning"):
+        # Reasoning items a Responses reply carried, sent back with the message.
+        texts.append(_dumps(message["reasoning"]))
+    for media in message.get("media") or ():
+        allowance += _media_tokens(media)
+    return allowance
+
+
+def messages_tokens(encoding: Encoding, messages: Iterable[Mapping[str, Any]]) -> int:
+    """Tokens of ``messages`` with their framing, without the request's 1 token: the
+    rule :func:`count_messages` applies, for callers that sum requests piecewise."""
+    texts: list[str] = []
+    total = 0
+    for message in messages:
+        total += FRAMING_TOKENS + _collect(message, texts)
+    return total + sum(encoding.count_many(texts))
+
+
+def request_tokens(
+    encoding: Encoding,
+    system: str | None,
+    messages: Iterable[Mapping[str, Any]],
+    tools: Iterable[Mapping[str, Any]] = (),
+) -> int:
+    """Tokens of a request: 1, plus the system text as a message, every message and
+    every tool schema with their framing (see :func:`count_messages`)."""
+    total = 1 + (FRAMING_TOKENS + encoding.count(system) if system else 0)
+    for tool in tools:
+        total += FRAMING_TOKENS + encoding.count_json(dict(tool))
+    return total + messages_tokens(encoding, messages)
+
+
+def count_messages(
+    messages: Iterable[Mapping[str, Any]],
+    tools: Iterable[Mapping[str, Any]] | None = None,
+    *,
+    model: str | None = None,
+    encoding: str | Encoding | None = None,
+) -> int:
+    """Tokens of a whole request, counted the way :class:`~ctxbudget.Session` budgets
+    it: :data:`FRAMING_TOKENS` per message and per tool schema, plus 1 per request.
+
+    ``messages`` are what you send (a system message included): OpenAI Chat or
+    Anthropic messages, Responses API input items, or ctxbudget's own. Text content and
+    text parts count exactly; tool calls and any other part count as their JSON; images
+    count :data:`IMAGE_TOKENS` and documents :data:`PDF_PAGE_TOKENS` per page (up to
+    100). Every tool schema in ``tools`` counts as its JSON. Give exactly one of
+    ``model`` and ``encoding`` (a name or an :class:`Encoding`)::
+
+        count_messages([{"role": "user", "content": "hi"}], encoding="o200k_base")
+    """
+    if isinstance(messages, Mapping):
+        raise TypeError("count_messages() takes a list of messages; wrap a single one in a list")
+    return request_tokens(_resolve(model, encoding), None, messages, tools or ())

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .errors import PolicyError
+from .policy import threshold_is_off
 
 __all__ = ["RuleAction", "ToolPolicy", "ToolRule"]
 
@@ -101,10 +102,11 @@ class ToolPolicy:
 
     def offers_new_context(self, *, mode_active: bool, threshold: float) -> bool:
         """``new_context`` is offered only when token-budget mode is active, the slider is
-        below 100%, and both ``memory`` and ``session_history`` are allowed (SPEC §4)."""
+        not Off (the budget's one definition: :func:`~ctxbudget.policy.threshold_is_off`),
+        and both ``memory`` and ``session_history`` are allowed (SPEC §4)."""
         return (
             mode_active
-            and threshold < 1.0
+            and not threshold_is_off(threshold)
             and self.allows("memory")
             and self.allows("session_history")
         )

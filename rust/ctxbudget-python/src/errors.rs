@@ -95,14 +95,32 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
         HistoryError::Io { path, source, .. } => raise(
             py,
             "HistoryIOError",
-            message,
+            message.clone(),
             &[
                 ("filename", obj(py, path)),
                 ("errno", obj(py, source.raw_os_error())),
+                ("strerror", obj(py, message)),
+            ],
+        ),
+        HistoryError::Conflict {
+            expected_last_seq,
+            last_seq,
+        } => raise(
+            py,
+            "ConflictError",
+            message,
+            &[
+                ("expected_last_seq", obj(py, expected_last_seq)),
+                ("last_seq", obj(py, last_seq)),
             ],
         ),
         _ => raise(py, "InvalidArgumentError", message, &[]),
     }
+}
+
+/// Maps a core budget error to `PolicyError` (also a `ValueError`).
+pub(crate) fn budget_error(py: Python<'_>, err: ctxbudget::budget::BudgetError) -> PyErr {
+    raise(py, "PolicyError", err.to_string(), &[])
 }
 
 fn known_names(py: Python<'_>, known: &str) -> Py<PyAny> {
@@ -112,6 +130,32 @@ fn known_names(py: Python<'_>, known: &str) -> Py<PyAny> {
 /// A Python object for an exception attribute (`None` if conversion fails).
 fn obj<'py, T: IntoPyObject<'py>>(py: Python<'py>, value: T) -> Py<PyAny> {
     value.into_py_any(py).unwrap_or_else(|_| py.None())
+}
+
+/// The message of a caught panic.
+fn panic_detail(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
+/// Runs a transcript-store call `f`, turning a panic into `ctxbudget.InternalError`
+/// (naming the call) so that none crosses into Python.
+pub(crate) fn no_panic_store<T>(py: Python<'_>, what: &str, f: impl FnOnce() -> T) -> PyResult<T> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        raise(
+            py,
+            "InternalError",
+            format!(
+                "{what} hit an internal error ({}); the store was left as it was. Please \
+                 report this, with the output of `ctxbudget history verify`.",
+                panic_detail(payload.as_ref())
+            ),
+            &[],
+        )
+    })
 }
 
 /// Runs `f`, turning a panic into `TokenizerError` so that none crosses into Python.

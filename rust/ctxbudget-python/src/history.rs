@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyList};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::errors::{history_error, no_panic};
+use crate::errors::{history_error, no_panic_store};
 
 fn to_json<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
@@ -45,7 +45,7 @@ impl PyHistory {
         what: &str,
         f: impl FnOnce(&History) -> ctxbudget::history::Result<T> + Send,
     ) -> PyResult<T> {
-        no_panic(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
+        no_panic_store(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
     }
 }
 
@@ -68,7 +68,7 @@ impl PyHistory {
             max_row_bytes,
             recover_on_open: recover,
         };
-        let inner = no_panic(py, "History.open()", || {
+        let inner = no_panic_store(py, "History.open()", || {
             py.detach(|| History::open(&workspace, options))
         })?
         .map_err(|e| history_error(py, e))?;
@@ -78,15 +78,18 @@ impl PyHistory {
     }
 
     /// Appends `rows` (a list of row dicts) as one batch; returns
-    /// `(first_seq, last_seq, epoch, window)`.
+    /// `(first_seq, last_seq, epoch, window)`. With `if_last_seq`, only if that seq is
+    /// still the last row (else `ConflictError`, nothing written).
+    #[pyo3(signature = (rows, if_last_seq = None))]
     fn append(
         &self,
         py: Python<'_>,
         rows: &Bound<'_, PyList>,
+        if_last_seq: Option<u64>,
     ) -> PyResult<(u64, u64, u64, String)> {
-        let rows_json = no_panic(py, "append()", || crate::pyjson::encode_rows(rows))??;
+        let rows_json = no_panic_store(py, "append()", || crate::pyjson::encode_rows(rows))??;
         self.run(py, "append()", move |h| {
-            h.append_json_bytes(&rows_json)
+            h.append_json_bytes_if(&rows_json, if_last_seq)
                 .map(|r| (r.first_seq, r.last_seq, r.epoch, r.window))
         })
     }
@@ -109,7 +112,7 @@ impl PyHistory {
         self.run(py, "current_window", |h| h.current_window())
     }
 
-    #[pyo3(signature = (*, rollover_id, reason, requested_by, lead_in, trigger_json, figures_json))]
+    #[pyo3(signature = (*, rollover_id, reason, requested_by, lead_in, trigger_json, figures_json, if_last_seq = None))]
     #[allow(clippy::too_many_arguments)]
     fn rollover(
         &self,
@@ -120,6 +123,7 @@ impl PyHistory {
         lead_in: String,
         trigger_json: Option<Vec<u8>>,
         figures_json: Option<Vec<u8>>,
+        if_last_seq: Option<u64>,
     ) -> PyResult<String> {
         self.run(py, "rollover()", move |h| {
             let trigger = match trigger_json {
@@ -144,6 +148,7 @@ impl PyHistory {
                 lead_in,
                 trigger,
                 figures,
+                expected_last_seq: if_last_seq,
             })
         })
     }
@@ -152,7 +157,16 @@ impl PyHistory {
         self.run(py, "clear_soft()", |h| h.clear_soft())
     }
 
-    fn quarantine(&self, py: Python<'_>, row_json: &[u8]) -> PyResult<u64> {
+    /// Quarantines a row; with `retracts`, retracts that seq in the same batch, and
+    /// with `if_last_seq`, only if that seq is still the last row.
+    #[pyo3(signature = (row_json, retracts = None, if_last_seq = None))]
+    fn quarantine(
+        &self,
+        py: Python<'_>,
+        row_json: &[u8],
+        retracts: Option<u64>,
+        if_last_seq: Option<u64>,
+    ) -> PyResult<u64> {
         let row_json = row_json.to_vec();
         self.run(py, "quarantine()", move |h| {
             let row = parse_rows(&row_json)?.into_iter().next().ok_or_else(|| {
@@ -160,7 +174,17 @@ impl PyHistory {
                     "quarantine() needs a row".to_owned(),
                 )
             })?;
-            h.quarantine(row)
+            match retracts {
+                Some(seq) => h.quarantine_retracting(seq, row, if_last_seq),
+                None if if_last_seq.is_some() => {
+                    Err(ctxbudget::history::HistoryError::InvalidArgument(
+                        "quarantine(if_last_seq=…) needs retracts=<seq>: a conditional \
+                         quarantine retracts the row it quarantines"
+                            .to_owned(),
+                    ))
+                }
+                None => h.quarantine(row),
+            }
         })
     }
 
@@ -246,7 +270,7 @@ impl PySessionHistory {
 
     /// One call: raw JSON arguments in, JSON result (at most 16 KiB) out.
     fn call_json(&self, py: Python<'_>, args_json: &str) -> PyResult<String> {
-        no_panic(py, "session_history", || {
+        no_panic_store(py, "session_history", || {
             py.detach(|| self.inner.call_json(args_json))
         })
     }

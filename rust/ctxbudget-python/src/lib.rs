@@ -3,6 +3,7 @@
 //! No logic lives here: arguments are converted, the GIL is released around every
 //! count, panics are caught, and core errors are mapped in `errors.rs`.
 
+mod budget;
 mod errors;
 mod history;
 mod pyjson;
@@ -189,6 +190,8 @@ fn encode_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyList>) -> PyResult<Boun
 #[pymodule]
 fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEncoding>()?;
+    m.add_class::<budget::PyBudgetCore>()?;
+    m.add_function(wrap_pyfunction!(budget::threshold_is_off, m)?)?;
     m.add_class::<history::PyHistory>()?;
     m.add_class::<history::PySessionHistory>()?;
     #[cfg(feature = "failpoints")]
@@ -201,6 +204,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(model_encoding, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    budget::add_constants(m)?;
     m.add("BOUNDARY_SLACK", tokens::BOUNDARY_SLACK)?;
     m.add("DEFAULT_CACHE_SIZE", tokens::DEFAULT_CACHE_CAPACITY)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -4,6 +4,7 @@
 //! must be exact and fast, usable from Rust without Python:
 //!
 //! - [`tokens`]: exact, linear-time token counting over tiktoken's encodings.
+//! - [`budget`]: the token-budget ladder (SPEC §2) in integer arithmetic.
 //! - [`history`]: the crash-safe JSONL transcript store (framed O(batch) appends,
 //!   cross-process lock, receipts, recovery).
 //! - [`scan`]: the `session_history` tool — bounded, fail-closed retrieval of earlier
@@ -13,6 +14,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod budget;
 pub mod history;
 pub mod scan;
 pub mod tokens;

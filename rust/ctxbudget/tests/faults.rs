@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use ctxbudget::history::failpoint::{self, Action};
-use ctxbudget::history::{History, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::history::{History, HistoryError, NewRow, OpenOptions, RolloverSpec};
 
 const ENOSPC: i32 = 28;
 const EIO: i32 = 5;
@@ -247,12 +247,71 @@ fn a_batch_written_to_a_file_replaced_meanwhile_is_not_acknowledged() {
         message.contains("deleted or replaced") && message.contains("append again"),
         "the append must fail, saying why and what to do: {message:?}"
     );
-    // The store follows the file now at the path, and stays writable.
-    let next = h
-        .append(vec![NewRow::text("message", "user", "after")])
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(texts(&h), vec!["after".to_owned()]);
-    assert!(next.first_seq >= 1);
+    // The replacement also lost the acknowledged row: that is damage, not a fresh
+    // start. Writes are refused, naming the file, and seq 1 is never handed out again.
+    let next = h.append(vec![NewRow::text("message", "user", "after")]);
+    assert!(
+        matches!(&next, Err(HistoryError::Corrupt { path, .. }) if path.ends_with("chat.jsonl")),
+        "{next:?}"
+    );
     drop(h);
-    assert_eq!(texts(&open(&ws)), vec!["after".to_owned()]);
+    let report = open(&ws).verify().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
+}
+
+#[test]
+fn a_rotation_cut_short_in_the_archive_rolls_back_on_open_and_verify_sees_no_duplicates() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (probe, _) = rotated_ws("rotate-torn-probe");
+    let moved = open(&probe).rotate().map(|r| r.bytes).unwrap_or(0) as usize;
+    drop(probe);
+    assert!(moved > 0);
+    for n in (0..=moved).step_by(7).chain([moved]) {
+        let (ws, before) = rotated_ws(&format!("rotate-torn-{n}"));
+        let h = open(&ws);
+        failpoint::arm("rotate.archive.write", Action::Torn(n));
+        assert!(h.rotate().is_err(), "cut at {n}");
+        failpoint::reset();
+        drop(h);
+        let reopened = open(&ws);
+        assert_eq!(texts(&reopened), before, "cut at {n}");
+        let report = reopened.verify().unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            report.ok && report.seq_violations == 0,
+            "cut at {n}: {report:?}"
+        );
+        let seqs: Vec<u64> = reopened
+            .rows()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .iter()
+            .filter_map(|r| r.seq)
+            .collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "cut at {n}: {seqs:?}");
+    }
+}
+
+#[test]
+fn io_errors_name_the_operation_the_file_and_what_to_do() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ws = ws("io-messages");
+    let h = open(&ws);
+    for (code, advice) in [
+        (ENOSPC, "free space"),
+        (24, "open-file limit"),
+        (13, "permission"),
+        (EIO, "verify"),
+    ] {
+        failpoint::arm("append.open", Action::Error(code));
+        let message = h
+            .append(batch())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        failpoint::reset();
+        assert!(
+            message.contains("could not open") && message.contains("chat.jsonl"),
+            "{message}"
+        );
+        assert!(message.contains(advice), "{code}: {message}");
+    }
 }

@@ -154,12 +154,18 @@ fn torn_tail_at_every_byte_is_recovered_to_the_acknowledged_rows() {
     h.append(vec![msg("kept-1"), msg("kept-2")])
         .unwrap_or_else(|e| panic!("{e}"));
     let good = fs::read(ws.chat()).unwrap_or_default();
+    // The receipt as it stood before the second batch was acknowledged: a crash while
+    // writing that batch leaves it so (a cut through an acknowledged batch is damage,
+    // tested in integrity.rs).
+    let receipt_path = ws.0.join("history/receipt.json");
+    let receipt = fs::read(&receipt_path).unwrap_or_default();
     h.append(vec![msg("lost-3"), msg("lost-4")])
         .unwrap_or_else(|e| panic!("{e}"));
     let full = fs::read(ws.chat()).unwrap_or_default();
     drop(h);
     for cut in good.len()..full.len() {
         fs::write(ws.chat(), &full[..cut]).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(&receipt_path, &receipt).unwrap_or_else(|e| panic!("{e}"));
         let _ = fs::remove_dir_all(ws.0.join("history/recovered"));
         let h = open(&ws.0);
         assert_eq!(texts(&h), ["kept-1", "kept-2"], "cut at {cut}");
@@ -392,7 +398,8 @@ fn a_reset_in_a_torn_tail_is_replaced_by_a_committed_floor() {
         .open(ws.chat())
         .unwrap_or_else(|e| panic!("{e}"));
     use std::io::Write;
-    f.write_all(b"{\"seq\":2,\"kind\":\"boundary\",\"meta\":{\"boundary_kind\":\"reset\"")
+    // A batch cut before its commit line whose reset row was written whole.
+    f.write_all(b"{\"batch\":{\"epoch\":1,\"first\":2,\"last\":2}}\n{\"seq\":2,\"kind\":\"boundary\",\"role\":\"system\",\"meta\":{\"boundary_kind\":\"reset\"}}\n")
         .unwrap_or_else(|e| panic!("{e}"));
     drop(f);
     let h = open(&ws.0);

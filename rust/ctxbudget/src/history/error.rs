@@ -46,11 +46,24 @@ pub enum HistoryError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A conditional write found the store changed since the state it was decided on
+    /// (another writer appended first); nothing was written.
+    #[error(
+        "the transcript moved on: this write was conditional on seq {expected_last_seq} being \
+         the last row, but another writer has appended up to seq {last_seq}; nothing was \
+         written — read the new rows and decide again"
+    )]
+    Conflict {
+        /// The last seq the caller's decision was based on.
+        expected_last_seq: u64,
+        /// The store's last seq now.
+        last_seq: u64,
+    },
     /// An argument other than a row is invalid.
     #[error("{0}")]
     InvalidArgument(String),
     /// A filesystem operation failed.
-    #[error("{op} {path} failed: {source}")]
+    #[error("could not {op} {path}: {source}; {}", advice(source))]
     Io {
         /// What we were doing, e.g. "fdatasync".
         op: &'static str,
@@ -77,6 +90,35 @@ impl HistoryError {
             field: field.into(),
             reason: reason.into(),
         }
+    }
+}
+
+/// What to do about an OS error, by its kind.
+fn advice(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+            "the disk or quota is full: free space on that filesystem and retry (nothing \
+             unacknowledged was kept as written)"
+        }
+        Some(libc::EMFILE) | Some(libc::ENFILE) => {
+            "the process is out of file descriptors: raise the open-file limit (ulimit -n) \
+             or drop History objects that are no longer used"
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "permission denied: check the owner and mode of the file and its directory"
+        }
+        Some(libc::EROFS) => {
+            "the filesystem is read-only: remount it writable or move the workspace"
+        }
+        Some(libc::ELOOP) => {
+            "the path is a symbolic link, which the store refuses to follow: replace it with \
+             the real file"
+        }
+        Some(libc::EIO) => {
+            "the device reported an I/O error: check the disk, then run `ctxbudget history \
+             verify`"
+        }
+        _ => "check the file and its directory, then retry",
     }
 }
 

@@ -110,8 +110,25 @@ pub(crate) fn parse_head(line: &[u8]) -> Option<RowHead> {
     })
 }
 
-/// Whether `line` looks like a reset boundary, even if it does not fully parse: such a
-/// line is a privacy floor (fail closed).
+impl RowHead {
+    /// Whether this row is a privacy floor: a boundary that is not a rollover (a reset,
+    /// or a boundary whose kind is missing or unknown — fail closed).
+    pub(crate) fn is_floor(&self) -> bool {
+        self.kind == "boundary" && self.boundary_kind.as_deref() != Some("rollover")
+    }
+}
+
+/// Whether the bytes of a torn tail hold a soft clear, judged from the rows in it that
+/// parse completely (never from substrings: a tool output mentioning `"boundary"` and
+/// `"reset"` is not a floor).
+pub(crate) fn tail_has_floor(tail: &[u8]) -> bool {
+    tail.split(|&b| b == b'\n')
+        .filter_map(parse_head)
+        .any(|h| h.is_floor())
+}
+
+/// Whether a committed line that does not parse as a row looks like a reset boundary:
+/// such a line is a privacy floor (fail closed).
 pub(crate) fn looks_like_reset(line: &[u8]) -> bool {
     let has = |needle: &[u8]| line.windows(needle.len()).any(|w| w == needle);
     has(b"\"boundary\"") && has(b"\"reset\"")
@@ -159,6 +176,12 @@ pub(crate) struct Scan {
     pub malformed: u64,
     /// First damaged batch, if any.
     pub damage: Option<Damage>,
+    /// Offsets of every damaged region followed by committed data: each counts as a
+    /// possible privacy floor.
+    pub damage_offsets: Vec<u64>,
+    /// The bytes after `committed_end` are acknowledged (the receipt vouches for seqs
+    /// beyond the last readable row): damage, never a torn tail to cut.
+    pub tail_acked: bool,
     /// Bytes after `committed_end`.
     pub torn_bytes: u64,
 }
@@ -252,17 +275,21 @@ pub(crate) fn scan(bytes: &[u8], base: u64, base_line: u64) -> Scan {
         }
         pos = next;
     }
-    // Damage is only damage if acknowledged data follows it; a bad last batch is torn.
+    // Damage is only damage if committed data follows it; a bad last batch is torn
+    // unless the receipt acknowledges it (checked by the store, which knows the receipt).
     if let Some(d) = &out.damage {
         if d.offset >= out.committed_end {
             out.damage = None;
         }
     }
+    let end = out.committed_end;
+    out.damage_offsets.retain(|&d| d < end);
     out.torn_bytes = base + bytes.len() as u64 - out.committed_end;
     out
 }
 
 fn note_damage(out: &mut Scan, offset: u64, line: u64, reason: &str) {
+    out.damage_offsets.push(offset);
     if out.damage.is_none() {
         out.damage = Some(Damage {
             offset,
@@ -314,6 +341,8 @@ impl Scan {
         self.legacy_rows += next.legacy_rows;
         self.malformed += next.malformed;
         self.damage = self.damage.take().or(next.damage);
+        self.damage_offsets.extend(next.damage_offsets);
+        self.tail_acked = next.tail_acked;
         self.torn_bytes = next.torn_bytes;
     }
 }

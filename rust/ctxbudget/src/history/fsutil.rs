@@ -39,19 +39,34 @@ impl Stamp {
     }
 }
 
-/// The stamp of `path`, or `None` if it does not exist.
+/// The stamp of `path`, or `None` if it does not exist. A symbolic link is refused
+/// (`ELOOP`): the store never reads or writes through one.
 pub(crate) fn stamp(path: &Path) -> Result<Option<Stamp>> {
-    match std::fs::metadata(path) {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(HistoryError::io(
+            "stat",
+            path,
+            std::io::Error::from_raw_os_error(libc::ELOOP),
+        )),
         Ok(m) => Ok(Some(Stamp::of_metadata(&m))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(HistoryError::io("stat", path, e)),
     }
 }
 
+/// Opens a store file with `O_NOFOLLOW`: if `path` is a symbolic link the open fails
+/// with `ELOOP` instead of reading or appending to whatever the link points at.
+pub(crate) fn open_nofollow(path: &Path, options: &mut OpenOptions) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 /// Makes a rename or creation in `dir` durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     failpoint::hit("dir.fsync").map_err(|e| HistoryError::io("fsync directory", dir, e))?;
-    File::open(dir)
+    open_nofollow(dir, OpenOptions::new().read(true))
         .and_then(|d| d.sync_all())
         .map_err(|e| HistoryError::io("fsync directory", dir, e))
 }
@@ -66,11 +81,10 @@ pub(crate) fn replace_file(path: &Path, bytes: &[u8], durable: bool, point: &str
     let fail = |op| move |e| HistoryError::io(op, path, e);
     let write = || -> std::io::Result<()> {
         failpoint::hit(&format!("{point}.write"))?;
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        let mut f = open_nofollow(
+            &tmp,
+            OpenOptions::new().write(true).create(true).truncate(true),
+        )?;
         f.write_all(bytes)?;
         if durable {
             failpoint::hit(&format!("{point}.fsync"))?;

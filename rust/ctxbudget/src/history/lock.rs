@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -38,15 +38,40 @@ struct TokenState {
     file: Option<OpenLock>,
 }
 
-type Token = Arc<(Mutex<TokenState>, std::sync::Condvar)>;
+/// The per-path state and the condition variable its waiters sleep on.
+type Shared = (Mutex<TokenState>, std::sync::Condvar);
+type Token = Arc<Shared>;
 
+/// The per-path state, shared by every [`LockToken`] of this process for that path. The
+/// registry holds it weakly: when the last `History` of a workspace is dropped, its
+/// lock file is closed and the entry goes, so a process serving many workspaces keeps
+/// one descriptor per workspace in use, not one per workspace ever opened.
 fn token(path: &Path) -> Token {
-    static TOKENS: OnceLock<Mutex<HashMap<PathBuf, Token>>> = OnceLock::new();
+    static TOKENS: OnceLock<Mutex<HashMap<PathBuf, Weak<Shared>>>> = OnceLock::new();
     let mut map = TOKENS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    map.entry(path.to_path_buf()).or_default().clone()
+    if let Some(live) = map.get(path).and_then(Weak::upgrade) {
+        return live;
+    }
+    // Forget entries whose workspaces are all closed (amortized: only when adding).
+    map.retain(|_, w| w.strong_count() > 0);
+    let fresh: Token = Arc::default();
+    map.insert(path.to_path_buf(), Arc::downgrade(&fresh));
+    fresh
+}
+
+/// A workspace's share of the process-wide lock state; the `History` holds one for its
+/// lifetime, and the lock file stays open only while some `History` of it is alive.
+#[derive(Clone)]
+pub(crate) struct LockToken(Token);
+
+impl LockToken {
+    /// The token of the lock file at `path`.
+    pub(crate) fn new(path: &Path) -> LockToken {
+        LockToken(token(path))
+    }
 }
 
 /// Held lock; released on drop.
@@ -71,12 +96,14 @@ impl Drop for HistoryLock {
 }
 
 fn open_lock(path: &Path) -> std::io::Result<OpenLock> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
+    let file = super::fsutil::open_nofollow(
+        path,
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+    )?;
     let meta = file.metadata()?;
     Ok(OpenLock {
         file,
@@ -87,13 +114,17 @@ fn open_lock(path: &Path) -> std::io::Result<OpenLock> {
 
 impl HistoryLock {
     /// Acquires the lock at `path`, waiting at most `timeout`.
-    pub(crate) fn acquire(path: &Path, timeout: Duration) -> Result<HistoryLock> {
+    pub(crate) fn acquire(
+        shared: &LockToken,
+        path: &Path,
+        timeout: Duration,
+    ) -> Result<HistoryLock> {
         let start = Instant::now();
         let timed_out = || HistoryError::LockTimeout {
             path: path.to_path_buf(),
             waited: start.elapsed(),
         };
-        let token = token(path);
+        let token = shared.0.clone();
         let mut cached = {
             let (state, cv) = &*token;
             let mut guard = state.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,14 +194,17 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ctxb-lock-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
         let path = dir.join("lock");
-        let held =
-            HistoryLock::acquire(&path, Duration::from_secs(1)).unwrap_or_else(|e| panic!("{e}"));
+        let shared = LockToken::new(&path);
+        let held = HistoryLock::acquire(&shared, &path, Duration::from_secs(1))
+            .unwrap_or_else(|e| panic!("{e}"));
         let p2 = path.clone();
-        let waiter =
-            thread::spawn(move || HistoryLock::acquire(&p2, Duration::from_millis(50)).is_err());
+        let waiter = thread::spawn(move || {
+            let other = LockToken::new(&p2);
+            HistoryLock::acquire(&other, &p2, Duration::from_millis(50)).is_err()
+        });
         assert!(waiter.join().unwrap_or(false));
         drop(held);
-        assert!(HistoryLock::acquire(&path, Duration::from_millis(200)).is_ok());
+        assert!(HistoryLock::acquire(&shared, &path, Duration::from_millis(200)).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -191,6 +191,9 @@ pub struct RolloverSpec {
     pub trigger: Option<NewRow>,
     /// Token figures and other metadata for the boundary row.
     pub figures: Map<String, Value>,
+    /// Seal only if the store's last seq is still this one (the state the rollover was
+    /// decided on); otherwise [`HistoryError::Conflict`] and nothing is written.
+    pub expected_last_seq: Option<u64>,
 }
 
 /// What `recover` did.
@@ -204,8 +207,12 @@ pub struct RecoveryReport {
     pub archive_torn_bytes: u64,
     /// Files under `recovered/` that received them.
     pub moved_to: Vec<PathBuf>,
-    /// Bytes of an interrupted rotation removed from `chat.jsonl` (they are in the archive).
+    /// Bytes of an interrupted rotation removed from `chat.jsonl` (they are in the
+    /// archive). Always 0 since rotations record their intent; kept for compatibility.
     pub rotation_completed_bytes: u64,
+    /// Bytes of an interrupted rotation taken back off the end of the archive (copies of
+    /// rows still in `chat.jsonl`).
+    pub rotation_rolled_back_bytes: u64,
     /// Epoch after recovery.
     pub epoch: Option<u64>,
     /// Damage found before a valid commit (left untouched; writes are refused).
@@ -251,7 +258,15 @@ pub struct VerifyReport {
     pub archive: FileReport,
     /// `missing`, `malformed`, `pending`, `stable` or `stale` (stamps do not match).
     pub receipt: String,
-    /// True when nothing is torn or damaged and the receipt is stable.
+    /// Rows whose seq is not above every seq before them, archive then chat (duplicated
+    /// batches, external lines reusing a seq). Readers skip them as malformed.
+    pub seq_violations: u64,
+    /// Where the first of them is.
+    pub first_seq_violation: Option<String>,
+    /// Seq of the newest privacy floor known (rows or receipt; 0 if none).
+    pub floor_seq: u64,
+    /// True when nothing is torn or damaged, seqs are unique and increasing, and the
+    /// receipt is stable.
     pub ok: bool,
 }
 
@@ -263,9 +278,19 @@ struct Index {
     archive_stamp: Option<Stamp>,
     archive: Scan,
     chat: Scan,
+    /// Highest seq handed out: the rows' and the receipt's, whichever is higher, so a
+    /// seq is never handed out twice.
     last_seq: u64,
+    /// Highest seq of a readable row, in file order.
+    max_row_seq: u64,
+    /// Seq of the newest privacy floor: the rows' and the receipt's, whichever is higher.
+    floor_seq: u64,
     rollover_ids: HashMap<String, String>,
     current_window: String,
+    /// Rows whose seq is not above every seq before them (archive then chat).
+    seq_violations: u64,
+    /// Where the first of them is.
+    first_seq_violation: Option<String>,
 }
 
 impl Index {
@@ -273,26 +298,117 @@ impl Index {
         self.archive.entries.iter().chain(self.chat.entries.iter())
     }
 
-    /// Recomputes the derived fields from all entries (after a full load).
-    fn derive(&mut self) {
+    /// Recomputes the derived fields from all entries (after a full load), judging them
+    /// against what the receipt acknowledges.
+    fn derive(&mut self, receipt: &ReceiptRead) {
         self.last_seq = 0;
+        self.max_row_seq = 0;
+        self.floor_seq = 0;
+        self.seq_violations = 0;
+        self.first_seq_violation = None;
         self.rollover_ids.clear();
         self.current_window = "w:0".to_owned();
-        let (archive, chat) = (
-            std::mem::take(&mut self.archive.entries),
-            std::mem::take(&mut self.chat.entries),
-        );
-        self.note(&archive);
-        self.note(&chat);
-        self.archive.entries = archive;
-        self.chat.entries = chat;
+        let mut archive = std::mem::take(&mut self.archive);
+        let mut chat = std::mem::take(&mut self.chat);
+        self.note(&mut archive, 0, "chat-archive.jsonl");
+        self.note(&mut chat, 0, "chat.jsonl");
+        if archive.torn_bytes > 0 {
+            // The archive only ever receives whole committed batches from chat.jsonl,
+            // all acknowledged; an interrupted rotation is rolled back from its recorded
+            // intent. Anything after its last valid commit is damage, never torn.
+            let (offset, line) = (archive.committed_end, archive.lines + 1);
+            archive.damage_offsets.push(offset);
+            archive.tail_acked = true;
+            if archive.damage.is_none() {
+                archive.damage = Some(frame::Damage {
+                    offset,
+                    line,
+                    reason: "the archive holds only acknowledged batches, and the one here \
+                             is cut short or fails its check"
+                        .to_owned(),
+                });
+            }
+        }
+        if let Some(r) = receipt.valid() {
+            self.floor_seq = self.floor_seq.max(r.floor);
+            self.last_seq = self.last_seq.max(r.seq);
+            if r.seq > self.max_row_seq {
+                // The receipt vouches for rows that are not readable: the last
+                // acknowledged batch was cut or fails its check. That is damage (writes
+                // refused, location named), never a torn tail to cut away.
+                let reason = format!(
+                    "the receipt acknowledges rows up to seq {} but the last readable row \
+                     is seq {}: an acknowledged batch after this point is missing or fails \
+                     its check",
+                    r.seq, self.max_row_seq
+                );
+                let (offset, line) = (chat.committed_end, chat.lines + 1);
+                chat.damage_offsets.push(offset);
+                chat.tail_acked = true;
+                if chat.damage.is_none() {
+                    chat.damage = Some(frame::Damage {
+                        offset,
+                        line,
+                        reason,
+                    });
+                }
+            }
+        }
+        self.archive = archive;
+        self.chat = chat;
     }
 
-    /// Updates the derived fields with entries that follow the ones already noted:
-    /// appends cost O(batch), not O(history).
-    fn note(&mut self, entries: &[Entry]) {
-        for h in entries.iter().filter_map(|e| e.head.as_ref()) {
+    /// Updates the derived fields with the entries of `scan` from index `from` on, which
+    /// follow the ones already noted: appends cost O(batch), not O(history). A row whose
+    /// seq is not above every earlier one is malformed for indexing (kept as a floor if it
+    /// is one); inside a committed batch that is damage (a batch present twice).
+    fn note(&mut self, scan: &mut Scan, from: usize, file: &str) {
+        let ranges = std::mem::take(&mut scan.batch_ranges);
+        for e in &mut scan.entries[from..] {
+            let Some(h) = e.head.as_ref() else { continue };
+            if h.seq <= self.max_row_seq {
+                self.seq_violations += 1;
+                if self.first_seq_violation.is_none() {
+                    self.first_seq_violation = Some(format!(
+                        "{file} byte {}: seq {} follows seq {}",
+                        e.offset, h.seq, self.max_row_seq
+                    ));
+                }
+                let framed = ranges
+                    .binary_search_by(|&(start, end)| {
+                        if end <= e.offset {
+                            std::cmp::Ordering::Less
+                        } else if start > e.offset {
+                            std::cmp::Ordering::Greater
+                        } else {
+                            std::cmp::Ordering::Equal
+                        }
+                    })
+                    .is_ok();
+                if framed {
+                    scan.damage_offsets.push(e.offset);
+                    if scan.damage.is_none() {
+                        scan.damage = Some(frame::Damage {
+                            offset: e.offset,
+                            line: 0,
+                            reason: format!(
+                                "seq {} repeats or goes back after seq {}: a batch is present \
+                                 twice",
+                                h.seq, self.max_row_seq
+                            ),
+                        });
+                    }
+                }
+                e.reset_like = h.is_floor();
+                e.head = None;
+                scan.malformed += 1;
+                continue;
+            }
+            self.max_row_seq = h.seq;
             self.last_seq = self.last_seq.max(h.seq);
+            if h.is_floor() {
+                self.floor_seq = self.floor_seq.max(h.seq);
+            }
             if h.kind == "boundary" {
                 self.current_window = format!("w:{}", h.seq);
                 if let Some(id) = &h.rollover_id {
@@ -301,6 +417,7 @@ impl Index {
                 }
             }
         }
+        scan.batch_ranges = ranges;
     }
 
     /// A receipt describing the files as this index knows them.
@@ -316,16 +433,27 @@ impl Index {
                 chat: self.chat_stamp,
                 archive: self.archive_stamp,
             },
+            floor: self.floor_seq,
+            rotation: None,
         }
     }
 
     /// Absorbs the scan of bytes appended to `chat.jsonl` and notes its rows.
     fn absorb_chat(&mut self, next: Scan) {
         let first_new = self.chat.entries.len();
-        self.chat.absorb(next);
-        let new = self.chat.entries.split_off(first_new);
-        self.note(&new);
-        self.chat.entries.extend(new);
+        let mut chat = std::mem::take(&mut self.chat);
+        chat.absorb(next);
+        self.note(&mut chat, first_new, "chat.jsonl");
+        self.chat = chat;
+    }
+
+    /// The damage that makes the store refuse writes, if any: `(which file, damage)`.
+    fn damage(&self) -> Option<(bool, &frame::Damage)> {
+        self.chat
+            .damage
+            .as_ref()
+            .map(|d| (true, d))
+            .or_else(|| self.archive.damage.as_ref().map(|d| (false, d)))
     }
 }
 
@@ -339,6 +467,12 @@ pub(crate) struct Snapshot<'a> {
     pub chat: &'a [Entry],
     pub chat_committed_end: u64,
     pub chat_last_crc: Option<u32>,
+    /// Seq of the newest privacy floor known (rows or receipt).
+    pub floor_seq: u64,
+    /// Offset of the last damaged region of the archive, if any (a possible floor).
+    pub archive_damage: Option<u64>,
+    /// Offset of the last damaged region of `chat.jsonl`, if any (a possible floor).
+    pub chat_damage: Option<u64>,
 }
 
 impl Snapshot<'_> {
@@ -357,6 +491,7 @@ impl Snapshot<'_> {
 pub struct History {
     paths: Paths,
     options: OpenOptions,
+    lock_token: lock::LockToken,
     index: Mutex<Option<Index>>,
     handles: Mutex<Handles>,
 }
@@ -398,6 +533,7 @@ impl History {
         std::fs::create_dir_all(&paths.dir)
             .map_err(|e| HistoryError::io("create directory", &paths.dir, e))?;
         let history = History {
+            lock_token: lock::LockToken::new(&paths.lock),
             paths,
             options,
             index: Mutex::new(None),
@@ -407,12 +543,7 @@ impl History {
         let receipt = history.refresh(&mut locked)?;
         // Under the lock, a pending or unreadable receipt can only come from a writer
         // that died mid-mutation: finish its job before anyone reads.
-        let interrupted = match &receipt {
-            ReceiptRead::Valid(r) => r.state == ReceiptState::Pending,
-            ReceiptRead::Malformed => true,
-            ReceiptRead::Missing => false,
-        };
-        if history.options.recover_on_open && (interrupted || history.needs_recovery(&locked)) {
+        if history.options.recover_on_open && history.needs_recovery(&locked, &receipt) {
             history.recover_locked(&mut locked)?;
         }
         drop(locked);
@@ -430,7 +561,11 @@ impl History {
     }
 
     fn lock(&self) -> Result<Locked<'_>> {
-        let lock = HistoryLock::acquire(&self.paths.lock, self.options.lock_timeout)?;
+        let lock = HistoryLock::acquire(
+            &self.lock_token,
+            &self.paths.lock,
+            self.options.lock_timeout,
+        )?;
         let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
         let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Locked {
@@ -474,7 +609,7 @@ impl History {
             chat: frame::scan(&chat_bytes, 0, 0),
             ..Index::default()
         };
-        ix.derive();
+        ix.derive(&receipt);
         *locked.index = Some(ix);
         Ok(receipt)
     }
@@ -517,12 +652,19 @@ impl History {
             .ok_or_else(|| HistoryError::InvalidArgument("history index is not loaded".to_owned()))
     }
 
-    fn needs_recovery(&self, locked: &Locked<'_>) -> bool {
-        locked.index.as_ref().is_some_and(|ix| {
-            ix.chat.torn_bytes > 0
-                || ix.archive.torn_bytes > 0
-                || self.rotation_overlap(ix).is_some()
-        })
+    /// Whether there is a torn tail (never acknowledged) to move out of the way, or a
+    /// mutation that a writer left unfinished (pending or unreadable receipt).
+    fn needs_recovery(&self, locked: &Locked<'_>, receipt: &ReceiptRead) -> bool {
+        let interrupted = match receipt {
+            ReceiptRead::Valid(r) => r.state == ReceiptState::Pending,
+            ReceiptRead::Malformed => true,
+            ReceiptRead::Missing => false,
+        };
+        interrupted
+            || locked.index.as_ref().is_some_and(|ix| {
+                (ix.chat.torn_bytes > 0 && !ix.chat.tail_acked)
+                    || (ix.archive.torn_bytes > 0 && !ix.archive.tail_acked)
+            })
     }
 
     // ----- appends ---------------------------------------------------------------
@@ -550,31 +692,24 @@ impl History {
     }
 
     fn writable(&self, locked: &mut Locked<'_>) -> Result<ReceiptRead> {
-        let receipt = self.refresh(locked)?;
-        let damage = {
-            let ix = Self::index(locked)?;
-            ix.chat
-                .damage
-                .clone()
-                .map(|d| (self.paths.chat.clone(), d))
-                .or_else(|| {
-                    ix.archive
-                        .damage
-                        .clone()
-                        .map(|d| (self.paths.archive.clone(), d))
-                })
-        };
-        if let Some((path, d)) = damage {
+        let mut receipt = self.refresh(locked)?;
+        if self.needs_recovery(locked, &receipt) {
+            self.recover_locked(locked)?;
+            receipt = self.refresh(locked)?;
+        }
+        let ix = Self::index(locked)?;
+        if let Some((in_chat, d)) = ix.damage() {
+            let path = if in_chat {
+                &self.paths.chat
+            } else {
+                &self.paths.archive
+            };
             return Err(HistoryError::Corrupt {
-                path,
+                path: path.clone(),
                 offset: d.offset,
                 line: d.line,
-                reason: d.reason,
+                reason: d.reason.clone(),
             });
-        }
-        if self.needs_recovery(locked) {
-            self.recover_locked(locked)?;
-            return self.refresh(locked);
         }
         Ok(receipt)
     }
@@ -589,6 +724,19 @@ impl History {
     /// `parts` and `meta` are stored as written — the fast path for hosts that already
     /// hold JSON (the Python binding uses it).
     pub fn append_json_bytes(&self, rows_json: &[u8]) -> Result<AppendResult> {
+        self.append_json_bytes_if(rows_json, None)
+    }
+
+    /// [`append_json_bytes`](Self::append_json_bytes), conditional on the store's last
+    /// seq: with `Some(n)` the batch is written only if seq `n` is still the last row
+    /// (`0`: the store is empty), else [`HistoryError::Conflict`] and nothing is written.
+    /// The check and the write happen under one hold of the history lock, so two
+    /// writers (threads or processes) that decided on the same state cannot both commit.
+    pub fn append_json_bytes_if(
+        &self,
+        rows_json: &[u8],
+        expected_last_seq: Option<u64>,
+    ) -> Result<AppendResult> {
         let raws: Vec<&serde_json::value::RawValue> = serde_json::from_slice(rows_json)
             .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
         if raws.is_empty() {
@@ -602,7 +750,39 @@ impl History {
             .map(|(i, raw)| row::RawRow::parse(i, raw).map(row::Incoming::Raw))
             .collect::<Result<Vec<_>>>()?;
         let mut locked = self.lock()?;
+        self.check_expected(&mut locked, expected_last_seq)?;
         self.append_incoming(&mut locked, &rows)
+    }
+
+    /// [`append`](Self::append), conditional on the store's last seq (see
+    /// [`append_json_bytes_if`](Self::append_json_bytes_if)).
+    pub fn append_if(&self, rows: Vec<NewRow>, expected_last_seq: u64) -> Result<AppendResult> {
+        if rows.is_empty() {
+            return Err(HistoryError::InvalidArgument(
+                "append needs at least one row".to_owned(),
+            ));
+        }
+        let mut locked = self.lock()?;
+        self.check_expected(&mut locked, Some(expected_last_seq))?;
+        self.append_locked(&mut locked, &rows)
+    }
+
+    /// Under the lock: refuses a conditional write whose expected last seq is no longer
+    /// the store's (`None`: unconditional).
+    fn check_expected(&self, locked: &mut Locked<'_>, expected: Option<u64>) -> Result<()> {
+        let Some(expected_last_seq) = expected else {
+            return Ok(());
+        };
+        self.writable(locked)?;
+        let last_seq = Self::index(locked)?.last_seq;
+        if last_seq == expected_last_seq {
+            Ok(())
+        } else {
+            Err(HistoryError::Conflict {
+                expected_last_seq,
+                last_seq,
+            })
+        }
     }
 
     fn append_incoming(
@@ -636,6 +816,7 @@ impl History {
         let ts = fsutil::now_rfc3339();
         let mut framed = frame::header_line(epoch, first, last).into_bytes();
         let mut window = ix.current_window.clone();
+        let mut floor = ix.floor_seq;
         // Index entries of the new rows, built as they are framed: no re-scan after.
         let mut entries = Vec::with_capacity(rows.len());
         for (i, row) in rows.iter().enumerate() {
@@ -644,10 +825,14 @@ impl History {
                 window = format!("w:{seq}");
             }
             let line = row.encode(seq, &window, &ts)?;
+            let head = row.head(seq, &window);
+            if head.is_floor() {
+                floor = seq;
+            }
             entries.push(Entry {
                 offset: old_size + framed.len() as u64,
                 len: (line.len() - 1) as u32,
-                head: Some(row.head(seq, &window)),
+                head: Some(head),
                 reset_like: false,
             });
             if line.len() - 1 > self.options.max_row_bytes {
@@ -715,6 +900,8 @@ impl History {
                 chat: post_chat,
                 archive: post_archive,
             },
+            floor,
+            rotation: None,
         };
         // The append is durable now: a failure to finalize only expires cursors.
         let published = receipt::publish_in_place(
@@ -771,10 +958,7 @@ impl History {
             _ => false,
         };
         if !reusable {
-            let file = FsOpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(path)
+            let file = fsutil::open_nofollow(path, FsOpenOptions::new().append(true).create(true))
                 .map_err(io("open"))?;
             let meta = file.metadata().map_err(io("stat"))?;
             handles.chat = Some((file, meta.dev(), meta.ino()));
@@ -853,6 +1037,8 @@ impl History {
         if let Some(window) = ix.rollover_ids.get(&spec.rollover_id) {
             return Ok(window.clone());
         }
+        self.check_expected(&mut locked, spec.expected_last_seq)?;
+        let ix = Self::index(&locked)?;
         let mut boundary = NewRow {
             kind: "boundary".into(),
             role: "system".into(),
@@ -886,18 +1072,30 @@ impl History {
     /// Quarantines a rejected request: an empty assistant row whose `meta.rejected`
     /// holds the original `{role, parts, meta}`. Returns its seq.
     pub fn quarantine(&self, original: NewRow) -> Result<u64> {
-        let mut rejected = Map::new();
-        rejected.insert("role".into(), Value::from(original.role));
-        rejected.insert("parts".into(), Value::Array(original.parts));
-        rejected.insert("meta".into(), Value::Object(original.meta));
-        let row = NewRow {
-            kind: "rejected".into(),
-            role: "assistant".into(),
+        Ok(self.append(vec![rejected_row(original)])?.first_seq)
+    }
+
+    /// Retracts row `seq` and quarantines `original` (its content) in one batch, only if
+    /// the store's last seq is still `expected_last_seq` (see
+    /// [`append_json_bytes_if`](Self::append_json_bytes_if)). Returns the seq of the
+    /// quarantine row.
+    pub fn quarantine_retracting(
+        &self,
+        seq: u64,
+        original: NewRow,
+        expected_last_seq: Option<u64>,
+    ) -> Result<u64> {
+        let retraction = NewRow {
+            kind: "retraction".into(),
+            role: "system".into(),
             parts: Vec::new(),
             meta: Map::new(),
         }
-        .with_meta("rejected", Value::Object(rejected));
-        Ok(self.append(vec![row])?.first_seq)
+        .with_meta("retracts", seq);
+        let rows = [retraction, rejected_row(original)];
+        let mut locked = self.lock()?;
+        self.check_expected(&mut locked, expected_last_seq)?;
+        Ok(self.append_locked(&mut locked, &rows)?.last_seq)
     }
 
     // ----- reading ---------------------------------------------------------------
@@ -946,7 +1144,7 @@ impl History {
             let file = match files.entry(path) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(File::open(path).map_err(|err| HistoryError::io("open", *path, err))?)
+                    v.insert(open_read(path).map_err(|err| HistoryError::io("open", *path, err))?)
                 }
             };
             let mut raw = vec![0u8; e.len as usize];
@@ -1041,6 +1239,9 @@ impl History {
             chat: &ix.chat.entries,
             chat_committed_end: ix.chat.committed_end,
             chat_last_crc: ix.chat.last_crc,
+            floor_seq: ix.floor_seq,
+            archive_damage: ix.archive.damage_offsets.iter().copied().max(),
+            chat_damage: ix.chat.damage_offsets.iter().copied().max(),
         };
         Ok(f(&snapshot))
     }
@@ -1067,16 +1268,28 @@ impl History {
         let ix = Self::index(locked)?;
         let mut report = RecoveryReport {
             damage: ix
-                .chat
-                .damage
-                .as_ref()
-                .or(ix.archive.damage.as_ref())
-                .map(|d| format!("byte {} (line {}): {}", d.offset, d.line, d.reason)),
+                .damage()
+                .map(|(_, d)| format!("byte {} (line {}): {}", d.offset, d.line, d.reason)),
             ..RecoveryReport::default()
         };
-        let overlap = self.rotation_overlap(ix);
-        let chat_torn = (ix.chat.torn_bytes > 0).then_some(ix.chat.committed_end);
-        let archive_torn = (ix.archive.torn_bytes > 0).then_some(ix.archive.committed_end);
+        // A rotation that announced itself and did not confirm: roll it back if
+        // `chat.jsonl` was not replaced yet, else it is complete (the archive was synced
+        // before the replacement). Either way no row ends up in both files.
+        let rotation = receipt
+            .valid()
+            .filter(|r| r.state == ReceiptState::Pending)
+            .and_then(|r| r.rotation.map(|rot| (rot, r.files.chat)));
+        let rollback_to = rotation.and_then(|(rot, chat_before)| {
+            let ident = |s: Option<Stamp>| s.map(|s| (s.dev, s.ino));
+            let replaced = ident(ix.chat_stamp) != ident(chat_before);
+            let archive_size = ix.archive_stamp.map_or(0, |s| s.size);
+            (!replaced && archive_size > rot.archive_before).then_some(rot.archive_before)
+        });
+        let chat_torn =
+            (ix.chat.torn_bytes > 0 && !ix.chat.tail_acked).then_some(ix.chat.committed_end);
+        let archive_torn =
+            (ix.archive.torn_bytes > 0 && !ix.archive.tail_acked && rollback_to.is_none())
+                .then_some(ix.archive.committed_end);
         let receipt_ok = receipt.valid().is_some_and(|r| {
             r.state == ReceiptState::Stable
                 && r.files.chat == ix.chat_stamp
@@ -1085,7 +1298,7 @@ impl History {
         let has_files = ix.chat_stamp.is_some() || ix.archive_stamp.is_some();
         if chat_torn.is_none()
             && archive_torn.is_none()
-            && overlap.is_none()
+            && rotation.is_none()
             && (receipt_ok || !has_files)
         {
             report.epoch = receipt.valid().map(|r| r.epoch);
@@ -1094,6 +1307,9 @@ impl History {
         let epoch = fsutil::random_u63();
         self.publish_pending_durable(epoch, ix)?;
         *locked.index = None; // whatever happens next, rebuild from the files
+        if let Some(size) = rollback_to {
+            report.rotation_rolled_back_bytes = self.truncate_to(&self.paths.archive, size)?;
+        }
         if let Some(keep) = archive_torn {
             report.archive_torn_bytes =
                 self.move_tail(&self.paths.archive, keep, epoch, &mut report.moved_to)?;
@@ -1101,22 +1317,16 @@ impl History {
         let mut floor_in_tail = false;
         if let Some(keep) = chat_torn {
             let tail = read_range(&self.paths.chat, keep)?;
-            floor_in_tail = frame::looks_like_reset(&tail);
+            floor_in_tail = frame::tail_has_floor(&tail);
             report.chat_torn_bytes =
                 self.move_tail(&self.paths.chat, keep, epoch, &mut report.moved_to)?;
-        }
-        if let Some(cut) = overlap {
-            let chat = read_all(&self.paths.chat)?;
-            let rest = chat.get(cut as usize..).unwrap_or_default();
-            fsutil::replace_file(&self.paths.chat, rest, self.durable(), "rotate.chat")?;
-            report.rotation_completed_bytes = cut;
         }
         self.refresh(locked)?;
         self.publish_stable_durable(epoch, locked)?;
         report.changed = true;
         report.epoch = Some(epoch);
         if floor_in_tail {
-            // The torn tail held something shaped like a soft clear. Its bytes are safe in
+            // The torn tail held a complete soft-clear row. Its bytes are safe in
             // recovered/, but the privacy floor must not disappear with them: a committed
             // reset takes its place (later, so stricter — fail closed).
             let floor = reset_row().with_meta("recovered_floor", true);
@@ -1126,42 +1336,24 @@ impl History {
         Ok(report)
     }
 
-    /// If a rotation stopped after appending to the archive but before rewriting
-    /// `chat.jsonl`, the chat file starts with bytes the archive already ends with:
-    /// the length of that prefix.
-    fn rotation_overlap(&self, ix: &Index) -> Option<u64> {
-        let archive_max = ix
-            .archive
-            .entries
-            .iter()
-            .filter_map(|e| e.head.as_ref().map(|h| h.seq))
-            .max()?;
-        // The longest prefix of whole batches / lines whose rows are all archived.
-        let mut cut = 0u64;
-        let mut ranges = ix.chat.batch_ranges.iter().peekable();
-        for e in &ix.chat.entries {
-            let seq = e.head.as_ref().map(|h| h.seq)?;
-            if seq > archive_max {
-                break;
-            }
-            while ranges.peek().is_some_and(|(_, end)| *end <= e.offset) {
-                ranges.next();
-            }
-            cut = match ranges.peek() {
-                Some((start, end)) if *start <= e.offset => *end,
-                _ => e.offset + u64::from(e.len) + 1,
-            };
+    /// Cuts `path` back to `size` bytes (rolling back an interrupted rotation, whose
+    /// extra archive bytes are copies of rows still in `chat.jsonl`); returns the bytes
+    /// removed.
+    fn truncate_to(&self, path: &Path, size: u64) -> Result<u64> {
+        failpoint::hit("recover.rollback").map_err(|e| HistoryError::io("truncate", path, e))?;
+        let file = fsutil::open_nofollow(path, FsOpenOptions::new().write(true))
+            .map_err(|e| HistoryError::io("open", path, e))?;
+        let before = file
+            .metadata()
+            .map_err(|e| HistoryError::io("stat", path, e))?
+            .len();
+        file.set_len(size)
+            .map_err(|e| HistoryError::io("truncate", path, e))?;
+        if self.durable() {
+            file.sync_all()
+                .map_err(|e| HistoryError::io("fsync", path, e))?;
         }
-        if cut == 0 {
-            return None;
-        }
-        let archive_size = ix.archive_stamp?.size;
-        if archive_size < cut {
-            return None;
-        }
-        let tail = read_range(&self.paths.archive, archive_size - cut).ok()?;
-        let head = read_prefix(&self.paths.chat, cut).ok()?;
-        (tail == head).then_some(cut)
+        Ok(before.saturating_sub(size))
     }
 
     fn move_tail(
@@ -1186,11 +1378,9 @@ impl History {
         let target_ref = &target;
         let io = |op| move |e| HistoryError::io(op, target_ref, e);
         failpoint::hit("recover.copy").map_err(io("write"))?;
-        let mut out = FsOpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&target)
-            .map_err(io("create"))?;
+        let mut out =
+            fsutil::open_nofollow(&target, FsOpenOptions::new().write(true).create_new(true))
+                .map_err(io("create"))?;
         out.write_all(&tail).map_err(io("write"))?;
         if self.durable() {
             out.sync_all().map_err(io("fsync"))?;
@@ -1199,9 +1389,7 @@ impl History {
         moved.push(target.clone());
         // Only now that the bytes are safe elsewhere is the tail cut.
         failpoint::hit("recover.truncate").map_err(|e| HistoryError::io("truncate", path, e))?;
-        let file = FsOpenOptions::new()
-            .write(true)
-            .open(path)
+        let file = fsutil::open_nofollow(path, FsOpenOptions::new().write(true))
             .map_err(|e| HistoryError::io("open", path, e))?;
         file.set_len(keep)
             .map_err(|e| HistoryError::io("truncate", path, e))?;
@@ -1263,20 +1451,35 @@ impl History {
         }
         let rows = ix.chat.entries.iter().filter(|e| e.offset < cut).count() as u64;
         let epoch = fsutil::random_u63();
-        self.publish_pending_durable(epoch, ix)?;
+        // The intent goes first, durably: a crash anywhere after this leaves a pending
+        // receipt that says how to roll the rotation back (chat.jsonl not yet replaced)
+        // or that it is complete (replaced), so no row is ever in both files.
+        let mut pending = ix.receipt(epoch, ReceiptState::Pending);
+        pending.rotation = Some(receipt::Rotation {
+            archive_before: ix.archive_stamp.map_or(0, |s| s.size),
+            moved: cut,
+        });
+        receipt::publish(
+            &self.paths.receipt,
+            &pending,
+            self.durable(),
+            "receipt.pending",
+        )?;
         let archive_created = ix.archive_stamp.is_none();
         *locked.index = None;
         let chat = read_all(&self.paths.chat)?;
-        let (moved, rest) = chat.split_at(cut as usize);
+        let (moved, rest) = chat.split_at((cut as usize).min(chat.len()));
         {
             let path = &self.paths.archive;
             let io = |op| move |e| HistoryError::io(op, path, e);
             failpoint::hit("rotate.archive").map_err(io("append"))?;
-            let mut f = FsOpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(path)
+            let mut f = fsutil::open_nofollow(path, FsOpenOptions::new().append(true).create(true))
                 .map_err(io("open"))?;
+            if let Some(failpoint::Action::Torn(n)) = failpoint::take("rotate.archive.write") {
+                f.write_all(&moved[..n.min(moved.len())])
+                    .map_err(io("append"))?;
+                return Err(io("append")(failpoint::crashed("rotate.archive.write")));
+            }
             f.write_all(moved).map_err(io("append"))?;
             if self.durable() {
                 f.sync_data().map_err(io("fdatasync"))?;
@@ -1295,25 +1498,35 @@ impl History {
         })
     }
 
-    /// Full check: every commit CRC of both files, torn tails, damage, receipt state.
+    /// Full check: every commit CRC of both files, torn tails, damage (including an
+    /// acknowledged batch that is missing or fails its check), seqs unique and
+    /// increasing across archive and chat, receipt state. Changes nothing.
     pub fn verify(&self) -> Result<VerifyReport> {
         let _locked = self.lock()?;
-        let file_report = |path: &Path| -> Result<FileReport> {
-            let bytes = read_all(path)?;
-            let s = frame::scan(&bytes, 0, 0);
-            Ok(FileReport {
-                bytes: bytes.len() as u64,
-                batches: s.batches,
-                rows: s.entries.iter().filter(|e| e.head.is_some()).count() as u64,
-                legacy_rows: s.legacy_rows,
-                malformed_lines: s.malformed,
-                torn_bytes: s.torn_bytes,
-                damage: s.damage.map(|d| (d.offset, d.line, d.reason)),
-            })
+        let receipt = receipt::read(&self.paths.receipt)?;
+        let chat_bytes = read_all(&self.paths.chat)?;
+        let archive_bytes = read_all(&self.paths.archive)?;
+        let mut ix = Index {
+            archive: frame::scan(&archive_bytes, 0, 0),
+            chat: frame::scan(&chat_bytes, 0, 0),
+            ..Index::default()
         };
-        let chat = file_report(&self.paths.chat)?;
-        let archive = file_report(&self.paths.archive)?;
-        let receipt_state = match receipt::read(&self.paths.receipt)? {
+        ix.derive(&receipt);
+        let file_report = |s: &Scan, bytes: usize| FileReport {
+            bytes: bytes as u64,
+            batches: s.batches,
+            rows: s.entries.iter().filter(|e| e.head.is_some()).count() as u64,
+            legacy_rows: s.legacy_rows,
+            malformed_lines: s.malformed,
+            torn_bytes: s.torn_bytes,
+            damage: s
+                .damage
+                .as_ref()
+                .map(|d| (d.offset, d.line, d.reason.clone())),
+        };
+        let chat = file_report(&ix.chat, chat_bytes.len());
+        let archive = file_report(&ix.archive, archive_bytes.len());
+        let receipt_state = match &receipt {
             ReceiptRead::Missing => "missing",
             ReceiptRead::Malformed => "malformed",
             ReceiptRead::Valid(r) if r.state == ReceiptState::Pending => "pending",
@@ -1334,12 +1547,74 @@ impl History {
         Ok(VerifyReport {
             ok: clean(&chat)
                 && clean(&archive)
+                && ix.seq_violations == 0
                 && (receipt_state == "stable" || (empty && receipt_state == "missing")),
             chat,
             archive,
             receipt: receipt_state.to_owned(),
+            seq_violations: ix.seq_violations,
+            first_seq_violation: ix.first_seq_violation,
+            floor_seq: ix.floor_seq,
         })
     }
+}
+
+/// Fuzzing entry point (not API): scans `chat` and `archive` as the store's files with
+/// `receipt` as its receipt, derives the index as a reader would, and checks the
+/// scanner's own invariants.
+#[doc(hidden)]
+pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
+    let receipt = match serde_json::from_slice::<Receipt>(receipt) {
+        Ok(r) => ReceiptRead::Valid(r),
+        Err(_) => ReceiptRead::Malformed,
+    };
+    let mut ix = Index {
+        archive: frame::scan(archive, 0, 0),
+        chat: frame::scan(chat, 0, 0),
+        ..Index::default()
+    };
+    for (s, bytes) in [(&ix.chat, chat), (&ix.archive, archive)] {
+        assert!(s.committed_end as usize <= bytes.len());
+        assert_eq!(
+            s.torn_bytes as usize,
+            bytes.len() - s.committed_end as usize
+        );
+        assert!(s.entries.windows(2).all(|w| w[0].offset < w[1].offset));
+        assert!(s
+            .entries
+            .iter()
+            .all(|e| (e.offset + u64::from(e.len)) < s.committed_end.max(1)));
+    }
+    let _ = frame::tail_has_floor(chat);
+    ix.derive(&receipt);
+    let seqs: Vec<u64> = ix
+        .entries()
+        .filter_map(|e| e.head.as_ref().map(|h| h.seq))
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert!(ix.last_seq >= seqs.last().copied().unwrap_or(0));
+    // An incremental scan from any committed line boundary agrees with the full one.
+    let cut = ix.chat.batch_ranges.first().map_or(0, |r| r.1);
+    let head = frame::scan(&chat[..cut as usize], 0, 0);
+    let mut joined = head.clone();
+    joined.absorb(frame::scan(&chat[cut as usize..], cut, head.lines));
+    assert_eq!(joined.committed_end, frame::scan(chat, 0, 0).committed_end);
+}
+
+/// A quarantine row: empty and from the assistant, the original `{role, parts, meta}`
+/// inside `meta.rejected`, so it is never sent to a provider.
+fn rejected_row(original: NewRow) -> NewRow {
+    let mut rejected = Map::new();
+    rejected.insert("role".into(), Value::from(original.role));
+    rejected.insert("parts".into(), Value::Array(original.parts));
+    rejected.insert("meta".into(), Value::Object(original.meta));
+    NewRow {
+        kind: "rejected".into(),
+        role: "assistant".into(),
+        parts: Vec::new(),
+        meta: Map::new(),
+    }
+    .with_meta("rejected", Value::Object(rejected))
 }
 
 /// A soft clear's boundary row: `reset`, reason `manual`.
@@ -1355,16 +1630,17 @@ fn reset_row() -> NewRow {
 }
 
 fn read_all(path: &Path) -> Result<Vec<u8>> {
-    match std::fs::read(path) {
-        Ok(b) => Ok(b),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(HistoryError::io("read", path, e)),
-    }
+    read_range(path, 0)
+}
+
+/// Opens a store file for reading, never through a symbolic link.
+pub(crate) fn open_read(path: &Path) -> std::io::Result<File> {
+    fsutil::open_nofollow(path, FsOpenOptions::new().read(true))
 }
 
 /// Bytes of `path` from `start` to its end (empty if absent).
 fn read_range(path: &Path, start: u64) -> Result<Vec<u8>> {
-    let mut f = match File::open(path) {
+    let mut f = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(HistoryError::io("open", path, e)),
@@ -1377,21 +1653,11 @@ fn read_range(path: &Path, start: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The first `len` bytes of `path`.
-fn read_prefix(path: &Path, len: u64) -> Result<Vec<u8>> {
-    let f = File::open(path).map_err(|e| HistoryError::io("open", path, e))?;
-    let mut out = Vec::with_capacity(len as usize);
-    f.take(len)
-        .read_to_end(&mut out)
-        .map_err(|e| HistoryError::io("read", path, e))?;
-    Ok(out)
-}
-
 /// CRC recorded in the commit line that ends exactly at `end`, if that line is one.
 pub(crate) fn commit_crc_before(path: &Path, end: u64) -> Result<Option<u32>> {
     const MAX_COMMIT_LINE: u64 = 160;
     let start = end.saturating_sub(MAX_COMMIT_LINE);
-    let mut f = match File::open(path) {
+    let mut f = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(HistoryError::io("open", path, e)),

@@ -54,6 +54,22 @@ pub struct Receipt {
     pub anchor_crc: u32,
     /// File stamps.
     pub files: Files,
+    /// Seq of the newest privacy floor (soft clear) ever written, 0 if none. Kept here as
+    /// well as in the rows so that damage to the rows can never lower the floor.
+    #[serde(default)]
+    pub floor: u64,
+    /// A rotation in flight (only in a `pending` receipt): what to undo or finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<Rotation>,
+}
+
+/// The intent of a rotation, published durably before the archive is touched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rotation {
+    /// Size of `chat-archive.jsonl` before the rotation (0 if it did not exist).
+    pub archive_before: u64,
+    /// Bytes moved from the start of `chat.jsonl`.
+    pub moved: u64,
 }
 
 /// What reading the receipt found.
@@ -97,7 +113,7 @@ pub(crate) struct Handle {
 /// `None` if there is none.
 fn current<'a>(path: &Path, cache: &'a mut Option<Handle>) -> Result<Option<&'a Handle>> {
     use std::os::unix::fs::MetadataExt;
-    let meta = match std::fs::metadata(path) {
+    let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             *cache = None;
@@ -109,10 +125,7 @@ fn current<'a>(path: &Path, cache: &'a mut Option<Handle>) -> Result<Option<&'a 
         .as_ref()
         .is_some_and(|h| (h.dev, h.ino) == (meta.dev(), meta.ino()));
     if !fresh {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
+        let file = fsutil::open_nofollow(path, std::fs::OpenOptions::new().read(true).write(true))
             .map_err(|e| HistoryError::io("open receipt", path, e))?;
         let m = file
             .metadata()

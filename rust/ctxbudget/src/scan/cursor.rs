@@ -77,7 +77,12 @@ pub(crate) fn open(cursor: &str) -> Option<Payload> {
     let mut m = mac();
     m.update(&body);
     m.verify_slice(&tag).ok()?;
-    let payload: Payload = serde_json::from_slice(&body).ok()?;
+    parse(&body)
+}
+
+/// Decodes a cursor body whose MAC was verified.
+pub(crate) fn parse(body: &[u8]) -> Option<Payload> {
+    let payload: Payload = serde_json::from_slice(body).ok()?;
     (payload.v == 1).then_some(payload)
 }
 

@@ -207,9 +207,26 @@ impl SessionHistory {
         serde_json::to_string(&result).unwrap_or_else(|_| "{\"ok\":false}".to_owned())
     }
 
-    /// Runs one call on parsed arguments.
+    /// Runs one call on parsed arguments. Never panics: a bug inside the scan becomes a
+    /// `history_unavailable` result that says so.
     pub fn call(&self, args: &Value) -> Value {
-        let outcome = args::parse(args).and_then(|a| self.run(&a));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            args::parse(args).and_then(|a| self.run(&a))
+        }))
+        .unwrap_or_else(|payload| {
+            let detail = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            Err(Failure::new(
+                "history_unavailable",
+                format!(
+                    "internal error in session_history ({detail}); nothing was returned. \
+                     Repeat the call without the cursor; if it persists, report it"
+                ),
+            ))
+        });
         let value = match outcome {
             Ok(v) => v,
             Err(f) => f.to_value(),
@@ -253,15 +270,50 @@ impl SessionHistory {
     }
 }
 
+/// Fuzzing entry point (not API): decodes `input` as a cursor, and as a cursor body
+/// that passed its MAC, and checks that what a minted cursor carries comes back.
+#[doc(hidden)]
+pub fn fuzz_cursor(input: &[u8]) {
+    let text = String::from_utf8_lossy(input);
+    let _ = cursor::open(&text);
+    if let Some(p) = cursor::parse(input) {
+        assert_eq!(cursor::open(&cursor::mint(&p)), Some(p));
+    }
+}
+
 fn args_hash(args: &Args) -> u64 {
     xxhash_rust::xxh3::xxh3_64(args.binding().as_bytes())
 }
 
 fn is_reset(e: &Entry) -> bool {
     match &e.head {
-        Some(h) => h.kind == "boundary" && h.boundary_kind.as_deref() != Some("rollover"),
+        Some(h) => h.is_floor(),
         None => e.reset_like,
     }
+}
+
+/// Position of the privacy floor among `rows` (archive then chat): the newest of the
+/// last reset row, the last row at or below the floor seq the store recorded (which
+/// damage cannot lower), and the last row before a damaged region of either file (a
+/// damaged region may have held a reset). `None` when nothing is hidden.
+fn floor_position(rows: &[Pos<'_>], snap: &Snapshot<'_>) -> Option<usize> {
+    let before = |file: u8, offset: u64| {
+        rows.partition_point(|(f, e)| (*f, e.offset) < (file, offset))
+            .checked_sub(1)
+    };
+    let reset = rows.iter().rposition(|(_, e)| is_reset(e));
+    let recorded = (snap.floor_seq > 0)
+        .then(|| {
+            rows.iter()
+                .rposition(|(_, e)| e.head.as_ref().is_some_and(|h| h.seq <= snap.floor_seq))
+        })
+        .flatten();
+    let archive_damage = snap.archive_damage.and_then(|d| before(0, d));
+    let chat_damage = snap.chat_damage.and_then(|d| before(1, d));
+    [reset, recorded, archive_damage, chat_damage]
+        .into_iter()
+        .flatten()
+        .max()
 }
 
 fn changed() -> Failure {
@@ -313,21 +365,30 @@ impl<'a> Page<'a> {
             .map(|e| (0u8, e))
             .chain(snap.chat.iter().map(|e| (1u8, e)))
             .collect();
-        let floor = rows.iter().rposition(|(_, e)| is_reset(e));
+        let floor = floor_position(&rows, snap);
         let visible_start = floor.map_or(0, |f| f + 1);
         let mut window_kind = HashMap::new();
         let mut current = match floor {
             None => 0,
+            Some(f) if is_reset(rows[f].1) && rows[f].1.head.is_some() => {
+                let seq = rows[f].1.head.as_ref().map_or(0, |h| h.seq);
+                window_kind.insert(seq, "reset");
+                seq
+            }
             Some(f) => {
-                // A reset that does not parse has no seq: name its window after the row
-                // before it, which keeps IDs unique and never points before the floor.
-                let seq = rows[f].1.head.as_ref().map(|h| h.seq).unwrap_or_else(|| {
-                    rows[..f]
-                        .iter()
-                        .rev()
-                        .find_map(|(_, e)| e.head.as_ref().map(|h| h.seq + 1))
-                        .unwrap_or(1)
-                });
+                // The floor is a reset that does not parse, a recorded floor whose row
+                // is gone, or damage: name the window after the first readable row past
+                // it, which keeps IDs unique and never points before the floor.
+                let seq = rows[f + 1..]
+                    .iter()
+                    .find_map(|(_, e)| e.head.as_ref().map(|h| h.seq))
+                    .or_else(|| {
+                        rows[..=f]
+                            .iter()
+                            .rev()
+                            .find_map(|(_, e)| e.head.as_ref().map(|h| h.seq + 1))
+                    })
+                    .unwrap_or(1);
                 window_kind.insert(seq, "reset");
                 seq
             }
@@ -455,12 +516,13 @@ impl<'a> Page<'a> {
             .iter()
             .position(|(f, e)| *f == c.file && e.offset == c.off)
             .ok_or_else(changed)?;
-        // A soft clear appended since the cursor was issued moves the floor forward.
+        // A soft clear appended since the cursor was issued moves the floor forward; the
+        // floor may now be the last row, leaving nothing to walk.
         if p < self.visible_start {
             return Ok(if self.args.recent_first {
                 None
             } else {
-                Some(self.visible_start)
+                (self.visible_start < n).then_some(self.visible_start)
             });
         }
         Ok(Some(p))
@@ -524,35 +586,46 @@ impl<'a> Page<'a> {
         })
     }
 
+    /// One entry per contiguous window run with its full item count, counted from the
+    /// index (no row bytes are read, so the row and byte budgets do not apply; `limit`
+    /// bounds the page). A cursor continues at the next run.
     fn list_windows(&mut self, begin: Option<usize>) -> Result<Value, Failure> {
-        // Counting needs no row bytes: the index holds kinds, windows and retractions.
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        let mut p = begin;
-        let mut stop = Stop::End;
-        while let Some(q) = p {
-            self.check_deadline()?;
-            let w = self.window_at(q);
-            let new_run = runs.last().is_none_or(|(last, _)| *last != w);
-            if new_run && runs.len() == self.args.limit {
-                stop = Stop::At(q);
-                break;
+        let Some(begin) = begin else {
+            return Ok(self.envelope(Stop::End, "windows", Vec::new()));
+        };
+        // Runs over the visible positions: (first position, last position, window).
+        let mut runs: Vec<(usize, usize, u64)> = Vec::new();
+        for p in self.visible_start..self.rows.len() {
+            let w = self.window_at(p);
+            match runs.last_mut() {
+                Some(run) if run.2 == w => run.1 = p,
+                _ => runs.push((p, p, w)),
             }
-            if !self.budget_left(0) {
-                stop = Stop::At(q);
-                break;
-            }
-            self.rows_examined += 1;
-            if new_run {
-                runs.push((w, 0));
-            }
-            if self.visible(q) {
-                if let Some(run) = runs.last_mut() {
-                    run.1 += 1;
-                }
-            }
-            p = self.step(q);
         }
-        let windows = runs.iter().map(|&(w, c)| self.window_json(w, c)).collect();
+        let Some(at) = runs
+            .iter()
+            .position(|&(first, last, _)| first <= begin && begin <= last)
+        else {
+            return Ok(self.envelope(Stop::End, "windows", Vec::new()));
+        };
+        let order: Vec<usize> = if self.args.recent_first {
+            (0..=at).rev().collect()
+        } else {
+            (at..runs.len()).collect()
+        };
+        let mut windows = Vec::new();
+        let mut stop = Stop::End;
+        for (k, &r) in order.iter().enumerate() {
+            self.check_deadline()?;
+            if k == self.args.limit {
+                let (first, last, _) = runs[r];
+                stop = Stop::At(if self.args.recent_first { last } else { first });
+                break;
+            }
+            let (first, last, w) = runs[r];
+            let count = (first..=last).filter(|&q| self.visible(q)).count() as u64;
+            windows.push(self.window_json(w, count));
+        }
         Ok(self.envelope(stop, "windows", windows))
     }
 
@@ -564,7 +637,7 @@ impl<'a> Page<'a> {
             } else {
                 &self.snap.paths.chat
             };
-            let f = File::open(path).map_err(|e| {
+            let f = crate::history::open_read(path).map_err(|e| {
                 Failure::new(
                     "history_unavailable",
                     format!("cannot open the transcript: {e}"),
@@ -611,13 +684,16 @@ impl<'a> Page<'a> {
                 && self.args.role.as_deref().is_none_or(|r| {
                     self.rows[q].1.head.as_ref().and_then(|h| h.role.as_deref()) == Some(r)
                 });
-            if !self.budget_left(if eligible { len } else { 0 }) {
+            let oversized = eligible && len - 1 > self.tool.options.line_max;
+            // The first row of a page is always examined, so every page makes progress.
+            let cost = if eligible && !oversized { len } else { 0 };
+            if self.rows_examined > 0 && !self.budget_left(cost) {
                 return Ok((planned, Stop::At(q)));
             }
             self.rows_examined += 1;
             if self.rows[q].1.head.is_none() {
                 self.warn("malformed_rows_skipped");
-            } else if eligible && len - 1 > self.tool.options.line_max {
+            } else if oversized {
                 self.warn("oversized_rows_skipped");
             } else if eligible {
                 self.bytes_read += len;
@@ -668,6 +744,7 @@ impl<'a> Page<'a> {
         let loaded = self.load(&planned)?;
         let query = self.args.query.as_deref().map(str::to_lowercase);
         let prefilter = query.as_deref().and_then(Prefilter::new);
+        let needle = self.args.query.as_deref().map(Needle::new);
         let budget = RESULT_MAX - ENVELOPE_RESERVE;
         let mut used = 2usize;
         let mut items: Vec<Value> = Vec::new();
@@ -689,11 +766,15 @@ impl<'a> Page<'a> {
                     continue;
                 }
             }
-            let start_char = match &query {
+            let start_char = match &needle {
                 None => 0,
-                Some(q) => match match_char(&projected.text, q) {
+                Some(n) => match n.find(&projected.text) {
                     None => continue,
-                    Some(c) => c.saturating_sub(self.args.max_chars_per_item / 4),
+                    Some((at, len)) => {
+                        // Centre a little context before the match, never cutting it.
+                        let slack = self.args.max_chars_per_item.saturating_sub(len);
+                        at.saturating_sub((self.args.max_chars_per_item / 4).min(slack))
+                    }
                 },
             };
             let seq = self.rows[q].1.head.as_ref().map_or(0, |h| h.seq);
@@ -708,6 +789,12 @@ impl<'a> Page<'a> {
                 query.is_some(),
             );
             let Some(item) = fitted.filter(|_| room > 64) else {
+                if items.is_empty() {
+                    // Not even alone does it fit (an external row with a huge role or
+                    // ID): skip it, so that every page makes progress.
+                    self.warn("oversized_rows_skipped");
+                    continue;
+                }
                 // No room left: continue from this row next time.
                 return Ok(self.envelope(Stop::At(q), "items", items));
             };
@@ -775,17 +862,66 @@ impl<'a> Page<'a> {
 }
 
 fn stat(path: &std::path::Path) -> Option<crate::history::Stamp> {
-    std::fs::metadata(path)
+    std::fs::symlink_metadata(path)
         .ok()
         .map(|m| crate::history::Stamp::of_metadata(&m))
 }
 
-/// Character index in `text` of the first case-insensitive occurrence of `query_lower`.
-fn match_char(text: &str, query_lower: &str) -> Option<usize> {
-    let lowered = text.to_lowercase();
-    let at = lowered.find(query_lower)?;
-    // Lowercasing can change lengths; the position is used only to centre a snippet.
-    Some(lowered[..at].chars().count())
+/// Appends the case fold of `c` used for matching: its lowercase taken character by
+/// character (no context, so `Σ` is always `σ`), with final sigma `ς` folded to `σ`.
+fn fold_char(c: char, out: &mut String) {
+    for l in c.to_lowercase() {
+        out.push(if l == '\u{3C2}' { '\u{3C3}' } else { l });
+    }
+}
+
+/// A search query: literal, case-insensitive, Unicode-aware.
+struct Needle {
+    raw: String,
+    folded: String,
+}
+
+impl Needle {
+    fn new(query: &str) -> Needle {
+        let mut folded = String::with_capacity(query.len());
+        query.chars().for_each(|c| fold_char(c, &mut folded));
+        Needle {
+            raw: query.to_owned(),
+            folded,
+        }
+    }
+
+    /// `(character index, length in characters)` in `text` of the first occurrence:
+    /// verbatim if there is one (so a verbatim substring is always found), else ignoring
+    /// case. Offsets are in `text`'s own characters, whatever folding did to lengths.
+    fn find(&self, text: &str) -> Option<(usize, usize)> {
+        if self.raw.is_empty() {
+            return Some((0, 0));
+        }
+        if let Some(at) = text.find(&self.raw) {
+            return Some((text[..at].chars().count(), self.raw.chars().count()));
+        }
+        // Fold `text`, remembering where each of its characters starts in the fold.
+        let mut folded = String::with_capacity(text.len());
+        let mut starts = Vec::with_capacity(text.len());
+        for c in text.chars() {
+            starts.push(folded.len());
+            fold_char(c, &mut folded);
+        }
+        let at = folded.find(&self.folded)?;
+        let end = at + self.folded.len();
+        // The character whose fold contains the match's first byte, and the one whose
+        // fold contains its last byte.
+        let first = starts.partition_point(|&s| s <= at) - 1;
+        let last = starts.partition_point(|&s| s < end) - 1;
+        Some((first, last + 1 - first))
+    }
+}
+
+/// Character index in `text` of the first case-insensitive occurrence of `query`.
+#[cfg(test)]
+fn match_char(text: &str, query: &str) -> Option<usize> {
+    Needle::new(query).find(text).map(|(at, _)| at)
 }
 
 /// Rows read for one page: a few large buffers and where each line lies in them.

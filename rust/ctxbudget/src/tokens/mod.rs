@@ -62,6 +62,7 @@ const ENCODINGS: &[(&str, Family)] = &[
     ("p50k_base", Family::Gpt2),
     ("p50k_edit", Family::Gpt2),
     ("r50k_base", Family::Gpt2),
+    ("gpt2", Family::Gpt2),
 ];
 
 /// Names of every encoding [`Encoding::new`] accepts.
@@ -131,14 +132,8 @@ fn load_tables(name: &str) -> Result<Tables, TokenError> {
 
 /// The shared tables of `name`, loaded on first use.
 fn tables(name: &str) -> Result<(&'static str, &'static Tables), TokenError> {
-    static LOADED: [OnceLock<Result<Tables, TokenError>>; 6] = [
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-    ];
+    static LOADED: [OnceLock<Result<Tables, TokenError>>; ENCODINGS.len()] =
+        [const { OnceLock::new() }; ENCODINGS.len()];
     let Some(index) = ENCODINGS.iter().position(|(n, _)| *n == name) else {
         return Err(TokenError::UnknownEncoding {
             name: name.to_owned(),
@@ -146,7 +141,13 @@ fn tables(name: &str) -> Result<(&'static str, &'static Tables), TokenError> {
         });
     };
     let static_name = ENCODINGS[index].0;
-    match LOADED[index].get_or_init(|| load_tables(static_name)) {
+    // An alias shares the tables of the encoding it names.
+    let source = models::rank_source(static_name);
+    let source_index = ENCODINGS
+        .iter()
+        .position(|(n, _)| *n == source)
+        .unwrap_or(index);
+    match LOADED[source_index].get_or_init(|| load_tables(ENCODINGS[source_index].0)) {
         Ok(tables) => Ok((static_name, tables)),
         Err(e) => Err(e.clone()),
     }

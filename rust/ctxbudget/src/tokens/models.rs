@@ -56,9 +56,21 @@ const EXACT: &[(&str, &str)] = &[
     ("text-search-ada-doc-001", "r50k_base"),
     ("code-search-babbage-code-001", "r50k_base"),
     ("code-search-ada-code-001", "r50k_base"),
-    ("gpt2", "r50k_base"),
-    ("gpt-2", "r50k_base"),
+    ("gpt2", "gpt2"),
+    ("gpt-2", "gpt2"),
 ];
+
+/// Encodings that are another encoding under a second name: tiktoken registers `gpt2`
+/// with the very ranks and split pattern of `r50k_base`.
+const ALIASES: &[(&str, &str)] = &[("gpt2", "r50k_base")];
+
+/// The encoding whose rank table `name` uses (`name` itself unless it is an alias).
+pub(crate) fn rank_source(name: &str) -> &str {
+    ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, source)| source)
+}
 
 /// Name prefixes, tried in order (tiktoken's `MODEL_PREFIX_TO_ENCODING`).
 const PREFIXES: &[(&str, &str)] = &[
@@ -139,6 +151,10 @@ mod tests {
         assert_eq!(enc("ft:o3-mini:org::abc"), Some("o200k_base"));
         assert_eq!(enc("gpt-oss-20b"), Some("o200k_harmony"));
         assert_eq!(enc("text-davinci-003"), Some("p50k_base"));
+        assert_eq!(enc("gpt2"), Some("gpt2"));
+        assert_eq!(enc("gpt-2"), Some("gpt2"));
+        assert_eq!(rank_source("gpt2"), "r50k_base");
+        assert_eq!(rank_source("r50k_base"), "r50k_base");
         assert_eq!(enc("llama-3"), None);
         assert_eq!(enc("ft:unknown"), None);
     }

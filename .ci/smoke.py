@@ -1,0 +1,23 @@
+"""Smoke test of an installed ctxbudget (sdist or wheel), run outside the repository."""
+
+import contextlib
+import io
+import sys
+import tempfile
+from pathlib import Path
+
+import ctxbudget
+from ctxbudget.cli import main
+
+assert "site-packages" in ctxbudget.__file__, f"not the installed package: {ctxbudget.__file__}"
+enc = ctxbudget.Encoding("o200k_base")
+assert enc.count("Hello, world!") == 4, enc.count("Hello, world!")
+assert ctxbudget.count_tokens("hello world", model="gpt-4o") == 2
+assert not ctxbudget._ctxbudget.FAILPOINTS, "distributed builds carry no fault injection"
+with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()) as out:
+    ws = Path(tmp) / "ws"
+    assert main(["demo", "--workspace", str(ws), "--steps", "40", "--agent", "cooperative"]) == 0
+    assert "session_history: found" in out.getvalue()
+    assert main(["history", "search", str(ws / "cooperative"), "deploy key"]) == 0
+print(f"smoke OK: ctxbudget {ctxbudget.__version__} from {Path(ctxbudget.__file__).parent}")
+sys.exit(0)

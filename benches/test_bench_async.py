@@ -1,0 +1,205 @@
+"""N concurrent conversations on one event loop, each driven by a fake async model:
+steps per second and the event loop's stalls (how late a 1 ms ticker wakes up), for
+``AsyncSession`` next to the sync ``Session`` called through ``asyncio.to_thread`` and
+the sync ``Session`` called directly on the loop. Every append is fsync'ed.
+
+    python benches/test_bench_async.py           # prints the table of benches/README.md
+    python benches/test_bench_async.py --short
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ctxbudget import AsyncSession, Encoding, Session
+
+SHORT = os.environ.get("CTXBUDGET_BENCH_SHORT") == "1"
+MODEL_LATENCY = 0.010  # seconds the fake model "thinks" per step
+TICK = 0.001
+OUTPUT = "for item in batch:\n    total += price(item) * qty(item)\n" * 12
+POOLED = "AsyncSession, 2-thread executor"
+MODES = ("AsyncSession", POOLED, "Session in to_thread", "Session on the loop")
+IDLE = "no conversations (machine noise)"
+BARE = "reference: 3 bare write + fdatasync in to_thread"
+IDLE_SECONDS = 2.0
+
+
+def _steps(n: int, short: bool) -> int:
+    if short:
+        return 8 if n <= 20 else 3
+    return 40 if n <= 20 else 10
+
+
+class _Bare:
+    """The floor of any design that does its I/O in threads: per step, three 2 KiB
+    appends with ``fdatasync`` through ``asyncio.to_thread``, and no ctxbudget."""
+
+    @staticmethod
+    def _append(path: Path) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, b"x" * 2048)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
+    async def run(self, ws: Path, steps: int, done: list[int]) -> None:
+        ws.mkdir(parents=True, exist_ok=True)
+        for _ in range(steps):
+            await asyncio.sleep(MODEL_LATENCY)
+            for _ in range(3):
+                await asyncio.to_thread(self._append, ws / "log")
+            done[0] += 1
+
+
+class _Calls:
+    """How one mode makes the calls: all of them drive the same Session logic."""
+
+    def __init__(self, mode: str, pool: ThreadPoolExecutor | None) -> None:
+        self.mode = mode
+        self.pool = pool
+
+    async def open(self, ws: Path) -> Any:
+        options: dict[str, Any] = {"model": "gpt-4o", "context_window": 128_000}
+        if self.mode in ("AsyncSession", POOLED):
+            return await AsyncSession.open(ws, executor=self.pool, **options)
+        if self.mode == "Session in to_thread":
+            return await asyncio.to_thread(Session.open, ws, **options)
+        return Session.open(ws, **options)
+
+    async def call(self, s: Any, name: str, *args: Any) -> Any:
+        method = getattr(s, name)
+        if self.mode in ("AsyncSession", POOLED):
+            return await method(*args)
+        if self.mode == "Session in to_thread":
+            return await asyncio.to_thread(method, *args)
+        return method(*args)
+
+
+async def _conversation(calls: _Calls, ws: Path, steps: int, done: list[int]) -> None:
+    s = await calls.open(ws)
+    await calls.call(s, "add_user", "Audit the billing code and report risky loops.")
+    for n in range(steps):
+        turn = await calls.call(s, "prepare")
+        await asyncio.sleep(MODEL_LATENCY)  # the provider call
+        assert turn.status == "send"
+        await calls.call(
+            s, "add_assistant", None, [{"id": f"c{n}", "name": "read_file", "arguments": {}}]
+        )
+        await calls.call(
+            s, "add_tool_results", [{"call_id": f"c{n}", "name": "read_file", "output": OUTPUT}]
+        )
+        done[0] += 1
+
+
+async def _ticker(stop: asyncio.Event, lags: list[float]) -> None:
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(TICK)
+        lags.append(max(0.0, time.perf_counter() - t - TICK))
+
+
+async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
+    pool = ThreadPoolExecutor(max_workers=2) if mode == POOLED else None
+    calls = _Calls(mode, pool)
+    lags: list[float] = []
+    done = [0]
+    stop = asyncio.Event()
+    ticker = asyncio.create_task(_ticker(stop, lags))
+    await asyncio.sleep(0.05)  # the ticker is running
+    start = time.perf_counter()
+    if mode == IDLE:
+        await asyncio.sleep(IDLE_SECONDS)
+    elif mode == BARE:
+        await asyncio.gather(*(_Bare().run(root / f"ws{i}", steps, done) for i in range(n)))
+    else:
+        await asyncio.gather(
+            *(_conversation(calls, root / f"ws{i}", steps, done) for i in range(n))
+        )
+    elapsed = time.perf_counter() - start
+    stop.set()
+    await ticker
+    if pool is not None:
+        pool.shutdown()
+    lags.sort()
+
+    def pct(q: float) -> float:
+        return lags[min(len(lags) - 1, int(q * len(lags)))]
+
+    return {
+        "steps_per_s": done[0] / elapsed,
+        "p50": pct(0.50),
+        "p99": pct(0.99),
+        "max": lags[-1],
+        "ticks": float(len(lags)),
+    }
+
+
+def measure(short: bool = SHORT) -> list[dict[str, Any]]:
+    """Every mode at N = 20 and N = 200, in one run (side by side)."""
+    Encoding.for_model("gpt-4o")  # the tokenizer is loaded once per process, before timing
+    rows: list[dict[str, Any]] = []
+    idle = asyncio.run(_run(IDLE, 0, 0, Path(tempfile.gettempdir())))
+    rows.append({"mode": IDLE, "n": 0, "steps": 0, **idle})
+    for n in (20, 200):
+        steps = _steps(n, short)
+        for mode in (*MODES, BARE):
+            root = Path(tempfile.mkdtemp(prefix="ctxb-async-"))
+            try:
+                figures = asyncio.run(_run(mode, n, steps, root))
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+            rows.append({"mode": mode, "n": n, "steps": steps, **figures})
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| conversations × steps | API | steps/s | loop stall p50 | p99 | max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        shape = f"{r['n']} × {r['steps']}" if r["n"] else "-"
+        rate = f"{r['steps_per_s']:,.0f}" if r["n"] else "-"
+        lines.append(
+            f"| {shape} | {r['mode']} | {rate} | "
+            f"{r['p50'] * 1e3:.3f} ms | {r['p99'] * 1e3:.3f} ms | {r['max'] * 1e3:.2f} ms |"
+        )
+    return "\n".join(lines)
+
+
+def test_async_conversations(benchmark: Any) -> None:
+    rows = measure()
+    benchmark.pedantic(lambda: None, rounds=1)
+    print("\n" + table(rows))
+    benchmark.extra_info.update(
+        measure="async conversations: steps/s and event-loop stalls",
+        impl="ctxbudget",
+        group="async",
+        bytes=0,
+    )
+    for r in rows:
+        benchmark.extra_info[f"{r['mode']} N={r['n']}"] = {
+            k: r[k] for k in ("steps_per_s", "p50", "p99", "max")
+        }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short", action="store_true", help="fewer steps (CI)")
+    args = parser.parse_args(argv)
+    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(table(measure(short=args.short)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""``ctxbudget history …``: list, search, read, verify, recover and export a transcript.
+
+``list``, ``items``, ``search`` and ``read`` go through the ``session_history`` tool (the
+same bounds and privacy floor an agent gets); what they print is the items' text as a
+person reads it, tool calls and results included, never the tool's raw JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .budget_record import read_budgets
+from .history import History, Row
+from .session_history import SessionHistoryTool
+
+__all__ = ["SNIPPET_CHARS", "cmd_history", "render_parts"]
+
+SNIPPET_CHARS = 96
+"""Characters of text shown per item in the ``items`` and ``search`` tables."""
+
+_PAGE = 25  # the tool's largest item page
+T = TypeVar("T")
+
+
+class HistoryCommandError(SystemExit):
+    """A history command could not do what was asked: one line on stderr, exit 1."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"ctxbudget history: {message}")
+
+
+def _value_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def render_parts(parts: Iterable[Mapping[str, Any]]) -> str:
+    """A row's parts as a person reads them: text as it is, ``→ tool(args)`` for a call,
+    ``← tool: output`` for a result, ``[media]`` for media."""
+    pieces = []
+    for p in parts:
+        kind = p.get("type")
+        if kind == "text":
+            pieces.append(str(p.get("text", "")))
+        elif kind == "tool_call":
+            args = p.get("arguments")
+            if isinstance(args, str):
+                with contextlib.suppress(ValueError):
+                    args = json.loads(args)
+            shown = (
+                ", ".join(f"{k}={_value_text(v)}" for k, v in args.items())
+                if isinstance(args, dict)
+                else _value_text(args if args is not None else "")
+            )
+            pieces.append(f"→ {p.get('name', '?')}({shown})")
+        elif kind == "tool_result":
+            pieces.append(f"← {p.get('name', 'tool')}: {_value_text(p.get('output', ''))}")
+        elif kind == "media":
+            pieces.append("[media]")
+    return "\n".join(pieces)
+
+
+def _snippet(text: str, query: str | None) -> str:
+    flat = " ".join(text.split())
+    at = flat.lower().find(query.lower()) if query else -1
+    if len(flat) <= SNIPPET_CHARS:
+        return flat
+    start = 0 if at < 0 else max(0, min(at - SNIPPET_CHARS // 3, len(flat) - SNIPPET_CHARS))
+    cut = flat[start : start + SNIPPET_CHARS - 2]
+    return ("…" if start else "") + cut + "…"
+
+
+def _rows_by_seq(history: History, seqs: Sequence[int]) -> dict[int, Row]:
+    wanted, found = set(seqs), {}
+    if wanted:
+        for row in history.rows(since_seq=min(wanted)):
+            if row.seq in wanted:
+                found[row.seq] = row
+                if len(found) == len(wanted):
+                    break
+    return found
+
+
+def _pages(
+    tool: SessionHistoryTool, args: dict[str, Any], key: str, limit: int | None
+) -> tuple[list[Any], bool]:
+    """Pages of a ``session_history`` call up to ``limit`` results; True if more exist."""
+    out: list[Any] = []
+    cursor = None
+    while True:
+        result = tool.call({**args, **({"cursor": cursor} if cursor else {})})
+        if not result["ok"]:
+            raise HistoryCommandError(f"{result['code']}: {result['error']}")
+        out += result.get(key, [])
+        cursor = result.get("cursor")
+        if limit is not None and len(out) >= limit:
+            return out[:limit], bool(cursor) or len(out) > limit
+        if not cursor:
+            return out, False
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    )
+
+
+def _item_table(
+    history: History, items: Sequence[Mapping[str, Any]], query: str | None
+) -> list[tuple[str, str, str, str]]:
+    rows = _rows_by_seq(history, [int(i["item_id"]) for i in items])
+    table = []
+    for i in items:
+        row = rows.get(int(i["item_id"]))
+        text = render_parts(row.parts) if row is not None else str(i.get("text", ""))
+        table.append((i["item_id"], i["window_id"], i["role"], _snippet(text, query)))
+    return table
+
+
+def _with_ticker(fn: Callable[[], T], ws: Path, what: str) -> T:
+    """Runs ``fn``; on a terminal, shows the bytes being checked and the time elapsed
+    (the check itself is one call into the core, which releases the GIL)."""
+    if not sys.stderr.isatty():
+        return fn()
+    size = sum(p.stat().st_size for p in (ws / "history").glob("chat*.jsonl"))
+    done = threading.Event()
+    start = time.perf_counter()
+
+    def tick() -> None:
+        while not done.wait(0.2):
+            print(
+                f"\r{what} {size / 2**20:,.1f} MiB… {time.perf_counter() - start:.1f} s",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        return fn()
+    finally:
+        done.set()
+        ticker.join()
+        print(
+            f"\r{what} {size / 2**20:,.1f} MiB: {time.perf_counter() - start:.1f} s",
+            file=sys.stderr,
+        )
+
+
+def _progress(done: int, total: int, what: str) -> None:
+    if sys.stderr.isatty() and total:
+        print(f"\r{what} {done * 100 // total:3d}%", end="", file=sys.stderr, flush=True)
+
+
+def _verify(ws: Path, as_json: bool) -> int:
+    report = _with_ticker(History.open(ws, recover=False).verify, ws, "verifying")
+    if as_json:
+        print(json.dumps(asdict(report), indent=2))
+    else:
+        for name, f in (("chat.jsonl", report.chat), ("chat-archive.jsonl", report.archive)):
+            damage = (
+                f"damage at byte {f.damage[0]} (line {f.damage[1]}): {f.damage[2]}"
+                if f.damage
+                else "no damage"
+            )
+            print(
+                f"{name}: {f.bytes:,} bytes, {f.batches} batches, {f.rows} rows "
+                f"({f.legacy_rows} unframed, {f.malformed_lines} malformed lines), "
+                f"{f.torn_bytes} torn bytes, {damage}"
+            )
+        print(f"receipt: {report.receipt}\n{'OK' if report.ok else 'NOT OK'}")
+    return 0 if report.ok else 1
+
+
+def _recover(ws: Path, as_json: bool) -> int:
+    rec = History.open(ws, recover=False).recover()
+    print(
+        json.dumps(asdict(rec), indent=2)
+        if as_json
+        else (
+            f"changed: {rec.changed}; torn bytes moved: "
+            f"{rec.chat_torn_bytes + rec.archive_torn_bytes}"
+            f"{' to ' + ', '.join(rec.moved_to) if rec.moved_to else ''}; "
+            f"damage: {rec.damage or 'none'}"
+        )
+    )
+    return 0
+
+
+def _export(ws: Path, output: str | None) -> int:
+    rows = list(History.open(ws, recover=False).rows())
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(output, "w", encoding="utf-8")) if output else sys.stdout
+        for n, row in enumerate(rows, 1):
+            out.write(json.dumps(asdict(row), ensure_ascii=False) + "\n")
+            if n % 1000 == 0:
+                _progress(n, len(rows), "export")
+    _progress(len(rows), len(rows), "export")
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    return 0
+
+
+def _list(ws: Path, tool: SessionHistoryTool, as_json: bool) -> int:
+    windows, _ = _pages(tool, {"action": "list_windows", "limit": 50}, "windows", None)
+    if as_json:
+        print(json.dumps(windows, indent=2))
+        return 0
+    budgets = read_budgets(ws)
+    if budgets:
+        print(f"budget: {budgets[-1].describe()}")
+    print(
+        _table(
+            ("window", "kind", "items"),
+            [(w["window_id"], w["boundary_kind"], str(w["item_count"])) for w in windows],
+        )
+    )
+    print(f"\nnext: ctxbudget history items {ws} --window {windows[-1]['window_id']}")
+    return 0
+
+
+def _read(ws: Path, history: History, tool: SessionHistoryTool, item_id: int, as_json: bool) -> int:
+    call: dict[str, Any] = {"action": "read_item", "item_id": str(item_id), "limit_chars": 16_000}
+    text, offset = "", 0
+    while True:
+        result = tool.call({**call, "offset_chars": offset})
+        if not result["ok"]:
+            if result["code"] == "item_not_found":
+                raise HistoryCommandError(
+                    f"no item {item_id} in {ws} that can be read (it does not exist, is over "
+                    f"1 MiB, or lies before a soft clear); list item IDs with: "
+                    f"ctxbudget history items {ws}"
+                )
+            raise HistoryCommandError(f"{result['code']}: {result['error']}")
+        item = result["items"][0]
+        text += item["text"]
+        if "next_char" not in item:
+            break
+        offset = item["next_char"]
+    if as_json:
+        whole = {k: v for k, v in item.items() if k not in ("next_char", "truncated")}
+        print(json.dumps([{**whole, "text": text, "start_char": 0}], indent=2, ensure_ascii=False))
+    else:
+        row = _rows_by_seq(history, [item_id]).get(item_id)
+        print(render_parts(row.parts) if row is not None else text)
+    return 0
+
+
+def _items(
+    ws: Path,
+    history: History,
+    tool: SessionHistoryTool,
+    call: dict[str, Any],
+    limit: int,
+    as_json: bool,
+    query: str | None,
+) -> int:
+    items, more = _pages(tool, {**call, "limit": min(limit, _PAGE)}, "items", limit)
+    if as_json:
+        print(json.dumps(items, indent=2, ensure_ascii=False))
+        return 0
+    if not items:
+        print("no items" + (f" contain {query!r}" if query else ""))
+        return 0
+    print(_table(("item", "window", "role", "text"), _item_table(history, items, query)))
+    if more:
+        print(f"… more items: raise --limit (now {limit})")
+    print(f"\nnext: ctxbudget history read {ws} {items[0]['item_id']}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Runs one ``ctxbudget history`` subcommand."""
+    ws = Path(args.workspace)
+    if not (ws / "history").is_dir():
+        raise HistoryCommandError(
+            f"{ws} has no history/ directory: give a workspace a session wrote, "
+            "e.g. ctxbudget-workspace/cooperative after ctxbudget demo"
+        )
+    action = args.history_command
+    if action == "verify":
+        return _verify(ws, args.json)
+    if action == "recover":
+        return _recover(ws, args.json)
+    if action == "export":
+        if args.json:
+            raise HistoryCommandError(
+                "export always writes JSON Lines (one row per line); drop --json"
+            )
+        return _export(ws, args.output)
+    history = History.open(ws)
+    tool = SessionHistoryTool(history)
+    if action == "list":
+        return _list(ws, tool, args.json)
+    if action == "read":
+        return _read(ws, history, tool, args.item_id, args.json)
+    window = {"window_id": args.window} if args.window else {}
+    if action == "items":
+        call = {"action": "list_items", **window}
+        return _items(ws, history, tool, call, args.limit, args.json, None)
+    call = {"action": "search", "query": args.query, **window}
+    return _items(ws, history, tool, call, args.limit, args.json, args.query)

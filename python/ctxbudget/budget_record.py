@@ -1,0 +1,145 @@
+"""The budget a session ran with, kept in its workspace (``<workspace>/budget.json``).
+
+:meth:`Session.open` records the model, encoding, context window, threshold and output
+reserve, so that tools reading the workspace later (``ctxbudget plot``,
+``ctxbudget history``) draw and describe the ladder the session actually used rather than
+a default. The file is small JSON, replaced atomically (write a temporary file, flush it
+to disk, rename) and rewritten only when the budget changes. Every budget a workspace has
+run with is kept, each with the window it started in, newest last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from .errors import CtxBudgetError
+from .history import History
+from .policy import Budget
+from .tokens import Encoding
+
+__all__ = [
+    "BUDGET_FILE",
+    "BudgetRecord",
+    "BudgetRecordError",
+    "read_budgets",
+    "record_budget",
+    "record_session_budget",
+]
+
+BUDGET_FILE = "budget.json"
+"""Name of the record inside the workspace directory."""
+
+_FORMAT = 1
+
+
+class BudgetRecordError(CtxBudgetError, ValueError):
+    """``budget.json`` exists but is not a budget record (the message names the file)."""
+
+
+class _SessionLike(Protocol):
+    history: History
+    model: str
+    encoding: Encoding
+    budget: Budget
+
+    @property
+    def window_id(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class BudgetRecord:
+    """One budget a session of the workspace ran with, from window ``since_window`` on."""
+
+    since_window: str
+    model: str
+    encoding: str
+    context_window: int
+    threshold: float
+    output_reserve: int
+
+    def budget(self) -> Budget:
+        """The :class:`~ctxbudget.Budget` this record describes."""
+        return Budget(self.context_window, self.threshold, self.output_reserve)
+
+    def describe(self) -> str:
+        """One line for people, e.g. ``64,000-token window, Handoff target: 70%, …``."""
+        return (
+            f"{self.context_window:,}-token window, {self.budget().label}, output reserve "
+            f"{self.output_reserve:,}, {self.encoding} ({self.model}), since {self.since_window}"
+        )
+
+
+def read_budgets(workspace: str | os.PathLike[str]) -> list[BudgetRecord]:
+    """Every budget recorded in ``workspace``, oldest first; ``[]`` when none was (a
+    workspace written without :class:`~ctxbudget.Session`). A file that cannot be parsed
+    raises :class:`BudgetRecordError` naming it."""
+    path = Path(workspace) / BUDGET_FILE
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    try:
+        data = json.loads(raw)
+        return [BudgetRecord(**entry) for entry in data["budgets"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BudgetRecordError(
+            f"{path} is not a budget record ({exc}); delete it to let the next session "
+            "write a fresh one"
+        ) from exc
+
+
+def record_budget(
+    workspace: str | os.PathLike[str], *, model: str, encoding: str, budget: Budget, window: str
+) -> None:
+    """Appends the budget to the workspace's record unless it is already the newest
+    entry. Called by :meth:`Session.open`; replaces the file atomically."""
+    entry = BudgetRecord(
+        since_window=window,
+        model=model,
+        encoding=encoding,
+        context_window=budget.context_window,
+        threshold=budget.threshold,
+        output_reserve=budget.output_reserve,
+    )
+    try:
+        entries = read_budgets(workspace)
+    except BudgetRecordError:
+        entries = []  # unreadable: start a fresh record rather than refuse the session
+    if entries and _same_budget(entries[-1], entry):
+        return
+    _write_atomic(Path(workspace) / BUDGET_FILE, [*entries, entry])
+
+
+def record_session_budget(session: _SessionLike) -> None:
+    """Records the budget of an opened session (the one call :class:`Session` makes)."""
+    record_budget(
+        session.history.workspace,
+        model=session.model,
+        encoding=session.encoding.name,
+        budget=session.budget,
+        window=session.window_id,
+    )
+
+
+def _same_budget(a: BudgetRecord, b: BudgetRecord) -> bool:
+    return {**asdict(a), "since_window": ""} == {**asdict(b), "since_window": ""}
+
+
+def _write_atomic(path: Path, entries: list[BudgetRecord]) -> None:
+    data: dict[str, Any] = {"format": _FORMAT, "budgets": [asdict(e) for e in entries]}
+    fd, tmp = tempfile.mkstemp(prefix=f".{BUDGET_FILE}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

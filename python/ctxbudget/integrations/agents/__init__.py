@@ -1,0 +1,31 @@
+"""OpenAI Agents SDK integration (``pip install openai-agents``).
+
+:class:`AgentsSession` implements the SDK's session protocol (``get_items``,
+``add_items``, ``pop_item``, ``clear_session``, ``session_id``, ``session_settings``,
+``close``) on top of a :class:`ctxbudget.Session`: the items are those of the active
+context window. ``AgentsSession.open(session_id, workspace, model=...)`` is the one-line
+swap for ``SQLiteSession(session_id, db_path)``. :meth:`AgentsSession.tools` gives
+``session_history``, ``memory`` and ``new_context`` as the SDK's function tools, and
+:meth:`AgentsSession.run_config` installs the model-input filter that runs
+:meth:`ctxbudget.Session.prepare` before every model call, so advisories and rollovers
+happen inside ``Runner.run`` and ``Runner.run_streamed``.
+
+The transcript stays append-only: ``pop_item`` appends a retraction row that hides the
+item (nothing is rewritten), and ``clear_session`` is a soft clear — a privacy floor.
+SDK items are stored whole in ``meta.agents_item`` so they come back exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .items import plain
+from .session import AgentsSession, NotSentError, SessionClosedError
+
+__all__ = ["AgentsSession", "NotSentError", "SessionClosedError", "sdk_items"]
+
+
+def sdk_items(items: Sequence[Any]) -> list[dict[str, Any]]:
+    """Plain dicts of SDK items (for tests and logs)."""
+    return [plain(i) for i in items]

@@ -1,0 +1,484 @@
+"""The SDK's session protocol over a ctxbudget :class:`~ctxbudget.Session`."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from ...errors import CtxBudgetError
+from ...history import Row
+from ...session import Session, Turn
+from .items import CALL_TO_OUTPUT, fingerprint, for_model, items_of_row, plain, rows_for
+
+if TYPE_CHECKING:
+    from agents.memory import SessionSettings
+    from agents.run_config import CallModelData, ModelInputData, RunConfig
+
+__all__ = ["AgentsSession", "NotSentError", "SessionClosedError"]
+
+_T = TypeVar("_T")
+
+
+class NotSentError(CtxBudgetError, RuntimeError):
+    """``prepare()`` decided not to send (reject, block or pause); see ``turn``."""
+
+    def __init__(self, turn: Turn) -> None:
+        super().__init__(f"ctxbudget: request not sent ({turn.status}): {turn.reason}")
+        self.turn = turn
+
+
+class SessionClosedError(CtxBudgetError, RuntimeError):
+    """The :class:`AgentsSession` was closed; open a new one to continue."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One item ``get_items`` shows: its row and its place in that row."""
+
+    row: Row
+    index: int
+    item: dict[str, Any]
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return (self.row.seq, self.index)
+
+
+@dataclass(slots=True)
+class _RunMark:
+    """What the SDK holds since its last ``get_items`` (the start of a run)."""
+
+    floor: tuple[int, int] | None
+    """Position of the first item a limited read returned; ``None`` for the window."""
+    read_upto: int
+    """Last seq of the store at the read: rows after it belong to the run."""
+    held: list[dict[str, Any]]
+    """The items the SDK holds, in order: those read, and those stored since."""
+    pending: list[dict[str, Any]]
+    """Items the model-input filter recorded that the SDK has not saved yet."""
+
+
+def _resolve_limit(limit: int | None, settings: SessionSettings | None) -> int | None:
+    if limit is None and settings is not None:
+        limit = settings.limit
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+        raise TypeError(f"limit must be an int or None, got {type(limit).__name__}")
+    # As the SDK's SQLite session: a negative limit means no limit.
+    return None if limit is None or limit < 0 else limit
+
+
+class AgentsSession:
+    """The Agents SDK's session protocol (``get_items``, ``add_items``, ``pop_item``,
+    ``clear_session``) over a ctxbudget :class:`~ctxbudget.Session`: the items are
+    those of the active context window.
+
+    ``session_settings`` work as in the SDK's sessions (``limit`` = the latest N items,
+    with tool calls and their results kept together in what the model sees). Every
+    method that reads or writes the store runs in a worker thread, so the event loop is
+    never blocked on disk I/O; calls on one ``AgentsSession`` are serialized.
+    """
+
+    session_id: str
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session: Session,
+        session_id: str | None = None,
+        *,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+    ) -> None:
+        from agents.memory import SessionSettings
+        from agents.memory.session_settings import coerce_session_settings
+
+        self.session = session
+        self.session_id = session_id or str(session.history.workspace)
+        self.session_settings = (
+            coerce_session_settings(cast(Any, session_settings))
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self.last_turn: Turn | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._mark: _RunMark | None = None
+        # Items of each row (by seq), for the current window only.
+        self._row_items: dict[int, list[dict[str, Any]]] = {}
+        self._cache_window = session.window_id
+
+    @classmethod
+    def open(
+        cls,
+        session_id: str,
+        workspace: str | os.PathLike[str],
+        *,
+        model: str = "gpt-4o",
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> AgentsSession:
+        """Opens (or continues) the ctxbudget session in ``workspace`` for ``model`` —
+        the one-line swap for ``SQLiteSession(session_id, db_path)``. ``options`` go to
+        :meth:`ctxbudget.Session.open` (``context_window``, ``system``, ...)."""
+        return cls(
+            Session.open(workspace, model=model, **options),
+            session_id,
+            session_settings=session_settings,
+        )
+
+    # ----- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the session: later calls raise :class:`SessionClosedError`. Every
+        write was durable when its call returned, so there is nothing to flush."""
+        with self._lock:
+            self._closed = True
+
+    async def __aenter__(self) -> AgentsSession:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __enter__(self) -> AgentsSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Runs ``fn`` in a worker thread under the session's lock."""
+
+        def locked() -> _T:
+            with self._lock:
+                if self._closed:
+                    raise SessionClosedError(
+                        f"AgentsSession {self.session_id!r} is closed; open a new one"
+                    )
+                return fn(*args)
+
+        return await asyncio.to_thread(locked)
+
+    # ----- what get_items shows -------------------------------------------------------
+
+    def _entries(self) -> list[_Entry]:
+        """The items of the active window, oldest first, each with its row."""
+        s = self.session
+        s._sync()
+        if s.window_id != self._cache_window:
+            self._row_items.clear()
+            self._cache_window = s.window_id
+        hidden = s._hidden
+        out: list[_Entry] = []
+        for row in s._window_rows:
+            if row.seq in hidden:
+                continue
+            items = self._row_items.get(row.seq)
+            if items is None:
+                items = items_of_row(row, self._continued(row))
+                self._row_items[row.seq] = items
+            out.extend(_Entry(row, n, item) for n, item in enumerate(items))
+        return out
+
+    def _continued(self, row: Row) -> dict[str, Any] | None:
+        """The stored SDK item a continuation row repeats (it lies in an earlier window)."""
+        target = row.meta.get("continues")
+        if row.kind != "continuation" or not isinstance(target, int):
+            return None
+        for earlier in self.session.history.rows(since_seq=target):
+            item = earlier.meta.get("agents_item") if earlier.seq == target else None
+            return item if isinstance(item, dict) else None
+        return None
+
+    def _call_names(self, items: Sequence[dict[str, Any]]) -> dict[str, str]:
+        """Tool names of the window's calls, read only when ``items`` hold a result."""
+        names: dict[str, str] = {}
+        if not any(i.get("type") == "function_call_output" for i in items):
+            return names
+        for row in self.session._window_rows:
+            for p in row.parts:
+                if p.get("type") == "tool_call":
+                    names[str(p.get("id"))] = str(p.get("name"))
+        return names
+
+    def _append_items(self, items: Sequence[dict[str, Any]]) -> None:
+        rows = rows_for(items, self._call_names(items))
+        if rows:
+            self.session.history.append(rows)
+            self.session._sync()
+            if self._mark is not None:
+                self._mark.held.extend(items)
+
+    # ----- the session protocol -------------------------------------------------------
+
+    def _get_items(self, limit: int | None) -> list[dict[str, Any]]:
+        entries = self._entries()
+        n = _resolve_limit(limit, self.session_settings)
+        shown = entries if n is None else entries[max(len(entries) - n, 0) :] if n else []
+        floor = None
+        if n is not None:
+            floor = shown[0].position if shown else (self.session._last_seq + 1, 0)
+        self._mark = _RunMark(
+            floor=floor,
+            read_upto=self.session._last_seq,
+            held=[e.item for e in shown],
+            pending=[],
+        )
+        return copy.deepcopy([e.item for e in shown])
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """Items of the active window, oldest first: the latest ``limit`` if given, else
+        ``session_settings.limit``, else all (``0`` gives none, as in the SDK)."""
+        return await self._run(self._get_items, limit)
+
+    def _add_items(self, items: Sequence[Any]) -> None:
+        batch = [plain(i) for i in items]
+        if self._mark is not None and self._mark.pending:
+            # The model-input filter already recorded these (streamed runs save the turn
+            # input after the first model call): store each item once.
+            fresh = []
+            for item in batch:
+                if item in self._mark.pending:
+                    self._mark.pending.remove(item)
+                else:
+                    fresh.append(item)
+            batch = fresh
+        self._append_items(batch)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Appends the items as one durable batch."""
+        await self._run(self._add_items, items)
+
+    def _pop_item(self) -> dict[str, Any] | None:
+        entries = self._entries()
+        if not entries:
+            return None
+        last = entries[-1]
+        rest = [e.item for e in entries if e.row.seq == last.row.seq and e is not last]
+        rows: list[dict[str, Any]] = [
+            {"kind": "retraction", "role": "system", "meta": {"retracts": last.row.seq}}
+        ]
+        # A row of ctxbudget's own that shows several items keeps the others.
+        rows += rows_for(rest, self._call_names(rest))
+        self.session.history.append(rows)
+        self.session._sync()
+        if self._mark is not None:
+            held = self._mark.held
+            if held and held[-1] == last.item:
+                held.pop()
+        return copy.deepcopy(last.item)
+
+    async def pop_item(self) -> Any | None:
+        """Hides the last item ``get_items`` shows (a retraction row; nothing is
+        rewritten) and returns it; ``None`` when there is none."""
+        return await self._run(self._pop_item)
+
+    def _clear(self) -> None:
+        self.session.history.clear_soft()
+        self.session._sync()
+        self._mark = None
+
+    async def clear_session(self) -> None:
+        """A soft clear: a reset boundary, the privacy floor."""
+        await self._run(self._clear)
+
+    # ----- tools ----------------------------------------------------------------------
+
+    def tools(self) -> list[Any]:
+        """``session_history``, ``memory`` and ``new_context`` (as offered) as the SDK's
+        function tools (run in a worker thread)."""
+        from agents import FunctionTool
+
+        def make(definition: Mapping[str, Any]) -> Any:
+            name = definition["name"]
+
+            def call(args_json: str) -> str:
+                result = self.session.run_tool(name, args_json if args_json else {})
+                return json.dumps(result, ensure_ascii=False)
+
+            async def invoke(_ctx: Any, args_json: str) -> str:
+                return await self._run(call, args_json)
+
+            return FunctionTool(
+                name=name,
+                description=definition["description"],
+                params_json_schema=dict(definition["parameters"]),
+                on_invoke_tool=invoke,
+                strict_json_schema=False,
+            )
+
+        return [make(d) for d in self.session._tools()]
+
+    # ----- the model-input filter -----------------------------------------------------
+
+    async def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """``RunConfig.call_model_input_filter``: records what the SDK has not saved
+        yet, runs ``prepare()`` and sends the active window (lead-in, advisories,
+        ``[id: N]`` suffixes) with ctxbudget's system text. Raises
+        :class:`NotSentError` when ``prepare()`` does not send."""
+        return await self._run(self._filter, data)
+
+    def _filter(self, data: CallModelData[Any]) -> ModelInputData:
+        from agents.run_config import ModelInputData
+
+        s = self.session
+        s._sync()
+        if self._mark is None:  # a run without session=: the SDK holds no history
+            self._mark = _RunMark(None, s._last_seq, [], [])
+        mark = self._mark
+        sent = [plain(i) for i in data.model_data.input]
+        unsaved = _unsaved(sent, mark.held)
+        if unsaved:
+            self._append_items(unsaved)
+            mark.pending.extend(unsaved)
+        turn = s.prepare()
+        self.last_turn = turn
+        if turn.status != "send":
+            raise NotSentError(turn)
+        instructions = "\n\n".join(x for x in (data.model_data.instructions, turn.system) if x)
+        # RunConfig(reasoning_item_id_policy="omit"): the SDK sent its reasoning without IDs.
+        reasoning = [i for i in sent if i.get("type") == "reasoning"]
+        omit_ids = bool(reasoning) and not any("id" in i for i in reasoning)
+        items = self._model_input(turn, omit_reasoning_ids=omit_ids)
+        return ModelInputData(input=cast(Any, items), instructions=instructions)
+
+    def _model_input(self, turn: Turn, *, omit_reasoning_ids: bool) -> list[dict[str, Any]]:
+        entries = self._entries()
+        mark = self._mark
+        if mark is not None and mark.floor is not None:
+            floor = mark.floor
+            entries = [e for e in entries if e.position >= floor]
+        read_upto = mark.read_upto if mark is not None else 0
+        limited = mark is not None and mark.floor is not None
+        kept = _drop_orphans(entries, lambda e: e.row.seq <= read_upto, outputs=limited)
+        if omit_reasoning_ids:
+            kept = [_Entry(e.row, e.index, _without_id(e.item)) for e in kept]
+        if not self.session.mode_active:
+            return [copy.deepcopy(for_model(e.item)) for e in kept]
+        # User messages end with their item ID, as in Turn.messages.
+        shown = {
+            m["item_id"]: str(m["content"])
+            for m in turn.messages
+            if m.get("role") == "user" and m.get("item_id") and "kind" not in m
+        }
+        out = []
+        for e in kept:
+            item = copy.deepcopy(for_model(e.item))
+            content = shown.get(e.row.id)
+            if content is not None and e.row.kind == "message":
+                text = "\n".join(
+                    str(p.get("text", "")) for p in e.row.parts if p.get("type") == "text"
+                )
+                if content.startswith(text) and len(content) > len(text):
+                    item = _with_suffix(item, content[len(text) :])
+            out.append(item)
+        return out
+
+    def run_config(self, **kwargs: Any) -> RunConfig:
+        """A ``RunConfig`` with the model-input filter installed."""
+        from agents import RunConfig
+
+        return RunConfig(call_model_input_filter=self.input_filter, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"AgentsSession({self.session_id!r}, {self.session!r})"
+
+
+def _unsaved(sent: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the SDK sends but has not saved: every item beyond those it holds.
+
+    Usually the SDK sends what it holds, in order, then what it has not saved yet, which
+    a comparison in order finds. When it sent something else (a session input callback
+    reordered history, orphan tool calls were dropped, IDs were omitted), items are
+    matched by content instead, repeats counted.
+    """
+    n = len(held)
+    if len(sent) >= n and all(a == b for a, b in zip(sent, held, strict=False)):
+        return sent[n:]
+    counts = Counter(fingerprint(i) for i in held)
+    unsaved = []
+    for item in sent:
+        key = fingerprint(item)
+        if counts[key] > 0:
+            counts[key] -= 1
+        else:
+            unsaved.append(item)
+    return unsaved
+
+
+def _without_id(item: dict[str, Any]) -> dict[str, Any]:
+    if item.get("type") != "reasoning" or "id" not in item:
+        return item
+    return {k: v for k, v in item.items() if k != "id"}
+
+
+def _with_suffix(item: dict[str, Any], suffix: str) -> dict[str, Any]:
+    """The user item with ``suffix`` after its text; other content parts are kept."""
+    content = item.get("content")
+    if isinstance(content, str):
+        item["content"] = content + suffix
+        return item
+    parts = list(content) if isinstance(content, list) else []
+    texts = [
+        n for n, p in enumerate(parts) if isinstance(p, dict) and p.get("type") == "input_text"
+    ]
+    if texts:
+        last = dict(parts[texts[-1]])
+        last["text"] = str(last.get("text", "")) + suffix
+        parts[texts[-1]] = last
+    else:
+        parts.append({"type": "input_text", "text": suffix.lstrip()})
+    item["content"] = parts
+    return item
+
+
+def _drop_orphans(
+    entries: list[_Entry], stored: Callable[[_Entry], bool], *, outputs: bool
+) -> list[_Entry]:
+    """What the SDK does to stored history before a model call: tool calls without
+    their result are dropped (with the reasoning just before them), and, after a limit
+    cut, results whose call was cut. Items of the current run are left alone."""
+    called: dict[str, set[str]] = {out: set() for out in CALL_TO_OUTPUT.values()}
+    answered: dict[str, set[str]] = {out: set() for out in CALL_TO_OUTPUT.values()}
+    for e in entries:
+        kind = str(e.item.get("type"))
+        call_id = e.item.get("call_id")
+        if kind in CALL_TO_OUTPUT and isinstance(call_id, str):
+            called[CALL_TO_OUTPUT[kind]].add(call_id)
+        elif kind in answered and isinstance(call_id, str):
+            answered[kind].add(call_id)
+    dropped: set[int] = set()
+    calls_dropped: set[int] = set()
+    for n, e in enumerate(entries):
+        if not stored(e):
+            continue
+        kind = str(e.item.get("type"))
+        call_id = e.item.get("call_id")
+        if kind in CALL_TO_OUTPUT and call_id not in answered[CALL_TO_OUTPUT[kind]]:
+            dropped.add(n)
+            calls_dropped.add(n)
+        elif outputs and kind in called and call_id not in called[kind]:
+            dropped.add(n)
+    for n in sorted(calls_dropped):
+        k = n - 1
+        while k >= 0 and entries[k].item.get("type") == "reasoning" and stored(entries[k]):
+            dropped.add(k)
+            k -= 1
+    return [e for n, e in enumerate(entries) if n not in dropped]

@@ -1,0 +1,79 @@
+//! The budget ladder for Python: `ctxbudget.Budget` is a typed wrapper over this class.
+
+use ctxbudget::budget::{self, Budget, Claims, Threshold};
+use pyo3::prelude::*;
+
+use crate::errors::budget_error;
+
+/// The ladder's points for one context window (see the typed wrapper `ctxbudget.Budget`).
+#[pyclass(module = "ctxbudget._ctxbudget", name = "BudgetCore", frozen)]
+pub(crate) struct PyBudgetCore {
+    inner: Budget,
+}
+
+#[pymethods]
+impl PyBudgetCore {
+    #[new]
+    #[pyo3(signature = (context_window, threshold, output_reserve = None))]
+    fn new(
+        py: Python<'_>,
+        context_window: u64,
+        threshold: f64,
+        output_reserve: Option<u64>,
+    ) -> PyResult<Self> {
+        Budget::new(context_window, threshold, output_reserve)
+            .map(|inner| PyBudgetCore { inner })
+            .map_err(|e| budget_error(py, e))
+    }
+
+    /// `(L, threshold_bp, R, U, F, H, W)`, read once by the wrapper.
+    fn points(&self) -> (u64, u32, u64, u64, i64, i64, i64) {
+        let b = &self.inner;
+        (
+            b.context_window(),
+            b.threshold().bp(),
+            b.output_reserve(),
+            b.usable_limit(),
+            b.final_at(),
+            b.handoff_target(),
+            b.warning_at(),
+        )
+    }
+
+    /// `(action name, headroom)` for a next request of `projected` tokens.
+    fn evaluate(
+        &self,
+        projected: u64,
+        warning: bool,
+        handoff: bool,
+        final_prompt: bool,
+        new_context_offered: bool,
+    ) -> (&'static str, bool) {
+        let claims = Claims {
+            warning,
+            handoff,
+            final_prompt,
+        };
+        let d = self.inner.evaluate(projected, claims, new_context_offered);
+        (d.action.as_str(), d.headroom)
+    }
+}
+
+/// Whether a slider of `threshold` (0.0–1.0) means Off: the one definition of Off.
+#[pyfunction]
+pub(crate) fn threshold_is_off(py: Python<'_>, threshold: f64) -> PyResult<bool> {
+    Threshold::from_fraction(threshold)
+        .map(Threshold::is_off)
+        .map_err(|e| budget_error(py, e))
+}
+
+/// The ladder's constants, so Python reads them instead of restating them.
+pub(crate) fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("OUTPUT_RESERVE_MAX", budget::OUTPUT_RESERVE_MAX)?;
+    m.add("WARNING_ADVANCE_MIN", budget::WARNING_ADVANCE_MIN)?;
+    m.add("FINAL_ZONE", budget::FINAL_ZONE)?;
+    m.add("ADVISORY_HEADROOM", budget::ADVISORY_HEADROOM)?;
+    m.add("MIN_THRESHOLD_BP", budget::MIN_THRESHOLD_BP)?;
+    m.add("OFF_BP", budget::OFF_BP)?;
+    Ok(())
+}

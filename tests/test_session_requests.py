@@ -1,0 +1,266 @@
+"""What a Session sends is what it counts: host tools, hook-added tools, tool outputs as
+the host gave them, any model with an explicit encoding, the standalone
+count_messages(), and tool calls left open by a process that stopped mid-step."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxbudget import (
+    FRAMING_TOKENS,
+    Encoding,
+    History,
+    InvalidArgumentError,
+    Session,
+    UnknownModelError,
+    count_messages,
+)
+from ctxbudget.session import INTERRUPTED_OUTPUT
+
+PARAMS = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "Repository-relative path of the file."},
+        "start": {"type": "integer", "description": "First line to return (1-based)."},
+        "end": {"type": "integer", "description": "Last line to return (inclusive)."},
+    },
+    "required": ["path"],
+}
+HOST_TOOL = {
+    "name": "read_file",
+    "description": "Read part of a file of the repository under review. " * 20,
+    "parameters": PARAMS,
+}
+
+
+def _open(ws: Path, **kw: Any) -> Session:
+    kw.setdefault("context_window", 64_000)
+    kw.setdefault("model", "gpt-4o")
+    return Session.open(ws, durability="none", **kw)
+
+
+def _sent(s: Session, turn: Any) -> int:
+    """Tokens of exactly what the turn sends."""
+    return s.count_request(turn.system, turn.messages, turn.tools)
+
+
+def test_host_tools_are_advertised_and_counted(tmp_path: Path) -> None:
+    plain, hosted = _open(tmp_path / "a"), _open(tmp_path / "b", tools=[HOST_TOOL])
+    for s in (plain, hosted):
+        s.add_user("Audit the billing code.")
+    before, after = plain.prepare(), hosted.prepare()
+    assert after.tools[0]["name"] == "read_file"
+    assert [t["name"] for t in after.tools][1:] == [t["name"] for t in before.tools]
+    schema = {**HOST_TOOL, "strict": None}
+    added = FRAMING_TOKENS + hosted.encoding.count_json(schema)
+    assert added > 200
+    assert after.decision.projected == before.decision.projected + added
+    assert after.decision.projected == _sent(hosted, after)
+
+
+def test_tools_added_by_an_unrestricted_hook_are_counted(tmp_path: Path) -> None:
+    s = _open(tmp_path / "ws")
+    s.add_user("Audit the billing code.")
+    without = s.prepare()
+    s.register_hook(lambda req: {**req, "tools": [*req["tools"], HOST_TOOL]}, context_only=False)
+    with_hook = s.prepare()
+    assert HOST_TOOL in with_hook.tools
+    assert with_hook.decision.projected == _sent(s, with_hook)
+    assert with_hook.decision.projected > without.decision.projected + 200
+
+
+def test_hooks_get_copies(tmp_path: Path) -> None:
+    s = _open(tmp_path / "ws")
+    s.add_user("Audit the billing code.")
+    clean = copy.deepcopy(s.prepare().messages)
+
+    def vandal(req: dict[str, Any]) -> dict[str, Any]:
+        for m in req["messages"]:
+            m["content"] = "x"
+        return req
+
+    hook = s.register_hook(vandal, context_only=False)
+    assert s.prepare().messages[0]["content"] == "x"
+    s.unregister_hook(hook)
+    assert s.prepare().messages == clean, "the session's caches were not touched"
+
+
+def test_host_tool_names_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="'memory'"):
+        _open(tmp_path / "a", tools=[{**HOST_TOOL, "name": "memory"}])
+    with pytest.raises(InvalidArgumentError, match="'read_file'"):
+        _open(tmp_path / "b", tools=[HOST_TOOL, HOST_TOOL])
+    with pytest.raises(InvalidArgumentError, match="name"):
+        _open(tmp_path / "c", tools=[{"description": "no name"}])
+
+
+def test_tool_outputs_go_out_as_the_host_gave_them(tmp_path: Path) -> None:
+    s = _open(tmp_path / "ws")
+    s.add_user("Translate the greetings.")
+    structured = {"greetings": ["Grüße", "こんにちは", "Привет", "🙂"] * 300}
+    text = "naïve café — 日本語のテキスト\n" * 200
+    s.add_assistant(
+        None,
+        [
+            {"id": "c1", "name": "fetch", "arguments": {"q": "Grüße"}},
+            {"id": "c2", "name": "fetch", "arguments": {"q": "日本"}},
+        ],
+    )
+    s.add_tool_results(
+        [
+            {"call_id": "c1", "name": "fetch", "output": structured},
+            {"call_id": "c2", "name": "fetch", "output": text},
+        ]
+    )
+    turn = s.prepare()
+    tool_messages = [m for m in turn.messages if m["role"] == "tool"]
+    assert tool_messages[0]["content"] == json.dumps(structured, ensure_ascii=False)
+    assert tool_messages[1]["content"] == text, "a string goes out unchanged"
+    chat = turn.to_openai_chat()["messages"]
+    sent = json.dumps(chat, ensure_ascii=False)
+    assert "\\u" not in sent, "no ASCII escaping anywhere in the request"
+    size = len(tool_messages[0]["content"].encode())
+    assert size < 1.2 * len(json.dumps(structured, ensure_ascii=False).encode())
+    assert turn.decision.projected == _sent(s, turn)
+
+
+def test_any_model_with_an_explicit_encoding(tmp_path: Path) -> None:
+    s = _open(tmp_path / "a", model="my-local-llama", context_window=32_000, encoding="o200k_base")
+    s.add_user("hello")
+    turn = s.prepare()
+    assert turn.status == "send" and s.budget.context_window == 32_000
+    assert s.encoding.name == "o200k_base"
+    enc = Encoding("cl100k_base")
+    t = _open(tmp_path / "b", model="my-local-llama", context_window=32_000, encoding=enc)
+    assert t.encoding is enc
+    with pytest.raises(UnknownModelError, match="encoding"):
+        _open(tmp_path / "c", model="my-local-llama", context_window=32_000)
+    with pytest.raises(InvalidArgumentError, match="context_window"):
+        _open(tmp_path / "d", model="my-local-llama", context_window=None, encoding="o200k_base")
+
+
+def test_count_messages_matches_what_a_session_budgets(tmp_path: Path) -> None:
+    s = _open(tmp_path / "ws", tools=[HOST_TOOL])
+    s.add_user("Audit the billing code.")
+    s.add_assistant("Reading.", [{"id": "c1", "name": "read_file", "arguments": {"path": "a"}}])
+    s.add_tool_results([{"call_id": "c1", "name": "read_file", "output": {"text": "Grüße"}}])
+    turn = s.prepare()
+    messages = [{"role": "system", "content": turn.system}, *turn.messages]
+    assert count_messages(messages, turn.tools, model="gpt-4o") == turn.decision.projected
+    assert count_messages(messages, turn.tools, encoding=s.encoding) == turn.decision.projected
+
+
+def test_count_messages_shapes() -> None:
+    enc = Encoding("o200k_base")
+    hi = [{"role": "user", "content": "hi"}]
+    assert count_messages(hi, encoding="o200k_base") == 1 + FRAMING_TOKENS + enc.count("hi")
+    parts = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+            ],
+        }
+    ]
+    assert count_messages(parts, encoding="o200k_base") == (
+        1 + FRAMING_TOKENS + enc.count("what is this?") + 1_024
+    )
+    item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    assert count_messages([item], encoding="o200k_base") == (
+        1 + FRAMING_TOKENS + enc.count(json.dumps(item, ensure_ascii=False))
+    )
+    tool = {"type": "function", "function": {"name": "f", "parameters": PARAMS}}
+    assert count_messages(hi, [tool], encoding="o200k_base") == (
+        count_messages(hi, encoding="o200k_base") + FRAMING_TOKENS + enc.count_json(tool)
+    )
+    with pytest.raises(ValueError, match="exactly one"):
+        count_messages(hi)
+    with pytest.raises(ValueError, match="exactly one"):
+        count_messages(hi, model="gpt-4o", encoding="o200k_base")
+    with pytest.raises(TypeError, match="list"):
+        count_messages(hi[0], encoding="o200k_base")  # type: ignore[arg-type]
+
+
+# ----- a process stopped between add_assistant(tool_calls) and add_tool_results --------
+
+
+def _stopped_mid_step(ws: Path, **kw: Any) -> None:
+    s = _open(ws, **kw)
+    s.add_user("Audit the billing code.")
+    s.prepare()
+    s.add_assistant(
+        "Reading two files.",
+        [
+            {"id": "c1", "name": "read_file", "arguments": {"path": "a.py"}},
+            {"id": "c2", "name": "read_file", "arguments": {"path": "b.py"}},
+        ],
+    )
+    # ... and the process dies here: no results are ever recorded.
+
+
+def test_resumed_session_lists_and_interrupts_open_calls(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    _stopped_mid_step(ws)
+    s = _open(ws)
+    assert [(c.id, c.name, c.arguments) for c in s.open_calls] == [
+        ("c1", "read_file", {"path": "a.py"}),
+        ("c2", "read_file", {"path": "b.py"}),
+    ]
+    assert not s.settled
+    turn = s.prepare()
+    assert turn.status == "send" and s.settled and s.open_calls == []
+    assert "interrupted:c1" in turn.events and "interrupted:c2" in turn.events
+    results = [m for m in turn.messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in results] == ["c1", "c2"]
+    assert json.loads(results[0]["content"]) == INTERRUPTED_OUTPUT
+    rows = [r for r in History.open(ws, durability="none").rows() if r.role == "tool"]
+    assert all(r.meta == {"interrupted": True} for r in rows) and len(rows) == 2
+    # The pair is whole: a late result for it is refused and nothing is written.
+    with pytest.raises(InvalidArgumentError, match="already has a result"):
+        s.add_tool_results([{"call_id": "c1", "name": "read_file", "output": "late"}])
+    assert len([r for r in s.history.rows() if r.role == "tool"]) == 2
+
+
+def test_open_calls_at_the_usable_limit_do_not_wedge_the_window(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    s = _open(ws, context_window=16_000)
+    s.add_user("Audit the billing code.")
+    n = 0
+    while s._projected() < s.budget.usable_limit - 600:
+        n += 1
+        s.add_assistant(None, [{"id": f"r{n}", "name": "read_file", "arguments": {}}])
+        s.add_tool_results([{"call_id": f"r{n}", "name": "read_file", "output": "x " * 400}])
+    s.add_assistant("thinking " * 800, [{"id": "last", "name": "read_file", "arguments": {}}])
+    # The process stops here: a call open, the window past its usable limit.
+    assert s._projected() >= s.budget.usable_limit and not s.settled
+    resumed = _open(ws, context_window=16_000)
+    turn = resumed.prepare()
+    assert turn.status == "send" and turn.window_id != "w:0", turn.reason
+    assert "interrupted:last" in turn.events
+
+
+def test_wait_policy_pauses_until_the_results_arrive(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    _stopped_mid_step(ws)
+    s = _open(ws, open_calls="wait")
+    turn = s.prepare()
+    assert turn.status == "pause" and "c1, c2" in (turn.reason or "")
+    s.add_tool_results([{"call_id": c, "name": "read_file", "output": "ok"} for c in ("c1", "c2")])
+    assert s.prepare().status == "send"
+    with pytest.raises(InvalidArgumentError, match="open_calls"):
+        _open(tmp_path / "other", open_calls="ignore")
+
+
+def test_interrupt_open_calls_is_public_and_idempotent(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    _stopped_mid_step(ws)
+    s = _open(ws, open_calls="wait")
+    assert [c.id for c in s.interrupt_open_calls()] == ["c1", "c2"]
+    assert s.interrupt_open_calls() == []
+    assert s.prepare().status == "send"
