@@ -1,10 +1,9 @@
 """Exact token counting: the typed API over the Rust core.
 
-Counts equal ``len(tiktoken.get_encoding(name).encode_ordinary(text))`` whenever
-:attr:`TokenCount.exact` is true. Long text without exact pre-token boundaries is cut
-by force and each cut adds :data:`BOUNDARY_SLACK` tokens, so the count is then a
-guaranteed upper bound. Counting releases the GIL; :meth:`Encoding.count_many` uses
-every core.
+Counts equal ``len(tiktoken.get_encoding(name).encode_ordinary(text))`` for every
+text, in linear time (a megabyte of spaces or a base64 blob included), and
+:attr:`TokenCount.exact` is true unless the encoding is a stated estimate for another
+model. Counting releases the GIL; :meth:`Encoding.count_many` uses every core.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ __all__ = [
 ]
 
 BOUNDARY_SLACK: int = _ctxbudget.BOUNDARY_SLACK
-"""Tokens added per forced cut, so an inexact count is never below the truth."""
+"""Tokens once added per forced cut; counting no longer cuts by force, so never added."""
 
 DEFAULT_CACHE_SIZE: int = _ctxbudget.DEFAULT_CACHE_SIZE
 """Counts an :class:`Encoding` remembers by content hash unless told otherwise."""
@@ -62,11 +61,11 @@ class TokenCount:
     """The result of counting one text."""
 
     tokens: int
-    """Number of tokens; an upper bound when ``exact`` is false."""
+    """Number of tokens; an estimate when ``exact`` is false."""
     exact: bool
-    """True when ``tokens`` equals tiktoken's count (false for estimates and forced cuts)."""
+    """True when ``tokens`` equals tiktoken's count (false only for estimates)."""
     forced_cuts: int
-    """Cuts made where no exact pre-token boundary existed."""
+    """Cuts made where no exact pre-token boundary existed: always 0."""
 
 
 class Encoding:

@@ -54,7 +54,8 @@ struct PyEncoding {
 
 #[pymethods]
 impl PyEncoding {
-    /// `chunk_bytes` overrides the chunk bound; it exists for tests of forced cuts.
+    /// `chunk_bytes` sets a chunk bound (cuts at exact boundaries only); it exists for
+    /// tests that chunking never changes a count.
     #[new]
     #[pyo3(signature = (name, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY, chunk_bytes = None))]
     fn new(

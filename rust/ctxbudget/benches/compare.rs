@@ -2,7 +2,7 @@
 //! GitHub's `bpe-openai` and `tiktoken-rs`, printed as the Markdown tables of
 //! benches/README.md.
 //!
-//! CPU time of the counting thread (from `/proc/thread-self/schedstat`), not wall time,
+//! CPU time of the counting thread (`CLOCK_THREAD_CPUTIME_ID`), not wall time,
 //! so that other load on a shared machine does not count; each figure is the minimum
 //! over a few rounds, the implementations interleaved round by round.
 //!
@@ -13,19 +13,23 @@
 #[path = "support/corpus.rs"]
 mod corpus;
 
-use ctxbudget::Encoding;
+use corpus::ours;
 
 const MIB: usize = 1 << 20;
 
-/// CPU time of this thread so far, in seconds.
+/// CPU time of this thread so far, in seconds (`CLOCK_THREAD_CPUTIME_ID`, which is
+/// exact, unlike the tick-granular counters of `/proc`).
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    let ns: f64 = stat
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(f64::NAN);
-    ns / 1e9
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 /// Minimum CPU seconds of `f` over `rounds` runs, for each of the closures, interleaved.
@@ -39,13 +43,6 @@ fn time_min(rounds: usize, fs: &mut [&mut dyn FnMut() -> usize]) -> Vec<f64> {
         }
     }
     best
-}
-
-fn ours(name: &str) -> Encoding {
-    match Encoding::new(name) {
-        Ok(enc) => enc.with_cache_capacity(0),
-        Err(e) => panic!("{e}"),
-    }
 }
 
 /// The repeated units of the runs table.
@@ -113,23 +110,7 @@ fn real_text() {
     );
     println!("|---|---|---|---|---|---|");
     for name in ["o200k_base", "cl100k_base"] {
-        let enc = ours(name);
-        let second = match name {
-            "o200k_base" => bpe_openai::o200k_base(),
-            _ => bpe_openai::cl100k_base(),
-        };
-        let third = match name {
-            "o200k_base" => tiktoken_rs::o200k_base(),
-            _ => tiktoken_rs::cl100k_base(),
-        };
-        let Ok(third) = third else {
-            panic!("tiktoken-rs {name} failed to load");
-        };
-        for t in &texts {
-            let n = enc.count(t);
-            assert_eq!(n, second.count(t.as_str()), "{name}");
-            assert_eq!(n, third.encode_ordinary(t).len(), "{name}");
-        }
+        let (enc, second, third) = corpus::three(name, &texts);
         let t = time_min(
             3,
             &mut [

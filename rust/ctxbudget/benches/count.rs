@@ -16,16 +16,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
-use ctxbudget::Encoding;
+use corpus::ours;
 
 const MIB: usize = 1 << 20;
-
-fn ours(name: &str) -> Encoding {
-    match Encoding::new(name) {
-        Ok(enc) => enc.with_cache_capacity(0),
-        Err(e) => panic!("{e}"),
-    }
-}
 
 fn bench_corpus(c: &mut Criterion) {
     if std::env::var_os("CTXBUDGET_BENCH_RUNS_ONLY").is_some() {
@@ -47,24 +40,7 @@ fn bench_corpus(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(8));
     for name in ["o200k_base", "cl100k_base"] {
-        let enc = ours(name);
-        let second = match name {
-            "o200k_base" => bpe_openai::o200k_base(),
-            _ => bpe_openai::cl100k_base(),
-        };
-        let oracle = match name {
-            "o200k_base" => tiktoken_rs::o200k_base(),
-            _ => tiktoken_rs::cl100k_base(),
-        };
-        let Ok(oracle) = oracle else {
-            panic!("tiktoken-rs {name} failed to load");
-        };
-        // Same counts everywhere, or the comparison means nothing.
-        for t in &texts {
-            let n = enc.count(t);
-            assert_eq!(n, second.count(t.as_str()));
-            assert_eq!(n, oracle.encode_ordinary(t).len());
-        }
+        let (enc, second, oracle) = corpus::three(name, &texts);
         group.bench_function(BenchmarkId::new("ctxbudget", name), |b| {
             b.iter(|| texts.iter().map(|t| enc.count(t)).sum::<usize>())
         });

@@ -1,6 +1,7 @@
-//! The real-text corpus of the benchmarks: the Python standard library's `.py` sources
+//! The real-text corpus of the benchmarks — the Python standard library's `.py` sources
 //! (tests and site-packages left out), found at run time through `python3`'s
-//! `sysconfig`, or the directory named by `CTXBUDGET_CORPUS`.
+//! `sysconfig`, or the directory named by `CTXBUDGET_CORPUS` — and the three
+//! implementations compared on it.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -50,4 +51,38 @@ pub fn files() -> Vec<String> {
         eprintln!("no Python standard library found: set CTXBUDGET_CORPUS to a directory");
     }
     files
+}
+
+/// ctxbudget with its cache off.
+pub fn ours(name: &str) -> ctxbudget::Encoding {
+    match ctxbudget::Encoding::new(name) {
+        Ok(enc) => enc.with_cache_capacity(0),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// ctxbudget, bpe-openai and tiktoken-rs for `name` (o200k or cl100k), after checking
+/// that all three count every text alike: otherwise the comparison means nothing.
+pub fn three(
+    name: &str,
+    texts: &[String],
+) -> (
+    ctxbudget::Encoding,
+    &'static bpe_openai::Tokenizer,
+    tiktoken_rs::CoreBPE,
+) {
+    let enc = ours(name);
+    let (second, third) = match name {
+        "o200k_base" => (bpe_openai::o200k_base(), tiktoken_rs::o200k_base()),
+        _ => (bpe_openai::cl100k_base(), tiktoken_rs::cl100k_base()),
+    };
+    let Ok(third) = third else {
+        panic!("tiktoken-rs {name} failed to load");
+    };
+    for t in texts {
+        let n = enc.count(t);
+        assert_eq!(n, second.count(t.as_str()), "{name}");
+        assert_eq!(n, third.encode_ordinary(t).len(), "{name}");
+    }
+    (enc, second, third)
 }
