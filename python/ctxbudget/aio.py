@@ -11,7 +11,6 @@ concurrently and calls on one conversation apply in the order they were awaited.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +31,10 @@ _R = TypeVar("_R")
 async def _off_loop(
     executor: Executor | None, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs
 ) -> _R:
+    # Imported here: `import ctxbudget` should not pay for asyncio (a third of its import
+    # time) in the many programs that never await it; a running loop has it loaded.
+    import asyncio
+
     if executor is None:
         return await asyncio.to_thread(fn, *args, **kwargs)
     loop = asyncio.get_running_loop()
