@@ -296,3 +296,40 @@ def test_unicode_aware_case_insensitive_search(tmp_path: Path) -> None:
     ]
     assert len(tool.call({"action": "search", "query": "σίσυφ"})["items"]) == 1
     assert ctxbudget.SessionHistoryTool.name == "session_history"
+
+
+def test_call_builds_the_same_result_as_call_json(tmp_path: Path) -> None:
+    """`call` gets its dict from the core directly; it must mean exactly what
+    `json.loads(call_json(...))` means, refusals included."""
+    h = ctxbudget.History.open(tmp_path / "ws", durability="none")
+    rows = [
+        {"kind": "message", "role": "user", "parts": [{"type": "text", "text": f"Grüße {i} ✓"}]}
+        for i in range(40)
+    ]
+    h.append(rows)
+    tool = ctxbudget.SessionHistoryTool(h)
+    cases: list[Any] = [
+        {"action": "search", "query": "grüße"},
+        {"action": "list_items", "limit": 3},
+        {"action": "list_windows"},
+        {"action": "read_item", "item_id": "2", "limit_chars": 4},
+        {"action": "nope"},
+        {"action": "search", "query": "x", "limit": float("nan")},
+        {"action": "search", "query": "\ud800"},
+        {1: 2},
+        "not json",
+        '{"action": "list_windows"}',
+    ]
+    for args in cases:
+        via_dict = tool.call(args)
+        try:
+            text = (
+                args
+                if isinstance(args, str)
+                else json.dumps(args, allow_nan=False, ensure_ascii=False)
+            )
+            text.encode("utf-8")
+        except (ValueError, UnicodeEncodeError):  # json or UTF-8 cannot hold it: refused
+            assert via_dict["ok"] is False and via_dict["code"] == "invalid_arguments", args
+            continue
+        assert via_dict == json.loads(tool.call_json(text)), args

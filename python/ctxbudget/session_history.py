@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from . import _ctxbudget
@@ -94,11 +95,24 @@ _PROPERTIES: dict[str, dict[str, Any]] = {
 _NOT_STRICT = ("minLength", "maxLength", "minimum", "maximum", "pattern")
 
 
-def _failure(code: str, error: str) -> str:
-    """A failed result, shaped like the core's."""
-    return json.dumps(
-        {"ok": False, "code": code, "error": error, "notice": NOTICE, "has_more": False}
-    )
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    """A call refused before it reaches the core; its result is shaped like the core's."""
+
+    code: str
+    error: str
+
+    @property
+    def text(self) -> str:
+        return json.dumps(
+            {
+                "ok": False,
+                "code": self.code,
+                "error": self.error,
+                "notice": NOTICE,
+                "has_more": False,
+            }
+        )
 
 
 def _encode(args: object) -> str:
@@ -161,31 +175,43 @@ class SessionHistoryTool:
     def call_json(self, args_json: str) -> str:
         """One call with raw tool-call JSON; returns the JSON result text. Never raises:
         any input (not text, not JSON, lone surrogates) is a result with ``ok: false``."""
+        checked = self._checked(args_json)
+        if isinstance(checked, _Refusal):
+            return checked.text
+        return self._core.call_json(checked)
+
+    def _checked(self, args: object) -> str | _Refusal:
+        """The arguments as JSON text the core takes, or the refusal to return."""
         if not self._allowed:
-            return _failure("not_allowed", "session_history is not allowed by the tool policy")
-        if not isinstance(args_json, str):
-            if not isinstance(args_json, Mapping):
-                return _failure(
+            return _Refusal("not_allowed", "session_history is not allowed by the tool policy")
+        if not isinstance(args, str):
+            if not isinstance(args, Mapping):
+                return _Refusal(
                     "invalid_arguments",
-                    f"arguments must be JSON text or an object, not {type(args_json).__name__}",
+                    f"arguments must be JSON text or an object, not {type(args).__name__}",
                 )
-            return self.call_json(_encode(args_json))
+            return self._checked(_encode(args))
         try:
-            args_json.encode("utf-8")
+            args.encode("utf-8")
         except UnicodeEncodeError as e:
-            return _failure(
+            return _Refusal(
                 "invalid_arguments",
                 f"arguments are not valid Unicode (a lone surrogate at character {e.start}); "
                 "send UTF-8 text",
             )
-        return self._core.call_json(args_json)
+        return args
 
     def call(self, args: Mapping[str, Any] | str) -> dict[str, Any]:
-        """One call with parsed arguments (or raw JSON text); returns the result dict.
-        Never raises: arguments that are not JSON values give ``invalid_arguments``."""
-        raw = args if isinstance(args, str) else _encode(args)
-        result: dict[str, Any] = json.loads(self.call_json(raw))
-        return result
+        """One call with parsed arguments (or raw JSON text); returns the result dict,
+        built by the core directly. Never raises: arguments that are not JSON values give
+        ``invalid_arguments``."""
+        # A mapping goes to the core as it is (encoded there, as json.dumps would);
+        # text and anything else pass the same checks as call_json.
+        checked = args if self._allowed and isinstance(args, Mapping) else self._checked(args)
+        if isinstance(checked, _Refusal):
+            result: dict[str, Any] = json.loads(checked.text)
+            return result
+        return self._core.call(checked)
 
     def __repr__(self) -> str:
         return f"SessionHistoryTool({self._history!r})"

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ctxbudget::history::{Durability, History, NewRow, OpenOptions, ReceiptRead, RolloverSpec};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyList, PyString};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -273,5 +273,25 @@ impl PySessionHistory {
         no_panic_store(py, "session_history", || {
             py.detach(|| self.inner.call_json(args_json))
         })
+    }
+
+    /// One call: arguments as JSON text or as Python objects (encoded here; anything
+    /// JSON cannot hold becomes `null`, which the tool reports as invalid arguments), the
+    /// result as Python objects built here, not serialized and parsed again.
+    fn call(&self, py: Python<'_>, args: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let encoded;
+        let text = match args.cast::<PyString>() {
+            Ok(s) => s.to_str()?,
+            Err(_) => {
+                encoded = crate::pyjson::encode_value(args)
+                    .and_then(|bytes| String::from_utf8(bytes).ok())
+                    .unwrap_or_else(|| "null".to_owned());
+                encoded.as_str()
+            }
+        };
+        let result = no_panic_store(py, "session_history", || {
+            py.detach(|| self.inner.call_text(text))
+        })?;
+        crate::pyvalue::to_python(py, &result)
     }
 }

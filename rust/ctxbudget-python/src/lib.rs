@@ -7,6 +7,7 @@ mod budget;
 mod errors;
 mod history;
 mod pyjson;
+mod pyvalue;
 
 use std::borrow::Cow;
 

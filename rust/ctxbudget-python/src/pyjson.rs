@@ -226,6 +226,13 @@ fn row_dict<'py>(index: usize, row: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
     ))
 }
 
+/// Any Python value as JSON text with `json.dumps`'s meaning, or `None` for what it would
+/// refuse (NaN, keys that are not JSON keys, lone surrogates, nesting over 200 levels).
+pub(crate) fn encode_value(value: &Bound<'_, PyAny>) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(64);
+    write_value(&mut out, value, 0).ok().map(|()| out)
+}
+
 /// `rows` as the JSON list the core's `append_json_bytes` takes.
 pub(crate) fn encode_rows(rows: &Bound<'_, PyList>) -> PyResult<Vec<u8>> {
     let py = rows.py();

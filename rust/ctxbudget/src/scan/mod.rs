@@ -196,15 +196,21 @@ impl SessionHistory {
     /// Runs one call given raw tool-call JSON; never fails: errors are results with
     /// `ok: false` and a code. The result is at most [`RESULT_MAX`] bytes.
     pub fn call_json(&self, args_json: &str) -> String {
-        let result = match serde_json::from_str::<Value>(args_json) {
+        let result = self.call_text(args_json);
+        serde_json::to_string(&result).unwrap_or_else(|_| "{\"ok\":false}".to_owned())
+    }
+
+    /// [`call_json`](Self::call_json) with the result as a value, for hosts that build
+    /// their own objects from it (the Python binding builds its dict straight from it).
+    pub fn call_text(&self, args_json: &str) -> Value {
+        match serde_json::from_str::<Value>(args_json) {
             Ok(v) => self.call(&v),
             Err(e) => Failure::new(
                 "invalid_arguments",
                 format!("arguments are not valid JSON ({e}); send a JSON object"),
             )
             .to_value(),
-        };
-        serde_json::to_string(&result).unwrap_or_else(|_| "{\"ok\":false}".to_owned())
+        }
     }
 
     /// Runs one call on parsed arguments. Never panics: a bug inside the scan becomes a
