@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._atomic import atomic_write
 from .errors import CtxBudgetError
 from .history import History
 from .policy import Budget
@@ -132,14 +132,4 @@ def _same_budget(a: BudgetRecord, b: BudgetRecord) -> bool:
 
 def _write_atomic(path: Path, entries: list[BudgetRecord]) -> None:
     data: dict[str, Any] = {"format": _FORMAT, "budgets": [asdict(e) for e in entries]}
-    fd, tmp = tempfile.mkstemp(prefix=f".{BUDGET_FILE}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
