@@ -290,6 +290,7 @@ def test_a_new_user_message_after_a_stopped_step_follows_the_interrupted_results
     w.add_user("Still there?")
     assert [c.id for c in w.open_calls] == ["c1", "c2"]
 
+
 def test_count_messages_counts_anthropic_blocks_as_sent() -> None:
     enc = Encoding("cl100k_base")
     use = {"type": "tool_use", "id": "tu_1", "name": "read_file", "input": {"path": "ä.py"}}
