@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +82,16 @@ def rewrite_last_batch_same_size(ws: Path) -> bool:
         path.write_bytes(b"".join(line + b"\n" for line in new_lines))
         return True
     return False
+
+
+def spawn_worker(
+    script: Path, ws: Path, worker: int, generation: int, acks: Path
+) -> subprocess.Popen[bytes]:
+    """Starts a SIGKILL-test worker process: ``script WS WORKER GENERATION ACK_LOG``; it
+    appends to ``ws`` and logs each acknowledged batch to ``acks/<worker>.log``."""
+    log = acks / f"{worker}.log"
+    return subprocess.Popen(
+        [sys.executable, str(script), str(ws), str(worker), str(generation), str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )

@@ -9,10 +9,11 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from history_helpers import spawn_worker
 
 from ctxbudget import History
 
@@ -26,18 +27,7 @@ WORKER = Path(__file__).with_name("history_worker.py")
 
 
 def _spawn(ws: Path, worker: int, generation: int, acks: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            str(WORKER),
-            str(ws),
-            str(worker),
-            str(generation),
-            str(acks / f"{worker}.log"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    return spawn_worker(WORKER, ws, worker, generation, acks)
 
 
 def test_concurrent_appends_survive_sigkill(tmp_path: Path) -> None:
