@@ -9,6 +9,8 @@
 //!   cross-process lock, receipts, recovery).
 //! - [`scan`]: the `session_history` tool — bounded, fail-closed retrieval of earlier
 //!   windows with authenticated cursors.
+//! - `pg` (cargo feature `postgres`): the PostgreSQL store — conversations in a shared
+//!   database for backends on many hosts.
 //!
 //! The Python package `ctxbudget` wraps this crate and adds policy, settings and tools.
 #![deny(missing_docs)]
@@ -16,6 +18,8 @@
 
 pub mod budget;
 pub mod history;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod scan;
 pub mod tokens;
 
