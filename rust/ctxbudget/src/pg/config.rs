@@ -125,7 +125,9 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
         // The options string is split on spaces; a backslash escapes one.
         config.options(&format!("-c search_path={}", quoted.replace(' ', "\\ ")));
     }
-    config.application_name("ctxbudget");
+    if config.get_application_name().is_none() {
+        config.application_name("ctxbudget");
+    }
     let mut builder = TlsConnector::builder();
     match ssl_mode {
         SslMode::Disable | SslMode::Prefer | SslMode::Require => {

@@ -34,10 +34,12 @@ pub enum PgError {
         size: usize,
     },
     /// The server refused a statement.
-    #[error("PostgreSQL refused {what}: {source}")]
+    #[error("PostgreSQL refused {what}: {message}")]
     Database {
         /// The operation that failed.
         what: &'static str,
+        /// The server's message, SQLSTATE, detail and hint.
+        message: String,
         /// The server's error.
         #[source]
         source: postgres::Error,
@@ -105,7 +107,24 @@ impl PgError {
             if source.is_closed() || source.as_db_error().is_none() {
                 PgError::Connection(source)
             } else {
-                PgError::Database { what, source }
+                let message = source
+                    .as_db_error()
+                    .map(|e| {
+                        let mut m = format!("{} (SQLSTATE {})", e.message(), e.code().code());
+                        if let Some(d) = e.detail() {
+                            m.push_str(&format!("; {d}"));
+                        }
+                        if let Some(h) = e.hint() {
+                            m.push_str(&format!("; hint: {h}"));
+                        }
+                        m
+                    })
+                    .unwrap_or_else(|| source.to_string());
+                PgError::Database {
+                    what,
+                    message,
+                    source,
+                }
             }
         }
     }

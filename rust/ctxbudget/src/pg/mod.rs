@@ -425,12 +425,13 @@ fn append_once(
         "WITH ins AS ( \
            INSERT INTO ctxbudget_rows (conversation, seq, body, floor, batch_id, batch_last) \
            SELECT $1, t.s, t.b, t.f, \
-                  CASE WHEN t.s = $5 THEN $6 END, CASE WHEN t.s = $5 THEN $7 END \
+                  CASE WHEN t.s = $5::int8 THEN $6::text END, \
+                  CASE WHEN t.s = $5::int8 THEN $7::int8 END \
            FROM unnest($2::int8[], $3::bytea[], $4::bool[]) AS t(s, b, f) \
            RETURNING 1) \
          UPDATE ctxbudget_conversations \
-         SET last_seq = $7, floor_seq = GREATEST(floor_seq, $8) \
-         WHERE conversation = $1 AND (SELECT count(*) FROM ins) = $9 RETURNING epoch",
+         SET last_seq = $7::int8, floor_seq = GREATEST(floor_seq, $8::int8) \
+         WHERE conversation = $1 AND (SELECT count(*) FROM ins) = $9::int8 RETURNING epoch",
     )?;
     let mut tx = c.client.transaction().map_err(PgError::db("BEGIN"))?;
     let found = tx
