@@ -78,8 +78,11 @@ fn child() {
     }
 }
 
+/// A child's acknowledgements so far: (batch, first seq).
+type Acks = Arc<Mutex<Vec<(u64, u64)>>>;
+
 /// Reads a child's `ack <batch> <first seq>` lines as they come.
-fn collect_acks(child: &mut Child) -> (Arc<Mutex<Vec<(u64, u64)>>>, std::thread::JoinHandle<()>) {
+fn collect_acks(child: &mut Child) -> (Acks, std::thread::JoinHandle<()>) {
     let acks = Arc::new(Mutex::new(Vec::new()));
     let stdout = child.stdout.take().expect("piped stdout");
     let sink = acks.clone();
@@ -241,7 +244,7 @@ fn the_server_crashes_and_restarts_under_load() {
             (c, acks, reader)
         })
         .collect();
-    let acked = |kids: &Vec<(Child, Arc<Mutex<Vec<(u64, u64)>>>, _)>, at_least: usize| {
+    let acked = |kids: &[(Child, Acks, _)], at_least: usize| {
         kids.iter()
             .all(|(_, a, _)| a.lock().unwrap().len() >= at_least)
     };
