@@ -8,6 +8,9 @@ use postgres_native_tls::MakeTlsConnector;
 
 use super::error::{PgError, Result};
 
+/// Longest a session may sit idle inside a transaction before the server ends it.
+pub const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How a [`PgStore`](super::PgStore) connects.
 #[derive(Clone, Debug)]
 pub struct PgOptions {
@@ -115,6 +118,18 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(options.connect_timeout);
     }
+    // Server settings for every session, after any `options` the URL gives. A client that
+    // hangs inside a transaction (holding a conversation's lock) is cut off after a minute,
+    // so other hosts go on; its transaction is rolled back.
+    let mut settings: Vec<String> = config
+        .get_options()
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    settings.push(format!(
+        "-c idle_in_transaction_session_timeout={}",
+        IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+    ));
     if let Some(schema) = &options.schema {
         if schema.is_empty() || schema.len() > 63 || schema.contains('\0') {
             return Err(PgError::Config(format!(
@@ -123,8 +138,9 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
         }
         let quoted = super::schema::quote_ident(schema);
         // The options string is split on spaces; a backslash escapes one.
-        config.options(&format!("-c search_path={}", quoted.replace(' ', "\\ ")));
+        settings.push(format!("-c search_path={}", quoted.replace(' ', "\\ ")));
     }
+    config.options(&settings.join(" "));
     if config.get_application_name().is_none() {
         config.application_name("ctxbudget");
     }

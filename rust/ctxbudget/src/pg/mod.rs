@@ -29,7 +29,7 @@ mod schema;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use config::{PgOptions, SslMode};
+pub use config::{PgOptions, SslMode, IDLE_IN_TRANSACTION_TIMEOUT};
 pub use error::{PgError, Result};
 pub use key::{CursorKey, CURSOR_KEY_ENV, CURSOR_KEY_MIN_BYTES};
 pub use memory::{
