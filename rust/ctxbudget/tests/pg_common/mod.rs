@@ -130,10 +130,16 @@ pub fn check_batches(rows: &[StoredRow]) -> HashMap<(String, u64), u64> {
 pub fn spawn_child(test: &str, role: &str, envs: &[(&str, String)]) -> Child {
     let exe = std::env::current_exe().expect("current_exe");
     let mut cmd = Command::new(exe);
-    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, role)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+    cmd.args([
+        test,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, role)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
     for (k, v) in envs {
         cmd.env(k, v);
     }
