@@ -126,8 +126,10 @@ async def main() -> None:
     proc.wait()
     await session.clear_session()
     print(f"append latency, ms ({args.rounds} rounds x {args.per_round} calls per side)")
-    print("| items per call | ctxbudget p50 | ctxbudget p99 | SQLAlchemySession p50 | "
-          "SQLAlchemySession p99 | p50 ratio | p99 ratio |")
+    print(
+        "| items per call | ctxbudget p50 | ctxbudget p99 | SQLAlchemySession p50 | "
+        "SQLAlchemySession p99 | p50 ratio | p99 ratio |"
+    )
     print("|---|---|---|---|---|---|---|")
     for n in SIZES:
         o50, o99 = statistics.median(ours[n]), percentile(ours[n], 0.99)
