@@ -45,15 +45,23 @@ impl CursorKey {
     /// The key in [`CURSOR_KEY_ENV`] (its UTF-8 bytes), `None` when unset or empty.
     pub fn from_env() -> Result<Option<CursorKey>> {
         match std::env::var(CURSOR_KEY_ENV) {
-            Ok(v) if v.is_empty() => Ok(None),
-            Ok(v) => CursorKey::new(v.into_bytes())
-                .map(Some)
-                .map_err(|e| PgError::Config(format!("{CURSOR_KEY_ENV}: {e}"))),
+            Ok(v) => CursorKey::from_setting(&v),
             Err(std::env::VarError::NotPresent) => Ok(None),
             Err(std::env::VarError::NotUnicode(_)) => Err(PgError::Config(format!(
                 "{CURSOR_KEY_ENV} is not valid UTF-8"
             ))),
         }
+    }
+
+    /// The key a configuration value gives (as [`CURSOR_KEY_ENV`] would hold it): its UTF-8
+    /// bytes, `None` when empty, an error naming the variable when too short.
+    pub fn from_setting(value: &str) -> Result<Option<CursorKey>> {
+        if value.is_empty() {
+            return Ok(None);
+        }
+        CursorKey::new(value.as_bytes().to_vec())
+            .map(Some)
+            .map_err(|e| PgError::Config(format!("{CURSOR_KEY_ENV}: {e}")))
     }
 
     /// The key's bytes.
@@ -95,5 +103,21 @@ impl PgStore {
                 .map_err(PgError::db("reading the cursor key"))?;
             CursorKey::new(row.get::<_, Vec<u8>>(0))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configured_keys_need_32_bytes() {
+        assert!(matches!(CursorKey::from_setting(""), Ok(None)));
+        let short = CursorKey::from_setting("too short");
+        assert!(matches!(&short, Err(PgError::Config(m)) if m.contains(CURSOR_KEY_ENV)));
+        let key = "k".repeat(CURSOR_KEY_MIN_BYTES);
+        let got = CursorKey::from_setting(&key).ok().flatten();
+        assert_eq!(got.as_ref().map(CursorKey::as_bytes), Some(key.as_bytes()));
+        assert_eq!(format!("{:?}", got), "Some(CursorKey(32 bytes))");
     }
 }
