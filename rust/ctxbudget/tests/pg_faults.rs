@@ -25,8 +25,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn child_store(url: &str) -> PgStore {
+    let idle = std::env::var("IDLE_MS").ok().and_then(|v| v.parse().ok());
     let options = PgOptions {
         reconnect_for: Duration::from_secs(120),
+        idle_in_transaction_timeout: Duration::from_millis(idle.unwrap_or(60_000)),
         ..options(SCHEMA)
     };
     PgStore::connect(url, options).expect("child: connect")
@@ -137,6 +139,37 @@ fn check_acks(
             "acknowledged batch {who}/{b} at seq {first} must be present once, there"
         );
     }
+}
+
+#[test]
+fn a_hung_client_cannot_hold_a_conversation() {
+    let Some(url) = url() else { return };
+    let _serial = serial();
+    let id = unique("hung");
+    let c = child_store(&url).open(&id).unwrap();
+    // The child hangs inside its append's transaction (it is not killed); the server ends
+    // its session after its idle-in-transaction timeout (1 s here), and the lock with it.
+    let mut hold = spawn_child(
+        "child",
+        "hold",
+        &[
+            (URL_ENV, url.clone()),
+            ("CONV", id.clone()),
+            ("WHO", "hung".into()),
+            ("IDLE_MS", "1000".into()),
+        ],
+    );
+    let lines = BufReader::new(hold.stdout.take().unwrap()).lines();
+    let locked = lines.map_while(Result::ok).any(|l| l.contains("locked"));
+    assert!(locked, "the hold child did not reach its transaction");
+    let appended = c
+        .append(vec![NewRow::new(body("parent", 0, 0, 1))])
+        .unwrap();
+    assert_eq!(appended.first_seq, 1, "nothing of the hung client's batch");
+    hold.kill().unwrap();
+    hold.wait().unwrap();
+    let stored = check_batches(&c.rows_since(1, None).unwrap());
+    assert_eq!(stored.len(), 1);
 }
 
 #[test]

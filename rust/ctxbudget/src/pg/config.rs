@@ -8,7 +8,7 @@ use postgres_native_tls::MakeTlsConnector;
 
 use super::error::{PgError, Result};
 
-/// Longest a session may sit idle inside a transaction before the server ends it.
+/// Default of [`PgOptions::idle_in_transaction_timeout`].
 pub const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How a [`PgStore`](super::PgStore) connects.
@@ -27,6 +27,10 @@ pub struct PgOptions {
     /// The PostgreSQL schema holding the tables (created if missing); `None` = the
     /// connection's `search_path` (normally `public`).
     pub schema: Option<String>,
+    /// Longest a session may sit idle inside a transaction before the server ends it
+    /// (default 60 s), so that a client that hangs while holding a conversation's lock
+    /// cannot stop the other hosts; its transaction is rolled back. At least 1 ms.
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl Default for PgOptions {
@@ -37,6 +41,7 @@ impl Default for PgOptions {
             connect_timeout: Duration::from_secs(10),
             reconnect_for: Duration::from_secs(30),
             schema: None,
+            idle_in_transaction_timeout: IDLE_IN_TRANSACTION_TIMEOUT,
         }
     }
 }
@@ -118,9 +123,7 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(options.connect_timeout);
     }
-    // Server settings for every session, after any `options` the URL gives. A client that
-    // hangs inside a transaction (holding a conversation's lock) is cut off after a minute,
-    // so other hosts go on; its transaction is rolled back.
+    // Server settings for every session, after any `options` the URL gives.
     let mut settings: Vec<String> = config
         .get_options()
         .map(str::to_string)
@@ -128,7 +131,7 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
         .collect();
     settings.push(format!(
         "-c idle_in_transaction_session_timeout={}",
-        IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+        options.idle_in_transaction_timeout.as_millis().max(1)
     ));
     if let Some(schema) = &options.schema {
         if schema.is_empty() || schema.len() > 63 || schema.contains('\0') {
