@@ -11,6 +11,16 @@ pub enum PgError {
     /// The connection URL or an option is invalid.
     #[error("invalid PostgreSQL configuration: {0}")]
     Config(String),
+    /// The connection broke while a change that is not idempotent (a memory edit, a
+    /// rotation) was being committed: it may or may not have been applied. Not retried.
+    #[error(
+        "the connection to PostgreSQL broke while committing {what}; it may or may not \
+         have been applied — read the current state back before doing it again"
+    )]
+    OutcomeUnknown {
+        /// The change.
+        what: &'static str,
+    },
     /// The server could not be reached or the connection broke. For an append this means
     /// its outcome is unknown: retry it with the same `batch_id` (or `expected_last_seq`),
     /// which commits it at most once.
@@ -126,6 +136,15 @@ impl PgError {
                     source,
                 }
             }
+        }
+    }
+
+    /// A failed `COMMIT` of a change that must not be repeated blindly: a broken
+    /// connection becomes [`PgError::OutcomeUnknown`] (not retried), anything else stays.
+    pub(crate) fn commit_of(what: &'static str) -> impl FnOnce(postgres::Error) -> PgError {
+        move |source| match PgError::db(what)(source) {
+            e if e.is_transient() => PgError::OutcomeUnknown { what },
+            e => e,
         }
     }
 

@@ -383,7 +383,7 @@ impl PgConversation {
                 Ok(()) => c
                     .client
                     .batch_execute("COMMIT")
-                    .map_err(PgError::db("COMMIT of a memory change")),
+                    .map_err(PgError::commit_of("a memory change")),
                 Err(e) => {
                     // A broken connection is discarded by `run`; otherwise undo.
                     if !e.is_transient() {

@@ -401,7 +401,7 @@ impl PgConversation {
                 .query_one(&update, &[&conversation, &target])
                 .map_err(PgError::db("archiving rows"))?
                 .get(0);
-            tx.commit().map_err(PgError::db("COMMIT of a rotation"))?;
+            tx.commit().map_err(PgError::commit_of("a rotation"))?;
             Ok(Some(from_i64(epoch)))
         })
     }
