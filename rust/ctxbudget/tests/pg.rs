@@ -460,3 +460,36 @@ fn concurrent_appenders_never_gap_or_duplicate() {
         );
     }
 }
+
+#[test]
+fn a_full_pool_waits_then_says_so() {
+    let Some(url) = url() else { return };
+    let tight = PgOptions {
+        pool_size: 1,
+        pool_timeout: std::time::Duration::from_millis(50),
+        ..options("ctxbudget_tests")
+    };
+    let store = PgStore::connect(&url, tight).unwrap();
+    let c = store.open(&unique("pool")).unwrap();
+    let (inside, go_on) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let holder = {
+        let (c, inside, go_on) = (c.clone(), inside.clone(), go_on.clone());
+        std::thread::spawn(move || {
+            c.append_with(&AppendOptions::default(), |_| {
+                // Holds the pool's only connection until the main thread has tried.
+                inside.wait();
+                go_on.wait();
+                rows(&["held"])
+            })
+        })
+    };
+    inside.wait();
+    match c.append(rows(&["waiting"])) {
+        Err(PgError::PoolTimeout { size: 1, .. }) => {}
+        other => panic!("expected PoolTimeout, got {other:?}"),
+    }
+    go_on.wait();
+    assert_eq!(holder.join().unwrap().unwrap().first_seq, 1);
+    // Freed: the next caller gets the connection.
+    assert_eq!(c.append(rows(&["after"])).unwrap().first_seq, 2);
+}
