@@ -1,12 +1,13 @@
 """Append latency on one local PostgreSQL server: ctxbudget's PostgreSQL store (Rust,
-``ctxbudget::pg``) beside the OpenAI Agents SDK's ``SQLAlchemySession`` over asyncpg.
+``ctxbudget::pg``) beside the OpenAI Agents SDK's ``SQLAlchemySession`` over asyncpg, and
+ctxbudget's file store (Rust, ``fsync`` durability) on the local disk for reference.
 
     python benches/pg_append.py [--rounds N] [--per-round K]
 
 Both append the same JSON message (about 300 bytes) to one conversation each, over TCP
 with TLS (``sslmode=require`` / ``ssl=require``), as batches of 1 and of 20 items (one
 ``append`` / one ``add_items`` call, one transaction each). The two run in alternating
-rounds of K calls in one run, so machine noise hits both alike; the first round of each is
+rounds of K calls in one run, so machine noise hits all alike; the first round of each is
 a warm-up and not counted. Prints p50 and p99 per side and the ratio ctxbudget ÷ baseline
 (below 1.0 = ctxbudget is faster). Timing only: it never fails on a figure.
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import subprocess
@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-ITEM: dict[str, Any] = {
-    "role": "user",
-    "content": "Please summarise the quarterly report and list the three largest cost "
+TEXT = (
+    "Please summarise the quarterly report and list the three largest cost "
     "increases with their causes; keep it under two hundred words and cite the page "
-    "numbers so that the finance team can check them.",
-}
+    "numbers so that the finance team can check them."
+)
+ITEM: dict[str, Any] = {"role": "user", "content": TEXT}
 SIZES = (1, 20)
 
 
@@ -61,7 +61,7 @@ def rust_driver(url: str) -> subprocess.Popen[str]:
         check=True,
     )
     exe = REPO / "target" / "quick" / "examples" / "pg_append"
-    env = dict(os.environ, CTXBUDGET_BENCH_ITEM=json.dumps(ITEM))
+    env = dict(os.environ, CTXBUDGET_BENCH_TEXT=TEXT)
     proc = subprocess.Popen(
         [str(exe), url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
     )
@@ -71,9 +71,9 @@ def rust_driver(url: str) -> subprocess.Popen[str]:
     return proc
 
 
-def rust_round(proc: subprocess.Popen[str], rows: int, count: int) -> list[float]:
+def rust_round(proc: subprocess.Popen[str], store: str, rows: int, count: int) -> list[float]:
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(f"{rows} {count}\n")
+    proc.stdin.write(f"{store} {rows} {count}\n")
     proc.stdin.flush()
     return [int(w) / 1000.0 for w in proc.stdout.readline().split()]
 
@@ -114,29 +114,33 @@ async def main() -> None:
     proc = rust_driver(url)
     ours: dict[int, list[float]] = {n: [] for n in SIZES}
     theirs: dict[int, list[float]] = {n: [] for n in SIZES}
+    files: dict[int, list[float]] = {n: [] for n in SIZES}
     for r in range(args.rounds + 1):
         for n in SIZES:
-            a = rust_round(proc, n, args.per_round)
+            a = rust_round(proc, "pg", n, args.per_round)
             b = await sdk_round(session, n, args.per_round)
+            c = rust_round(proc, "file", n, args.per_round)
             if r > 0:
                 ours[n] += a
                 theirs[n] += b
+                files[n] += c
     assert proc.stdin is not None
     proc.stdin.close()
     proc.wait()
     await session.clear_session()
     print(f"append latency, ms ({args.rounds} rounds x {args.per_round} calls per side)")
     print(
-        "| items per call | ctxbudget p50 | ctxbudget p99 | SQLAlchemySession p50 | "
-        "SQLAlchemySession p99 | p50 ratio | p99 ratio |"
+        "| items per call | ctxbudget pg p50 | p99 | SQLAlchemySession p50 | p99 | "
+        "pg / SQLAlchemySession p50 | p99 | file store p50 | p99 |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in SIZES:
         o50, o99 = statistics.median(ours[n]), percentile(ours[n], 0.99)
         t50, t99 = statistics.median(theirs[n]), percentile(theirs[n], 0.99)
+        f50, f99 = statistics.median(files[n]), percentile(files[n], 0.99)
         print(
             f"| {n} | {o50:.3f} | {o99:.3f} | {t50:.3f} | {t99:.3f} | "
-            f"**{o50 / t50:.2f}×** | {o99 / t99:.2f}× |"
+            f"**{o50 / t50:.2f}×** | {o99 / t99:.2f}× | {f50:.3f} | {f99:.3f} |"
         )
     sys.stdout.flush()
 
