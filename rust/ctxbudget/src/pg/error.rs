@@ -29,6 +29,13 @@ pub enum PgError {
          right, then retry (an append retried with the same batch_id commits at most once)"
     )]
     Connection(#[source] postgres::Error),
+    /// The server's certificate was refused or the TLS handshake failed: not retried.
+    #[error(
+        "TLS with the PostgreSQL server failed ({0}); check sslmode and sslrootcert (with \
+         verify-ca/verify-full the server's certificate must chain to a trusted root, and \
+         with verify-full name the host it was issued for)"
+    )]
+    TlsHandshake(#[source] postgres::Error),
     /// TLS could not be set up.
     #[error("PostgreSQL TLS setup failed: {0}")]
     Tls(#[from] native_tls::Error),
@@ -111,6 +118,18 @@ pub enum PgError {
 }
 
 impl PgError {
+    /// A failed connection attempt: [`PgError::TlsHandshake`] when TLS refused the server
+    /// (retrying cannot help), else [`PgError::Connection`] or the server's refusal.
+    pub(crate) fn connect(source: postgres::Error) -> PgError {
+        let tls = std::error::Error::source(&source)
+            .is_some_and(|inner| inner.downcast_ref::<native_tls::Error>().is_some());
+        if tls {
+            PgError::TlsHandshake(source)
+        } else {
+            PgError::db("the connection")(source)
+        }
+    }
+
     /// A `Database` error for `what`, or `Connection` when the connection itself broke.
     pub(crate) fn db(what: &'static str) -> impl FnOnce(postgres::Error) -> PgError {
         move |source| {

@@ -74,7 +74,7 @@ impl Pool {
             .target
             .config
             .connect(self.target.tls.clone())
-            .map_err(PgError::Connection)?;
+            .map_err(PgError::connect)?;
         Ok(Conn {
             client,
             statements: HashMap::new(),
