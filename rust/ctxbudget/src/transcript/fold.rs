@@ -68,6 +68,17 @@ impl WindowFold {
         WindowFold::default()
     }
 
+    /// A fold that starts inside a transcript, in `window` opened as `kind` (a reader
+    /// that begins at a privacy floor: nothing before it is noted).
+    pub fn starting_at(window: WindowId, kind: BoundaryKind) -> WindowFold {
+        WindowFold {
+            window,
+            window_kind: Some(kind),
+            boundaries: vec![window.seq()],
+            ..WindowFold::default()
+        }
+    }
+
     /// Notes a row from its head. Returns `true` when the row opened a new window.
     /// Rows whose seq is not above the last one noted are ignored (the store reports
     /// them as seq violations; they are never part of the transcript's meaning).
