@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ctxbudget::history::{History, NewRow, OpenOptions};
+//! use ctxbudget::store::{History, NewRow, OpenOptions};
 //! use ctxbudget::scan::SessionHistoryTool;
 //!
 //! let ws = std::env::temp_dir().join(format!("ctxbudget-scan-doc-{}", std::process::id()));
@@ -20,7 +20,7 @@
 //! let result = tool.call_json(r#"{"action": "search", "query": "DEPLOY KEY"}"#);
 //! assert!(result.contains("vault/prod"));
 //! # std::fs::remove_dir_all(&ws).ok();
-//! # Ok::<(), ctxbudget::history::HistoryError>(())
+//! # Ok::<(), ctxbudget::store::HistoryError>(())
 //! ```
 
 mod args;
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::history::{commit_crc_before, Entry, History, Snapshot};
+use crate::store::{commit_crc_before, Entry, History, Snapshot};
 use crate::transcript::{BoundaryKind, RowKind, WindowFold, WindowId};
 
 pub use args::{Args, Operation};
@@ -642,7 +642,7 @@ impl<'a> Page<'a> {
             } else {
                 &self.snap.paths.chat
             };
-            let f = crate::history::open_read(path).map_err(|e| {
+            let f = crate::store::open_read(path).map_err(|e| {
                 Failure::new(
                     "history_unavailable",
                     format!("cannot open the transcript: {e}"),
@@ -866,10 +866,10 @@ impl<'a> Page<'a> {
     }
 }
 
-fn stat(path: &std::path::Path) -> Option<crate::history::Stamp> {
+fn stat(path: &std::path::Path) -> Option<crate::store::Stamp> {
     std::fs::symlink_metadata(path)
         .ok()
-        .map(|m| crate::history::Stamp::of_metadata(&m))
+        .map(|m| crate::store::Stamp::of_metadata(&m))
 }
 
 /// Appends the case fold of `c` used for matching: its lowercase taken character by
