@@ -79,6 +79,8 @@ pub use reports::{
     AppendResult, FileReport, ReadFrom, RecoveryReport, RotateReport, RowsRead, StoredRow,
     VerifyReport, WindowInfo,
 };
+#[cfg(feature = "fuzzing")]
+pub use row::fuzz_rules;
 
 use index::Index;
 

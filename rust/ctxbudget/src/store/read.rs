@@ -40,33 +40,29 @@ impl History {
             ReadFrom::Seq(seq) => seq,
             ReadFrom::CurrentWindow => ix.fold.window().seq(),
         };
-        let all: Vec<(&Path, &Entry)> = ix
-            .archive
-            .entries
-            .iter()
-            .map(|e| (self.paths.archive.as_path(), e))
-            .chain(
-                ix.chat
-                    .entries
-                    .iter()
-                    .map(|e| (self.paths.chat.as_path(), e)),
-            )
+        // Walk back from the end to the first row read: O(rows returned), however long
+        // the transcript (an agent loop asks for the few rows appended since its last
+        // step). Malformed lines just before that row are not part of the answer.
+        let (chat, archive) = (self.paths.chat.as_path(), self.paths.archive.as_path());
+        let mut all: Vec<(&Path, &Entry)> = (ix.chat.entries.iter().rev().map(|e| (chat, e)))
+            .chain(ix.archive.entries.iter().rev().map(|e| (archive, e)))
+            .take_while(|(_, e)| e.head.as_ref().is_none_or(|h| h.seq >= first_seq))
             .collect();
-        let start = all
-            .iter()
-            .position(|(_, e)| e.head.as_ref().is_some_and(|h| h.seq >= first_seq))
-            .unwrap_or(all.len());
+        while all.last().is_some_and(|(_, e)| e.head.is_none()) {
+            all.pop();
+        }
+        all.reverse();
         // The window a row belongs to is the fold's to say: the one open before the
         // first row read, then boundaries as they come.
-        let mut window = all[start..]
+        let mut window = all
             .iter()
             .find_map(|(_, e)| e.head.as_ref())
             .map_or(ix.fold.window(), |h| {
                 ix.fold.window_of(h.seq.saturating_sub(1))
             });
-        let mut out = Vec::with_capacity(all.len() - start);
+        let mut out = Vec::with_capacity(all.len());
         let mut files: HashMap<&Path, File> = HashMap::new();
-        for (path, e) in &all[start..] {
+        for (path, e) in &all {
             if let Some(h) = e.head.as_ref() {
                 window = WindowFold::next_window(window, h.seq, &h.kind);
             }
