@@ -96,11 +96,8 @@ impl WindowFold {
         let mut opened = false;
         match kind {
             RowKind::Boundary => {
-                self.open_window(h.seq, h.boundary_kind.and_then(|b| b.parse().ok()));
-                debug_assert_eq!(
-                    self.window,
-                    WindowFold::next_window(WindowId::ROOT, h.seq, h.kind)
-                );
+                let window = WindowFold::next_window(self.window, h.seq, h.kind);
+                self.open_window(window, h.boundary_kind.and_then(|b| b.parse().ok()));
                 if rules::is_floor(h.kind, h.boundary_kind) {
                     self.floor_seq = h.seq;
                 }
@@ -198,12 +195,12 @@ impl WindowFold {
         }
     }
 
-    fn open_window(&mut self, seq: u64, kind: Option<BoundaryKind>) {
-        self.boundaries.push(seq);
+    fn open_window(&mut self, window: WindowId, kind: Option<BoundaryKind>) {
+        self.boundaries.push(window.seq());
         self.previous = Some(self.window);
-        self.window = WindowId(seq);
+        self.window = window;
         self.window_kind = Some(kind.unwrap_or(BoundaryKind::Reset));
-        self.window_first_seq = Some(seq);
+        self.window_first_seq = Some(window.seq());
         self.visible.clear();
         self.claims = Claims::default();
         self.open_calls.clear();
@@ -344,7 +341,6 @@ pub fn is_scheduled(output: Option<&Value>) -> bool {
     }
 }
 
-/// The first window of a transcript never has a boundary row.
 impl WindowFold {
     /// Whether the fold has noted any row.
     pub fn is_empty(&self) -> bool {
