@@ -46,7 +46,8 @@ class Durability(str, Enum):
 
 
 class RowKind(str, Enum):
-    """Kinds of transcript rows."""
+    """Kinds of transcript rows: the core's vocabulary (``_ctxbudget.ROW_KINDS``, which a
+    test keeps equal to this enum)."""
 
     MESSAGE = "message"
     BOUNDARY = "boundary"
@@ -249,9 +250,9 @@ class History:
         and a quarantine row holding its content, read and written under one hold of
         the lock as one batch — a crash leaves both or neither. ``if_last_seq`` makes
         it conditional, as for :meth:`append`. Returns the quarantine row's seq."""
-        checked = _check_seq(seq)
-        assert checked is not None
-        return self._core.quarantine_seq(checked, _check_seq(if_last_seq))
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise InvalidArgumentError(f"seq must be a positive int, got {seq!r}")
+        return self._core.quarantine_seq(seq, _check_seq(if_last_seq))
 
     def rotate(self) -> RotateReport:
         """Moves closed windows to ``chat-archive.jsonl`` (a new epoch)."""
