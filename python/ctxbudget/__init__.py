@@ -56,6 +56,7 @@ from .tokens import (
     encoding_names,
 )
 from .toolpolicy import RuleAction, ToolPolicy, ToolRule
+from .window import WindowView
 
 __all__ = [
     "BOUNDARY_SLACK",
@@ -109,6 +110,7 @@ __all__ = [
     "UnknownModelError",
     "VerifyReport",
     "WindowInfo",
+    "WindowView",
     "__version__",
     "count_messages",
     "count_tokens",

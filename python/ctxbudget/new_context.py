@@ -1,8 +1,9 @@
 """The ``new_context`` tool (SPEC §7): the agent asks for a fresh window.
 
 It takes no arguments and is honoured once per window. The persisted tool result is the
-durable request: a restart re-derives it from the transcript with
-:meth:`NewContextTool.requested_in`.
+durable request: the window fold (:mod:`ctxbudget.window`) reads it from the transcript,
+so a restart finds it, and :class:`~ctxbudget.Session` answers from the fold's state
+(O(new rows) per call).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from ._shared import tool_definition
 from .history import History
+from .window import schedules_new_context
 
 __all__ = ["NewContextTool"]
 
@@ -24,15 +26,6 @@ _DESCRIPTION = (
 )
 
 _SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
-
-
-def _is_scheduled(output: object) -> bool:
-    if isinstance(output, str):
-        try:
-            output = json.loads(output)
-        except ValueError:
-            return False
-    return isinstance(output, Mapping) and output.get("status") == "scheduled"
 
 
 def _no_arguments(args: object) -> bool:
@@ -71,16 +64,12 @@ class NewContextTool:
 
     @staticmethod
     def requested_in(rows: Iterable[Any]) -> bool:
-        """Whether ``rows`` (of one window) hold a persisted ``scheduled`` result."""
+        """Whether ``rows`` (of one window) hold a persisted ``scheduled`` result (the
+        window fold's rule)."""
         for row in rows:
             parts = row.get("parts") if isinstance(row, Mapping) else getattr(row, "parts", None)
             for part in parts or ():
-                if (
-                    isinstance(part, Mapping)
-                    and part.get("type") == "tool_result"
-                    and part.get("name") == "new_context"
-                    and _is_scheduled(part.get("output"))
-                ):
+                if isinstance(part, Mapping) and schedules_new_context(part):
                     return True
         return False
 
@@ -113,6 +102,7 @@ class NewContextTool:
                 self._scheduled_window == window
             )
             if not already_requested and self._history is not None:
+                # A standalone tool reads the window; a Session passes its fold's answer.
                 rows = [r for r in self._history.rows() if r.window == window]
                 already_requested = self.requested_in(rows)
         if already_requested:

@@ -1,11 +1,13 @@
 """``ctxbudget plot``: context usage per step, with the ladder's lines and the rollovers.
 
 Usage is rebuilt from the transcript: each assistant message is a step, and the request
-at that step is the window's visible rows so far, counted with the model's encoding plus
-the framing allowances (system text and tool schemas are not stored, so they are not in
-the figure). The ladder's lines are those of the budget the workspace's session recorded
-(``budget.json``, the newest entry); arguments override it, and a workspace without a
-record falls back to the model's defaults. Needs the optional extra ``ctxbudget[plot]``
+at that step is counted as :class:`~ctxbudget.Session` counts it for its decisions — the
+window fold's visible rows through the session's accounting (one formula), plus the
+request overhead (frame, system text, tool schemas) the session recorded for that
+window in ``budget.json``. Host request hooks are not replayed. The ladder's lines are
+those of the budget the workspace's session recorded (``budget.json``, the newest
+entry); arguments override it, and a workspace without a record falls back to the
+model's defaults. Needs the optional extra ``ctxbudget[plot]``
 (matplotlib).
 """
 
@@ -20,8 +22,10 @@ from .budget_record import BudgetRecord, read_budgets
 from .errors import CtxBudgetError
 from .history import History
 from .policy import Budget
-from .session import FRAMING_TOKENS, _context_window_for
-from .tokens import Encoding
+from .session import context_window_for
+from .session.accounting import WindowTokens
+from .tokens import Encoding, request_tokens
+from .window import WindowFold
 
 __all__ = ["PlotUnavailableError", "UsagePoint", "plot_budget", "plot_usage", "usage_points"]
 
@@ -42,26 +46,24 @@ class UsagePoint:
 
 
 def usage_points(history: History, encoding: Encoding) -> list[UsagePoint]:
-    """Request size at each step (assistant message), window by window."""
+    """Request size at each step (assistant message), window by window, as the session
+    measured it (see the module's docstring). Without a recorded overhead a window
+    counts the bare request frame."""
+    records = read_budgets(history.workspace)
+    mode_active = records[-1].mode_active if records else True
+    recorded: dict[str, int] = {}
+    for record in records:
+        recorded.update(record.request_overhead)
+    bare = request_tokens(encoding, None, ())
+    fold = WindowFold()
+    window = WindowTokens(encoding, mode_active=mode_active)
     points: list[UsagePoint] = []
-    hidden: set[int] = set()
-    total, window, step = 1, "w:0", 0
     for row in history.rows():
-        if row.kind == "boundary":
-            total, window = 1, row.window
-            continue
-        if row.kind == "retraction" and isinstance(row.meta.get("retracts"), int):
-            hidden.add(int(row.meta["retracts"]))
-            continue
-        if row.kind == "rejected" or row.seq in hidden:
-            continue
-        if row.role == "assistant" and row.kind == "message":
-            step += 1
-            points.append(UsagePoint(step, window, total))
-        text = "\n".join(
-            str(p.get("text") or p.get("output") or p.get("arguments") or "") for p in row.parts
-        )
-        total += FRAMING_TOKENS + encoding.count(text)
+        before = window.tokens
+        window.apply(fold.advance((row,)), fold)
+        if row.kind == "message" and row.role == "assistant" and fold.visible(row):
+            overhead = recorded.get(fold.window_id, bare)
+            points.append(UsagePoint(len(points) + 1, fold.window_id, overhead + before))
     return points
 
 
@@ -84,7 +86,7 @@ def plot_budget(
             since_window="w:0",
             model=name,
             encoding=Encoding.for_model(name).name,
-            context_window=_context_window_for(name),
+            context_window=context_window_for(name),
             threshold=0.7,
             output_reserve=-1,
         )

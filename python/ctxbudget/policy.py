@@ -5,7 +5,7 @@ the token, and claims derived from durable rows, so a restart changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -74,26 +74,12 @@ class Claims:
         ``rows`` are the rows of the current window: :class:`~ctxbudget.Row` objects or
         row dicts. An advisory row carries ``meta.stage``; older rows marked
         ``meta.final: true`` count as the final prompt. ``start`` adds to earlier
-        claims (rows seen before).
+        claims (rows seen before). The rule is the window fold's
+        (:mod:`ctxbudget.window`), the one reading of advisory rows.
         """
-        warning, handoff, final = (
-            (start.warning, start.handoff, start.final) if start else (False, False, False)
-        )
-        for row in rows:
-            if isinstance(row, Mapping):
-                kind, meta = row.get("kind"), row.get("meta")
-            else:
-                kind, meta = getattr(row, "kind", None), getattr(row, "meta", None)
-            if kind != "advisory" or not isinstance(meta, Mapping):
-                continue
-            stage = meta.get("stage")
-            if stage == "final" or meta.get("final") is True:
-                final = True
-            elif stage == "handoff":
-                handoff = True
-            elif stage == "warning":
-                warning = True
-        return cls(warning=warning, handoff=handoff, final=final)
+        from .window import claims_of  # the fold reads Claims from this module
+
+        return claims_of(rows, start)
 
     def claim(self, action: Action) -> Claims:
         """These claims plus the advisory ``action`` (others return ``self``)."""

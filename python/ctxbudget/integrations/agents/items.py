@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...history import Row
+from ...window import is_bookkeeping
 
 __all__ = [
     "CALL_TO_OUTPUT",
@@ -44,7 +45,6 @@ _STORE_ONLY_KEYS = ("created_by", "_agents_tool_description", "_agents_tool_titl
 
 _TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text", "summary_text"})
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
-_INVISIBLE_KINDS = frozenset({"boundary", "rejected", "retraction"})
 
 
 def plain(item: Any) -> dict[str, Any]:
@@ -198,7 +198,7 @@ def items_of_row(row: Row, continued: Mapping[str, Any] | None = None) -> list[d
     ``continued`` is the stored item of the row a continuation repeats, if known: the
     new window then opens with the user's own item, media and all.
     """
-    if row.kind in _INVISIBLE_KINDS or "rejected" in row.meta:
+    if is_bookkeeping(row):  # the window fold's rule: never shown, never sent
         return []
     stored = row.meta.get("agents_item")
     if isinstance(stored, dict):
