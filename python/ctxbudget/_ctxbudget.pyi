@@ -3,6 +3,8 @@ import os
 import pathlib
 from typing import Any, final
 
+from ctxbudget.history import Row
+
 __all__ = [
     "ADVISORY_HEADROOM",
     "BOUNDARY_SLACK",
@@ -22,6 +24,7 @@ __all__ = [
     "Encoding",
     "History",
     "SessionHistory",
+    "WindowFold",
     "__version__",
     "_arm_failpoint",
     "_panic_for_test",
@@ -102,7 +105,8 @@ class History:
     def append(
         self, rows: list[Any], if_last_seq: int | None = None
     ) -> tuple[int, int, int, str]: ...
-    def rows(self, since_seq: int = 0) -> list[tuple[int | None, str, bytes]]: ...
+    def rows(self, since_seq: int = 0) -> list[Row]: ...
+    def raw_rows(self, since_seq: int = 0) -> list[tuple[int | None, str, bytes]]: ...
     def windows(self) -> str: ...
     def current_window(self) -> str: ...
     def rollover(
@@ -133,6 +137,52 @@ class SessionHistory:
     def __new__(cls, history: History, *, deadline_seconds: float) -> SessionHistory: ...
     def call_json(self, args_json: str) -> str: ...
     def call(self, args: object) -> dict[str, Any]: ...
+
+@final
+class WindowFold:
+    """The core's incremental window fold over one store: windows, floor, retractions,
+    visible rows, claims, open tool calls, a scheduled ``new_context``, the last user
+    message. ``advance()`` reads only the rows appended since its last call (the current
+    window's rows on the first call) in one store call, without the GIL."""
+
+    def __new__(cls, history: History) -> WindowFold: ...
+    def advance(self) -> tuple[list[Row], bool]:
+        """``(new rows, window changed)``."""
+    @property
+    def window_id(self) -> str: ...
+    @property
+    def previous_window_id(self) -> str | None: ...
+    @property
+    def window_kind(self) -> str:
+        """``root``, ``rollover`` or ``reset``."""
+    @property
+    def window_first_seq(self) -> int | None: ...
+    @property
+    def last_seq(self) -> int:
+        """The store's last seq as of the last ``advance()``: the ``if_last_seq`` of a
+        decision made on these rows."""
+    @property
+    def floor_seq(self) -> int: ...
+    @property
+    def retracted(self) -> list[int]: ...
+    def is_retracted(self, seq: int) -> bool: ...
+    @property
+    def visible_seqs(self) -> list[int]:
+        """Rows of the current window a request carries (messages, lead-ins,
+        advisories, continuations; not retracted), in order."""
+    @property
+    def item_count(self) -> int: ...
+    @property
+    def claims(self) -> tuple[bool, bool, bool]:
+        """``(warning, handoff, final)`` advisories published in the current window."""
+    @property
+    def open_calls(self) -> list[tuple[str, str, Any, int]]:
+        """``(call_id, name, arguments, seq)`` of calls without a result, oldest first."""
+    def is_answered(self, call_id: str) -> bool: ...
+    @property
+    def new_context_requested(self) -> bool: ...
+    @property
+    def last_user_seq(self) -> int | None: ...
 
 # Present only in builds with the `failpoints` feature (the development build).
 def _arm_failpoint(name: str, action: str) -> None: ...

@@ -178,29 +178,6 @@ def _file_report(raw: Mapping[str, Any]) -> FileReport:
     return FileReport(**{**raw, "damage": None if damage is None else tuple(damage)})
 
 
-def _parse_row(seq: int | None, window: str, raw: bytes) -> Row | None:
-    if seq is None:
-        return None
-    try:
-        obj = json.loads(raw.decode("utf-8", errors="replace"))
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    parts = obj.get("parts")
-    meta = obj.get("meta")
-    return Row(
-        seq=seq,
-        id=str(obj.get("id", seq)),
-        kind=str(obj.get("kind", "")),
-        role=str(obj.get("role", "")),
-        window=window,
-        parts=parts if isinstance(parts, list) else [],
-        meta=meta if isinstance(meta, dict) else {},
-        ts=obj.get("ts") if isinstance(obj.get("ts"), str) else None,
-    )
-
-
 def _check_seq(seq: int | None) -> int | None:
     if seq is None:
         return None
@@ -294,10 +271,7 @@ class History:
         row whose seq is at least ``since_seq``. Malformed lines are skipped."""
         if isinstance(since_seq, bool) or not isinstance(since_seq, int) or since_seq < 0:
             raise InvalidArgumentError(f"since_seq must be a non-negative int, got {since_seq!r}")
-        for seq, window, raw in self._core.rows(since_seq):
-            row = _parse_row(seq, window, raw)
-            if row is not None:
-                yield row
+        yield from self._core.rows(since_seq)
 
     def windows(self) -> list[WindowInfo]:
         """Contiguous window runs, oldest first."""

@@ -94,10 +94,23 @@ impl PyHistory {
         })
     }
 
-    /// `[(seq | None, window, raw line bytes)]`, archive then chat, from `since_seq`.
+    /// `[Row]`, archive then chat, from `since_seq`, parsed in Rust (malformed lines
+    /// skipped).
     #[pyo3(signature = (since_seq = 0))]
-    fn rows<'py>(&self, py: Python<'py>, since_seq: u64) -> PyResult<Vec<RowTuple<'py>>> {
-        let rows = self.run(py, "rows()", move |h| h.rows_since(since_seq))?;
+    fn rows<'py>(&self, py: Python<'py>, since_seq: u64) -> PyResult<Bound<'py, PyList>> {
+        let rows = self.run(py, "rows()", move |h| {
+            Ok(ctxbudget::transcript::Row::parse_stored(
+                &h.rows_since(since_seq)?,
+            ))
+        })?;
+        crate::rows::list(py, &rows)
+    }
+
+    /// `[(seq | None, window, raw line bytes)]`, archive then chat, from `since_seq`:
+    /// the lines exactly as stored (export, inspection).
+    #[pyo3(signature = (since_seq = 0))]
+    fn raw_rows<'py>(&self, py: Python<'py>, since_seq: u64) -> PyResult<Vec<RowTuple<'py>>> {
+        let rows = self.run(py, "raw_rows()", move |h| h.rows_since(since_seq))?;
         Ok(rows
             .into_iter()
             .map(|r| (r.seq, r.window, PyBytes::new(py, &r.raw)))

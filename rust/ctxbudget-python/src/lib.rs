@@ -5,9 +5,11 @@
 
 mod budget;
 mod errors;
+mod fold;
 mod history;
 mod pyjson;
 mod pyvalue;
+mod rows;
 
 use std::borrow::Cow;
 
@@ -195,6 +197,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(budget::threshold_is_off, m)?)?;
     m.add_class::<history::PyHistory>()?;
     m.add_class::<history::PySessionHistory>()?;
+    m.add_class::<fold::PyWindowFold>()?;
     #[cfg(feature = "failpoints")]
     {
         m.add_function(wrap_pyfunction!(history::_arm_failpoint, m)?)?;

@@ -7,6 +7,8 @@
 //! - [`budget`]: the token-budget ladder (SPEC §2) in integer arithmetic.
 //! - [`history`]: the crash-safe JSONL transcript store (framed O(batch) appends,
 //!   cross-process lock, receipts, recovery).
+//! - [`transcript`]: what rows mean — row kinds, the one validation rule table, typed
+//!   rows and the incremental window fold every reader shares.
 //! - [`scan`]: the `session_history` tool — bounded, fail-closed retrieval of earlier
 //!   windows with authenticated cursors.
 //!
@@ -18,5 +20,6 @@ pub mod budget;
 pub mod history;
 pub mod scan;
 pub mod tokens;
+pub mod transcript;
 
 pub use tokens::{Encoding, TokenCount, TokenError};

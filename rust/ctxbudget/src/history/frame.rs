@@ -114,7 +114,19 @@ impl RowHead {
     /// Whether this row is a privacy floor: a boundary that is not a rollover (a reset,
     /// or a boundary whose kind is missing or unknown — fail closed).
     pub(crate) fn is_floor(&self) -> bool {
-        self.kind == "boundary" && self.boundary_kind.as_deref() != Some("rollover")
+        crate::transcript::rules::is_floor(&self.kind, self.boundary_kind.as_deref())
+    }
+
+    /// What the window fold reads of this row.
+    pub(crate) fn as_head(&self) -> crate::transcript::Head<'_> {
+        crate::transcript::Head {
+            seq: self.seq,
+            kind: &self.kind,
+            role: self.role.as_deref(),
+            boundary_kind: self.boundary_kind.as_deref(),
+            rollover_id: self.rollover_id.as_deref(),
+            retracts: self.retracts,
+        }
     }
 }
 

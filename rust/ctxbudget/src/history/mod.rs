@@ -38,7 +38,7 @@ mod lock;
 pub mod receipt;
 mod row;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -55,6 +55,7 @@ pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use receipt::{Files, Receipt, ReceiptRead, ReceiptState};
 pub use row::{NewRow, DEFAULT_MAX_ROW_BYTES, KINDS, PART_TYPES, ROLES};
 
+use crate::transcript::{BoundaryKind, RowKind, WindowFold};
 pub(crate) use frame::Entry;
 use frame::Scan;
 use lock::HistoryLock;
@@ -161,6 +162,27 @@ pub struct StoredRow {
     pub window: String,
     /// The line's bytes, exactly as on disk (without the newline).
     pub raw: Vec<u8>,
+}
+
+/// Where [`History::read`] starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// The first row whose seq is at least this one.
+    Seq(u64),
+    /// The first row of the current window (its boundary; every row for `w:0`).
+    CurrentWindow,
+}
+
+/// Rows read under one hold of the lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowsRead {
+    /// The rows, in order.
+    pub rows: Vec<StoredRow>,
+    /// The store's last seq at that moment (the condition for a conditional write
+    /// decided on these rows).
+    pub last_seq: u64,
+    /// The privacy floor at that moment (rows and receipt).
+    pub floor_seq: u64,
 }
 
 /// One contiguous run of a window.
@@ -283,10 +305,10 @@ struct Index {
     last_seq: u64,
     /// Highest seq of a readable row, in file order.
     max_row_seq: u64,
-    /// Seq of the newest privacy floor: the rows' and the receipt's, whichever is higher.
-    floor_seq: u64,
-    rollover_ids: HashMap<String, String>,
-    current_window: String,
+    /// What the rows mean so far (windows, floor, retractions, rollover IDs), folded
+    /// from the heads of readable rows in file order; its floor is raised to the
+    /// receipt's.
+    fold: WindowFold,
     /// Rows whose seq is not above every seq before them (archive then chat).
     seq_violations: u64,
     /// Where the first of them is.
@@ -303,11 +325,9 @@ impl Index {
     fn derive(&mut self, receipt: &ReceiptRead) {
         self.last_seq = 0;
         self.max_row_seq = 0;
-        self.floor_seq = 0;
         self.seq_violations = 0;
         self.first_seq_violation = None;
-        self.rollover_ids.clear();
-        self.current_window = "w:0".to_owned();
+        self.fold = WindowFold::new();
         let mut archive = std::mem::take(&mut self.archive);
         let mut chat = std::mem::take(&mut self.chat);
         self.note(&mut archive, 0, "chat-archive.jsonl");
@@ -330,7 +350,7 @@ impl Index {
             }
         }
         if let Some(r) = receipt.valid() {
-            self.floor_seq = self.floor_seq.max(r.floor);
+            self.fold.raise_floor(r.floor);
             self.last_seq = self.last_seq.max(r.seq);
             if r.seq > self.max_row_seq {
                 // The receipt vouches for rows that are not readable: the last
@@ -406,16 +426,7 @@ impl Index {
             }
             self.max_row_seq = h.seq;
             self.last_seq = self.last_seq.max(h.seq);
-            if h.is_floor() {
-                self.floor_seq = self.floor_seq.max(h.seq);
-            }
-            if h.kind == "boundary" {
-                self.current_window = format!("w:{}", h.seq);
-                if let Some(id) = &h.rollover_id {
-                    self.rollover_ids
-                        .insert(id.clone(), self.current_window.clone());
-                }
-            }
+            self.fold.note_head(h.as_head());
         }
         scan.batch_ranges = ranges;
     }
@@ -433,7 +444,7 @@ impl Index {
                 chat: self.chat_stamp,
                 archive: self.archive_stamp,
             },
-            floor: self.floor_seq,
+            floor: self.fold.floor_seq(),
             rotation: None,
         }
     }
@@ -820,17 +831,16 @@ impl History {
         };
         let ts = fsutil::now_rfc3339();
         let mut framed = frame::header_line(epoch, first, last).into_bytes();
-        let mut window = ix.current_window.clone();
-        let mut floor = ix.floor_seq;
+        let mut window = ix.fold.window();
+        let mut floor = ix.fold.floor_seq();
         // Index entries of the new rows, built as they are framed: no re-scan after.
         let mut entries = Vec::with_capacity(rows.len());
         for (i, row) in rows.iter().enumerate() {
             let seq = first + i as u64;
-            if row.kind() == "boundary" {
-                window = format!("w:{seq}");
-            }
-            let line = row.encode(seq, &window, &ts)?;
-            let head = row.head(seq, &window);
+            window = WindowFold::next_window(window, seq, row.kind());
+            let window_text = window.to_string();
+            let line = row.encode(seq, &window_text, &ts)?;
+            let head = row.head(seq, &window_text);
             if head.is_floor() {
                 floor = seq;
             }
@@ -940,7 +950,7 @@ impl History {
             first_seq: first,
             last_seq: last,
             epoch: final_epoch,
-            window,
+            window: window.to_string(),
         })
     }
 
@@ -1039,8 +1049,8 @@ impl History {
         let mut locked = self.lock()?;
         self.writable(&mut locked)?;
         let ix = Self::index(&locked)?;
-        if let Some(window) = ix.rollover_ids.get(&spec.rollover_id) {
-            return Ok(window.clone());
+        if let Some(window) = ix.fold.rollover_window(&spec.rollover_id) {
+            return Ok(window.to_string());
         }
         self.check_expected(&mut locked, spec.expected_last_seq)?;
         let ix = Self::index(&locked)?;
@@ -1053,7 +1063,7 @@ impl History {
         .with_meta("boundary_kind", "rollover")
         .with_meta("rollover_id", spec.rollover_id.as_str())
         .with_meta("reason", spec.reason.as_str())
-        .with_meta("previous_window", ix.current_window.as_str());
+        .with_meta("previous_window", ix.fold.window().to_string());
         if let Some(by) = &spec.requested_by {
             boundary = boundary.with_meta("requested_by", by.as_str());
         }
@@ -1069,7 +1079,7 @@ impl History {
     pub fn clear_soft(&self) -> Result<u64> {
         let mut locked = self.lock()?;
         self.writable(&mut locked)?;
-        let previous = Self::index(&locked)?.current_window.clone();
+        let previous = Self::index(&locked)?.fold.window().to_string();
         let row = reset_row().with_meta("previous_window", previous);
         Ok(self.append_locked(&mut locked, &[row])?.first_seq)
     }
@@ -1114,9 +1124,20 @@ impl History {
     /// reading only their bytes: an agent loop that keeps the rows it has seen fetches
     /// just the new ones each step.
     pub fn rows_since(&self, first_seq: u64) -> Result<Vec<StoredRow>> {
+        Ok(self.read(ReadFrom::Seq(first_seq))?.rows)
+    }
+
+    /// Rows from `from` to the end, with the store's last seq and privacy floor, all
+    /// under one hold of the lock (a consistent cut: every row up to `last_seq` is
+    /// in `rows` or before `from`).
+    pub fn read(&self, from: ReadFrom) -> Result<RowsRead> {
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
         let ix = Self::index(&locked)?;
+        let first_seq = match from {
+            ReadFrom::Seq(seq) => seq,
+            ReadFrom::CurrentWindow => ix.fold.window().seq(),
+        };
         let all: Vec<(&Path, &Entry)> = ix
             .archive
             .entries
@@ -1129,22 +1150,23 @@ impl History {
                     .map(|e| (self.paths.chat.as_path(), e)),
             )
             .collect();
-        // Windows are derived from boundaries, so walk the index (no I/O) up to the start.
         let start = all
             .iter()
             .position(|(_, e)| e.head.as_ref().is_some_and(|h| h.seq >= first_seq))
             .unwrap_or(all.len());
-        let mut window = "w:0".to_owned();
-        for (_, e) in &all[..start] {
-            if let Some(h) = e.head.as_ref().filter(|h| h.kind == "boundary") {
-                window = format!("w:{}", h.seq);
-            }
-        }
+        // The window a row belongs to is the fold's to say: the one open before the
+        // first row read, then boundaries as they come.
+        let mut window = all[start..]
+            .iter()
+            .find_map(|(_, e)| e.head.as_ref())
+            .map_or(ix.fold.window(), |h| {
+                ix.fold.window_of(h.seq.saturating_sub(1))
+            });
         let mut out = Vec::with_capacity(all.len() - start);
         let mut files: HashMap<&Path, File> = HashMap::new();
         for (path, e) in &all[start..] {
-            if let Some(h) = e.head.as_ref().filter(|h| h.kind == "boundary") {
-                window = format!("w:{}", h.seq);
+            if let Some(h) = e.head.as_ref() {
+                window = WindowFold::next_window(window, h.seq, &h.kind);
             }
             let file = match files.entry(path) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
@@ -1159,11 +1181,15 @@ impl History {
             }
             out.push(StoredRow {
                 seq: e.head.as_ref().map(|h| h.seq),
-                window: window.clone(),
+                window: window.to_string(),
                 raw,
             });
         }
-        Ok(out)
+        Ok(RowsRead {
+            rows: out,
+            last_seq: ix.last_seq,
+            floor_seq: ix.fold.floor_seq(),
+        })
     }
 
     /// Contiguous window runs, oldest first.
@@ -1171,10 +1197,9 @@ impl History {
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
         let ix = Self::index(&locked)?;
-        let retracted: HashSet<u64> = ix
-            .entries()
-            .filter_map(|e| e.head.as_ref().and_then(|h| h.retracts))
-            .collect();
+        // The index's fold has seen every retraction; a second fold walks the runs.
+        let retracted = &ix.fold;
+        let mut fold = WindowFold::new();
         let mut out: Vec<WindowInfo> = Vec::new();
         for e in ix.entries() {
             let Some(h) = &e.head else {
@@ -1182,31 +1207,23 @@ impl History {
                     // A reset that does not parse still opens a (floor) window.
                     out.push(WindowInfo {
                         window_id: "w:?".into(),
-                        boundary_kind: "reset".into(),
+                        boundary_kind: BoundaryKind::Reset.as_str().into(),
                         first_seq: 0,
                         item_count: 0,
                     });
                 }
                 continue;
             };
-            if h.kind == "boundary" || out.is_empty() {
-                let (id, kind) = if h.kind == "boundary" {
-                    (
-                        format!("w:{}", h.seq),
-                        h.boundary_kind.clone().unwrap_or_else(|| "reset".into()),
-                    )
-                } else {
-                    ("w:0".into(), "root".into())
-                };
+            if fold.note_head(h.as_head()) || out.is_empty() {
                 out.push(WindowInfo {
-                    window_id: id,
-                    boundary_kind: kind,
+                    window_id: fold.window().to_string(),
+                    boundary_kind: fold.window_kind_name().to_owned(),
                     first_seq: h.seq,
                     item_count: 0,
                 });
             }
-            if matches!(h.kind.as_str(), "message" | "continuation") && !retracted.contains(&h.seq)
-            {
+            let item = h.kind.parse::<RowKind>().is_ok_and(RowKind::is_item);
+            if item && !retracted.is_retracted(h.seq) {
                 if let Some(w) = out.last_mut() {
                     w.item_count += 1;
                 }
@@ -1219,7 +1236,7 @@ impl History {
     pub fn current_window(&self) -> Result<String> {
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
-        Ok(Self::index(&locked)?.current_window.clone())
+        Ok(Self::index(&locked)?.fold.window().to_string())
     }
 
     /// The receipt as it is on disk.
@@ -1244,7 +1261,7 @@ impl History {
             chat: &ix.chat.entries,
             chat_committed_end: ix.chat.committed_end,
             chat_last_crc: ix.chat.last_crc,
-            floor_seq: ix.floor_seq,
+            floor_seq: ix.fold.floor_seq(),
             archive_damage: ix.archive.damage_offsets.iter().copied().max(),
             chat_damage: ix.chat.damage_offsets.iter().copied().max(),
         };
@@ -1559,7 +1576,7 @@ impl History {
             receipt: receipt_state.to_owned(),
             seq_violations: ix.seq_violations,
             first_seq_violation: ix.first_seq_violation,
-            floor_seq: ix.floor_seq,
+            floor_seq: ix.fold.floor_seq(),
         })
     }
 }

@@ -1,0 +1,167 @@
+//! The core's window fold over one store, for Python (`_ctxbudget.WindowFold`): what
+//! `Session` and the integrations read instead of deriving windows, claims, open calls
+//! or retractions from rows themselves.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ctxbudget::history::History;
+use ctxbudget::transcript::WindowFold;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::errors::{history_error, no_panic_store};
+use crate::history::PyHistory;
+
+/// `(call_id, name, arguments, seq)` of a tool call without a result.
+type OpenCallTuple = (String, String, Py<PyAny>, u64);
+
+/// The incremental window fold over one store.
+#[pyclass(module = "ctxbudget._ctxbudget", name = "WindowFold", frozen)]
+pub(crate) struct PyWindowFold {
+    history: Arc<History>,
+    fold: Mutex<WindowFold>,
+}
+
+impl PyWindowFold {
+    fn state(&self) -> MutexGuard<'_, WindowFold> {
+        self.fold.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[pymethods]
+impl PyWindowFold {
+    #[new]
+    fn new(history: &PyHistory) -> Self {
+        PyWindowFold {
+            history: history.inner.clone(),
+            fold: Mutex::new(WindowFold::new()),
+        }
+    }
+
+    /// Reads the rows appended since the last call (the current window's rows on the
+    /// first call) in one store call without the GIL, notes them, and returns
+    /// `(rows, window_changed)`: `window_changed` is true when the current window is
+    /// another one than before the call (a fold starts in `w:0`).
+    fn advance<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, bool)> {
+        let (rows, changed) = no_panic_store(py, "WindowFold.advance()", || {
+            py.detach(|| {
+                let mut fold = self.state();
+                let before = fold.window();
+                let rows = fold.catch_up(&self.history)?;
+                let changed = before != fold.window();
+                Ok::<_, ctxbudget::history::HistoryError>((rows, changed))
+            })
+        })?
+        .map_err(|e| history_error(py, e))?;
+        Ok((crate::rows::list(py, &rows)?, changed))
+    }
+
+    /// The window new rows go to (`w:0` before any row).
+    #[getter]
+    fn window_id(&self) -> String {
+        self.state().window().to_string()
+    }
+
+    /// The window before the current one.
+    #[getter]
+    fn previous_window_id(&self) -> Option<String> {
+        self.state().previous_window().map(|w| w.to_string())
+    }
+
+    /// `root`, `rollover` or `reset`.
+    #[getter]
+    fn window_kind(&self) -> &'static str {
+        self.state().window_kind_name()
+    }
+
+    /// Seq of the first row of the current window read (`None` before any row).
+    #[getter]
+    fn window_first_seq(&self) -> Option<u64> {
+        self.state().window_first_seq()
+    }
+
+    /// The store's last seq as of the last `advance()` (the condition for a decision
+    /// made on these rows).
+    #[getter]
+    fn last_seq(&self) -> u64 {
+        self.state().last_seq()
+    }
+
+    /// Seq of the newest privacy floor (0: none).
+    #[getter]
+    fn floor_seq(&self) -> u64 {
+        self.state().floor_seq()
+    }
+
+    /// Seqs retracted by the rows read, ascending.
+    #[getter]
+    fn retracted(&self) -> Vec<u64> {
+        self.state().retracted()
+    }
+
+    fn is_retracted(&self, seq: u64) -> bool {
+        self.state().is_retracted(seq)
+    }
+
+    /// Seqs of the current window's rows a request carries (messages, lead-ins,
+    /// advisories, continuations not retracted), in order.
+    #[getter]
+    fn visible_seqs(&self) -> Vec<u64> {
+        self.state().visible().collect()
+    }
+
+    /// Messages and continuations of the current window not retracted.
+    #[getter]
+    fn item_count(&self) -> u64 {
+        self.state().item_count()
+    }
+
+    /// `(warning, handoff, final)`: advisories published in the current window.
+    #[getter]
+    fn claims(&self) -> (bool, bool, bool) {
+        let c = self.state().claims();
+        (c.warning, c.handoff, c.final_prompt)
+    }
+
+    /// `[(call_id, name, arguments, seq)]`: tool calls of the current window without a
+    /// result (an interrupted result closes a call too), oldest first.
+    #[getter]
+    fn open_calls(&self, py: Python<'_>) -> PyResult<Vec<OpenCallTuple>> {
+        let calls = self.state().open_calls().to_vec();
+        calls
+            .into_iter()
+            .map(|c| {
+                let args = match &c.arguments {
+                    Some(v) => crate::pyvalue::to_python(py, v)?,
+                    None => py.None(),
+                };
+                Ok((c.call_id, c.name, args, c.seq))
+            })
+            .collect()
+    }
+
+    fn is_answered(&self, call_id: &str) -> bool {
+        self.state().is_answered(call_id)
+    }
+
+    /// Whether `new_context` scheduled a rollover in the current window.
+    #[getter]
+    fn new_context_requested(&self) -> bool {
+        self.state().new_context_requested()
+    }
+
+    /// Seq of the current window's last user message (retracted or not).
+    #[getter]
+    fn last_user_seq(&self) -> Option<u64> {
+        self.state().last_user_seq()
+    }
+
+    fn __repr__(&self) -> String {
+        let f = self.state();
+        format!(
+            "WindowFold(window_id={:?}, last_seq={})",
+            f.window().to_string(),
+            f.last_seq()
+        )
+    }
+}
