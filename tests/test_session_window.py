@@ -58,28 +58,55 @@ def _spec_form_quarantine(s: Session, seq: int, text: str) -> None:
     )
 
 
-def test_a_quarantined_row_is_neither_sent_nor_shown_nor_popped(tmp_path: Path) -> None:
+def _agents(s: Session) -> Any:
     pytest.importorskip("agents")
     from ctxbudget.integrations.agents import AgentsSession
 
+    return AgentsSession(s)
+
+
+def test_pop_item_pops_what_the_request_carries_never_a_quarantined_row(tmp_path: Path) -> None:
+    """The SDK's items are the fold's visible rows, as the request is: a quarantined
+    message (its retracted row and its ``rejected`` copy) is in neither, and pop_item
+    hides the last item the model saw."""
+    s = _open(tmp_path / "ws", context_window=4_000)
+    a = _agents(s)
+    s.add_user("hi")
+    s.add_assistant("hello")
+    s.add_user("huge " * 5_000)
+    assert s.prepare().status == "reject"
+    view = s.view()
+    assert [r.seq for r in view.rows] == [1, 2]
+    assert 3 in view.retracted
+    sent = s.prepare().messages
+    shown = asyncio.run(a.get_items())
+    assert [m["content"] for m in sent] == ["hi\n\n[id: 1]", "hello"]
+    assert [i["content"] for i in shown] == ["hi", "hello"]
+    assert asyncio.run(a.pop_item()) == shown[-1]
+    assert [r.seq for r in s.view().rows] == [1]
+    kinds = [r.kind for r in s.history.rows()]
+    assert kinds.count("retraction") == 2 and kinds.count("rejected") == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the core fold still counts a message row carrying meta.rejected (SPEC §5's "
+    "wording of a quarantine) as context; the rule belongs in transcript::rules",
+)
+def test_a_spec_form_quarantine_row_is_neither_sent_nor_shown(tmp_path: Path) -> None:
     s = _open(tmp_path / "ws")
-    a = AgentsSession(s)
+    a = _agents(s)
     s.add_user("hi")
     s.add_assistant("hello")
     _spec_form_quarantine(s, int(s.add_user("far too long")), "far too long")
     sent = s.prepare().messages
     shown = asyncio.run(a.get_items())
-    # The request and the SDK's items show the same rows: never the quarantine copy.
     assert [(m["role"], m["content"]) for m in sent] == [
         ("user", "hi\n\n[id: 1]"),
         ("assistant", "hello"),
     ]
     assert [i["content"] for i in shown] == ["hi", "hello"]
-    assert s.view().rows[-1].kind == "message" and s.view().rows[-1].role == "assistant"
-    assert "rejected" not in s.view().rows[-1].meta
-    # pop_item pops the last item the model saw, not the quarantine row behind it.
     assert asyncio.run(a.pop_item()) == shown[-1]
-    assert [m["content"] for m in s.prepare().messages] == ["hi\n\n[id: 1]"]
 
 
 # ----- defect: the plot counts with the session's formula -------------------------------

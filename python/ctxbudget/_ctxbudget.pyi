@@ -187,3 +187,7 @@ class WindowFold:
 # Present only in builds with the `failpoints` feature (the development build).
 def _arm_failpoint(name: str, action: str) -> None: ...
 def _reset_failpoints() -> None: ...
+def claims_after(
+    kind: str, meta: object, claims: tuple[bool, bool, bool]
+) -> tuple[bool, bool, bool]:
+    """``(warning, handoff, final)`` plus what one row publishes (the fold's rule)."""

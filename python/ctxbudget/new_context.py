@@ -9,12 +9,12 @@ so a restart finds it, and :class:`~ctxbudget.Session` answers from the fold's s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ._shared import tool_definition
 from .history import History
-from .window import schedules_new_context
+from .window import WindowFold
 
 __all__ = ["NewContextTool"]
 
@@ -47,12 +47,13 @@ class NewContextTool:
 
     name = "new_context"
 
-    __slots__ = ("_history", "_offered", "_scheduled_window")
+    __slots__ = ("_fold", "_history", "_offered", "_scheduled_window")
 
     def __init__(self, history: History | None = None, *, offered: bool = True) -> None:
         self._history = history
         self._offered = bool(offered)
         self._scheduled_window: str | None = None
+        self._fold: WindowFold | None = None
 
     @property
     def description(self) -> str:
@@ -61,17 +62,6 @@ class NewContextTool:
     def schema(self, flavor: str = "json") -> dict[str, Any]:
         """``json``, ``openai``, ``openai_responses`` or ``anthropic`` tool definition."""
         return tool_definition(flavor, self.name, _DESCRIPTION, dict(_SCHEMA), dict(_SCHEMA))
-
-    @staticmethod
-    def requested_in(rows: Iterable[Any]) -> bool:
-        """Whether ``rows`` (of one window) hold a persisted ``scheduled`` result (the
-        window fold's rule)."""
-        for row in rows:
-            parts = row.get("parts") if isinstance(row, Mapping) else getattr(row, "parts", None)
-            for part in parts or ():
-                if isinstance(part, Mapping) and schedules_new_context(part):
-                    return True
-        return False
 
     def call(
         self,
@@ -102,9 +92,13 @@ class NewContextTool:
                 self._scheduled_window == window
             )
             if not already_requested and self._history is not None:
-                # A standalone tool reads the window; a Session passes its fold's answer.
-                rows = [r for r in self._history.rows() if r.window == window]
-                already_requested = self.requested_in(rows)
+                # A Session passes its fold's answer; a standalone tool keeps a fold.
+                if self._fold is None:
+                    self._fold = WindowFold(self._history)
+                self._fold.advance()
+                already_requested = (
+                    self._fold.window_id == window and self._fold.new_context_scheduled
+                )
         if already_requested:
             return {
                 "ok": False,

@@ -1,10 +1,12 @@
 """``ctxbudget plot``: context usage per step, with the ladder's lines and the rollovers.
 
-Usage is rebuilt from the transcript: each assistant message is a step, and the request
-at that step is counted as :class:`~ctxbudget.Session` counts it for its decisions — the
-window fold's visible rows through the session's accounting (one formula), plus the
-request overhead (frame, system text, tool schemas) the session recorded for that
-window in ``budget.json``. Host request hooks are not replayed. The ladder's lines are
+Each assistant message is a step, plotted at the size of the request it answered as
+:class:`~ctxbudget.Session` measured it for its decisions (the figure it stamps on the
+reply, ``meta.request_tokens``: system text, messages and every tool schema, after
+hooks). A reply recorded without a session (a host writing rows itself) is estimated
+with the session's accounting: the window's rows so far rendered and counted by the
+same formula, plus the request overhead the session recorded for that window
+(``budget.json``); retractions are not replayed there. The ladder's lines are
 those of the budget the workspace's session recorded (``budget.json``, the newest
 entry); arguments override it, and a workspace without a record falls back to the
 model's defaults. Needs the optional extra ``ctxbudget[plot]``
@@ -23,9 +25,8 @@ from .errors import CtxBudgetError
 from .history import History
 from .policy import Budget
 from .session import context_window_for
-from .session.accounting import WindowTokens
-from .tokens import Encoding, request_tokens
-from .window import WindowFold
+from .session.accounting import row_messages
+from .tokens import Encoding, messages_tokens, request_tokens
 
 __all__ = ["PlotUnavailableError", "UsagePoint", "plot_budget", "plot_usage", "usage_points"]
 
@@ -47,23 +48,24 @@ class UsagePoint:
 
 def usage_points(history: History, encoding: Encoding) -> list[UsagePoint]:
     """Request size at each step (assistant message), window by window, as the session
-    measured it (see the module's docstring). Without a recorded overhead a window
-    counts the bare request frame."""
+    measured it (see the module's docstring)."""
     records = read_budgets(history.workspace)
     mode_active = records[-1].mode_active if records else True
     recorded: dict[str, int] = {}
     for record in records:
         recorded.update(record.request_overhead)
     bare = request_tokens(encoding, None, ())
-    fold = WindowFold()
-    window = WindowTokens(encoding, mode_active=mode_active)
     points: list[UsagePoint] = []
+    window, estimate = None, 0
     for row in history.rows():
-        before = window.tokens
-        window.apply(fold.advance((row,)), fold)
-        if row.kind == "message" and row.role == "assistant" and fold.visible(row):
-            overhead = recorded.get(fold.window_id, bare)
-            points.append(UsagePoint(len(points) + 1, fold.window_id, overhead + before))
+        if row.window != window:
+            window, estimate = row.window, 0
+        if row.kind == "message" and row.role == "assistant":
+            measured = row.meta.get("request_tokens")
+            if not isinstance(measured, int) or isinstance(measured, bool):
+                measured = recorded.get(window, bare) + estimate
+            points.append(UsagePoint(len(points) + 1, window, measured))
+        estimate += messages_tokens(encoding, row_messages(row, mode_active=mode_active))
     return points
 
 

@@ -1,28 +1,26 @@
-"""The current context window, read incrementally from the transcript.
+"""The current context window, as the core's window fold reads it.
 
-:class:`WindowFold` is the one reading of what rows mean for the window they are in:
-which window is current and which came before, the privacy floor, which rows are
-retracted or are bookkeeping (never sent), the advisories already claimed, the tool
-calls still open, whether ``new_context`` was scheduled and the last user message. Each
-:meth:`WindowFold.advance` reads only the rows given to it, so a step costs O(new rows).
-:class:`~ctxbudget.Session`, its public :class:`WindowView`, ``ctxbudget plot``, the
-Agents SDK integration and :meth:`Claims.from_rows <ctxbudget.Claims.from_rows>` all
-read the window through it.
+The core (``ctxbudget::transcript::WindowFold``) is the one place that knows what rows
+mean for the window they are in: which window is current and which came before, the
+privacy floor, which rows are retracted, which rows a request carries, the advisories
+already claimed, the tool calls still open, whether ``new_context`` was scheduled and
+the last user message. :class:`WindowFold` is its Python face over one store: each
+:meth:`WindowFold.advance` reads only the rows appended since the last one (one store
+call, the GIL released), so a step costs O(new rows). :class:`~ctxbudget.Session`, its
+public :class:`WindowView` and the Agents SDK integration read the window through it;
+nothing here decides what a row means.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .history import Row
+from . import _ctxbudget
+from .history import History, Row
 from .policy import Claims
 
 __all__ = ["OpenCall", "WindowChange", "WindowFold", "WindowView"]
-
-_BOOKKEEPING_KINDS = frozenset({"boundary", "rejected", "retraction"})
 
 
 @dataclass(frozen=True)
@@ -48,28 +46,27 @@ class WindowView:
     previous_window_id: str | None
     """The window before this one, from its boundary row (``None`` in the first)."""
     last_seq: int
-    """The last seq the session has read (of any window)."""
+    """The store's last seq as of the session's last read: the condition
+    (``if_last_seq``) for a decision made on this view."""
     floor: int
     """Seq of the newest privacy floor (a soft clear), 0 if none: nothing at or before
     it is ever sent, counted or searched."""
     rows: tuple[Row, ...]
-    """The window's visible rows, oldest first: not retracted, and not bookkeeping
-    (boundaries, retractions, quarantined requests)."""
+    """The rows of the window a request carries, oldest first: messages, lead-ins,
+    advisories and continuations that are not retracted."""
     retracted: frozenset[int]
-    """Seqs of the window's rows hidden by retraction rows."""
+    """Seqs hidden by retraction rows."""
     claims: Claims
     """Advisories already published in this window."""
     open_calls: tuple[OpenCall, ...]
     """Tool calls of the window without a result, oldest first."""
-    answered: frozenset[str]
-    """IDs of the window's tool calls that have a result."""
     new_context_scheduled: bool
     """Whether a ``new_context`` call of this window has its ``scheduled`` result."""
     last_user: Row | None
-    """The window's last user message row (visible or not)."""
+    """The window's last user message row (retracted or not)."""
     tokens: int
-    """Tokens of the next request as the session counts it before hooks: the request
-    frame, system text, every advertised tool schema and the visible rows."""
+    """Tokens of the next request as the session counts it before unrestricted hooks:
+    the request frame, system text, every advertised tool schema and :attr:`rows`."""
 
     @property
     def settled(self) -> bool:
@@ -79,217 +76,113 @@ class WindowView:
 
 @dataclass(frozen=True, slots=True)
 class WindowChange:
-    """What one :meth:`WindowFold.advance` changed."""
+    """What one :meth:`WindowFold.advance` read."""
 
     reset: bool
-    """A new window began: nothing read before ``added`` belongs to it."""
-    added: tuple[Row, ...]
-    """Rows of the current window read by this step, oldest first (bookkeeping too)."""
-    retracted: tuple[int, ...]
-    """Seqs of the current window that this step's retractions hid."""
-
-
-def is_bookkeeping(row: Row) -> bool:
-    """Whether ``row`` is never sent or shown: a boundary, a retraction or a quarantined
-    request (kind ``rejected``, or any row carrying ``meta.rejected``, SPEC §5)."""
-    return row.kind in _BOOKKEEPING_KINDS or "rejected" in row.meta
-
-
-def _is_scheduled(output: object) -> bool:
-    if isinstance(output, str):
-        try:
-            output = json.loads(output)
-        except ValueError:
-            return False
-    return isinstance(output, Mapping) and output.get("status") == "scheduled"
-
-
-def schedules_new_context(part: Mapping[str, Any]) -> bool:
-    """Whether a part is the persisted ``scheduled`` result of a ``new_context`` call."""
-    return (
-        part.get("type") == "tool_result"
-        and part.get("name") == "new_context"
-        and _is_scheduled(part.get("output"))
-    )
-
-
-def claims_with(claims: Claims, row: Row | Mapping[str, Any]) -> Claims:
-    """``claims`` plus the advisory ``row`` publishes (``meta.stage``; older rows marked
-    ``meta.final: true`` count as the final prompt). Other rows change nothing."""
-    if isinstance(row, Mapping):
-        kind, meta = row.get("kind"), row.get("meta")
-    else:
-        kind, meta = getattr(row, "kind", None), getattr(row, "meta", None)
-    if kind != "advisory" or not isinstance(meta, Mapping):
-        return claims
-    stage = meta.get("stage")
-    if stage == "final" or meta.get("final") is True:
-        return Claims(claims.warning, claims.handoff, True)
-    if stage == "handoff":
-        return Claims(claims.warning, True, claims.final)
-    if stage == "warning":
-        return Claims(True, claims.handoff, claims.final)
-    return claims
+    """The current window is another one than before: nothing counted before belongs
+    to it."""
+    visible: tuple[Row, ...]
+    """Rows of the current window read by this step that a request carries."""
+    retracts: bool
+    """Whether this step read a retraction (rows counted before may be hidden now)."""
+    read: bool
+    """Whether this step read any row."""
 
 
 class WindowFold:
-    """The incremental state of the current window (see the module's docstring).
+    """The core's window fold over ``history``, with the current window's rows kept as
+    :class:`~ctxbudget.Row` objects (each row read once)."""
 
-    ``start(window_id, first_seq, floor)`` positions it at a window's first row without
-    reading earlier ones; :meth:`advance` reads the rows that follow, in order.
-    """
+    __slots__ = ("_calls", "_core", "_rows")
 
-    __slots__ = (
-        "_answered",
-        "_claims",
-        "_last_user",
-        "_open",
-        "_previous",
-        "_retracted",
-        "_rows",
-        "_scheduled",
-        "floor",
-        "last_seq",
-        "window_id",
-    )
+    def __init__(self, history: History) -> None:
+        self._core = _ctxbudget.WindowFold(history._core)
+        self._rows: dict[int, Row] = {}
+        self._calls: tuple[OpenCall, ...] | None = ()
 
-    def __init__(self) -> None:
-        self.window_id = "w:0"
-        self.last_seq = 0
-        self.floor = 0
-        self._clear()
-
-    def _clear(self) -> None:
-        self._rows: list[Row] = []
-        self._retracted: set[int] = set()
-        self._open: dict[str, OpenCall] = {}
-        self._answered: set[str] = set()
-        self._claims = Claims()
-        self._scheduled = False
-        self._last_user: Row | None = None
-        self._previous: str | None = None
-
-    def start(self, window_id: str, first_seq: int, floor: int = 0) -> None:
-        """Forgets everything and waits for the rows of ``window_id`` from ``first_seq``
-        (``floor``: the newest privacy floor before them, as the store's receipt keeps it)."""
-        self._clear()
-        self.window_id = window_id
-        self.last_seq = max(first_seq - 1, 0)
-        self.floor = floor
-
-    def advance(self, rows: Iterable[Row]) -> WindowChange:
-        """Reads ``rows`` (those after :attr:`last_seq`, in order)."""
-        reset = False
-        added: list[Row] = []
-        retracted: list[int] = []
-        for row in rows:
-            if row.kind == "boundary":
-                self._clear()
-                reset, added, retracted = True, [], []
-                prev = row.meta.get("previous_window")
-                self._previous = prev if isinstance(prev, str) else None
-                if row.meta.get("boundary_kind") == "reset":
-                    self.floor = row.seq
-            self.window_id = row.window
-            self.last_seq = max(self.last_seq, row.seq)
-            self._rows.append(row)
-            added.append(row)
-            self._note(row, retracted)
-        return WindowChange(reset, tuple(added), tuple(retracted))
-
-    def _note(self, row: Row, retracted: list[int]) -> None:
-        if row.kind == "retraction":
-            target = row.meta.get("retracts")
-            if isinstance(target, int) and not isinstance(target, bool):
-                if target not in self._retracted:
-                    retracted.append(target)
-                self._retracted.add(target)
-            return
-        if row.kind == "advisory":
-            self._claims = claims_with(self._claims, row)
-        elif row.kind == "message" and row.role == "user":
-            self._last_user = row
-        if is_bookkeeping(row):
-            return
-        for p in row.parts:
-            kind = p.get("type")
-            if kind == "tool_call":
-                call_id = str(p.get("id"))
-                self._open[call_id] = OpenCall(
-                    call_id, str(p.get("name")), p.get("arguments"), row.seq
-                )
-            elif kind == "tool_result":
-                call_id = str(p.get("call_id"))
-                self._open.pop(call_id, None)
-                self._answered.add(call_id)
-                if not self._scheduled and schedules_new_context(p):
-                    self._scheduled = True
+    def advance(self) -> WindowChange:
+        """Reads the rows appended since the last step (the current window's rows on the
+        first) and notes them."""
+        rows, changed = self._core.advance()
+        if not rows and not changed:
+            return WindowChange(False, (), False, False)
+        self._calls = None
+        if changed:
+            self._rows = {}
+        window = self._core.window_id
+        fresh = [r for r in rows if r.window == window]
+        for row in fresh:
+            self._rows[row.seq] = row
+        visible: tuple[Row, ...] = ()
+        if fresh:
+            # The newest visible seqs are the tail of the fold's list: no new row can
+            # be visible beyond the last len(fresh) of them.
+            shown = set(self._core.visible_seqs[-len(fresh) :])
+            visible = tuple(r for r in fresh if r.seq in shown)
+        retracts = any(r.kind == "retraction" for r in rows)
+        return WindowChange(changed, visible, retracts, True)
 
     # ----- reading --------------------------------------------------------------------
 
-    def visible(self, row: Row) -> bool:
-        """Whether a row of this window is sent: not retracted, not bookkeeping."""
-        return row.seq not in self._retracted and not is_bookkeeping(row)
+    @property
+    def window_id(self) -> str:
+        return self._core.window_id
 
     @property
     def previous_window_id(self) -> str | None:
-        return self._previous
+        return self._core.previous_window_id
+
+    @property
+    def last_seq(self) -> int:
+        return self._core.last_seq
+
+    @property
+    def floor(self) -> int:
+        return self._core.floor_seq
 
     @property
     def claims(self) -> Claims:
-        return self._claims
+        warning, handoff, final = self._core.claims
+        return Claims(warning, handoff, final)
 
     @property
-    def open_calls(self) -> list[OpenCall]:
-        return list(self._open.values())
-
-    @property
-    def answered(self) -> frozenset[str]:
-        return frozenset(self._answered)
+    def open_calls(self) -> tuple[OpenCall, ...]:
+        if self._calls is None:
+            self._calls = tuple(OpenCall(*c) for c in self._core.open_calls)
+        return self._calls
 
     def is_answered(self, call_id: str) -> bool:
-        return call_id in self._answered
+        return self._core.is_answered(call_id)
+
+    def is_retracted(self, seq: int) -> bool:
+        return self._core.is_retracted(seq)
 
     @property
     def new_context_scheduled(self) -> bool:
-        return self._scheduled
+        return self._core.new_context_requested
 
     @property
     def last_user(self) -> Row | None:
-        return self._last_user
-
-    def is_retracted(self, seq: int) -> bool:
-        return seq in self._retracted
-
-    @property
-    def rows(self) -> list[Row]:
-        """Every row of the window read so far, bookkeeping and retracted ones too."""
-        return list(self._rows)
+        seq = self._core.last_user_seq
+        return None if seq is None else self._rows.get(seq)
 
     def visible_rows(self) -> list[Row]:
-        return [r for r in self._rows if self.visible(r)]
+        """The rows of the window a request carries, oldest first."""
+        rows = self._rows
+        return [rows[s] for s in self._core.visible_seqs if s in rows]
 
     def view(self, tokens: int) -> WindowView:
         """A snapshot (``tokens``: the request's count, the accounting's figure)."""
         return WindowView(
             window_id=self.window_id,
-            previous_window_id=self._previous,
+            previous_window_id=self.previous_window_id,
             last_seq=self.last_seq,
             floor=self.floor,
             rows=tuple(self.visible_rows()),
-            retracted=frozenset(self._retracted),
-            claims=self._claims,
-            open_calls=tuple(self._open.values()),
-            answered=frozenset(self._answered),
-            new_context_scheduled=self._scheduled,
-            last_user=self._last_user,
+            retracted=frozenset(self._core.retracted),
+            claims=self.claims,
+            open_calls=self.open_calls,
+            new_context_scheduled=self.new_context_scheduled,
+            last_user=self.last_user,
             tokens=tokens,
         )
-
-
-def claims_of(rows: Iterable[Row | Mapping[str, Any]], start: Claims | None = None) -> Claims:
-    """Claims published by advisory ``rows`` (of one window), added to ``start``."""
-    claims = start if start is not None else Claims()
-    for row in rows:
-        claims = claims_with(claims, row)
-    return claims

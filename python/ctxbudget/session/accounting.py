@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from ..history import Row
 from ..prompts import Capabilities, PromptContext, Prompts
 from ..tokens import Encoding, messages_tokens, request_tokens
-from ..window import WindowChange, WindowFold, is_bookkeeping
+from ..window import WindowChange, WindowFold
 from .types import RequestHook
 
 __all__ = ["Requests", "WindowTokens", "row_messages", "text_of"]
@@ -37,11 +37,12 @@ def _tool_output_text(output: object) -> str:
 
 
 def row_messages(row: Row, *, mode_active: bool) -> list[dict[str, Any]]:
-    """The provider-neutral messages a row sends (none for bookkeeping rows). In
-    token-budget mode a user message ends with its item ID (``[id: N]``)."""
-    if is_bookkeeping(row):
-        return []
+    """The provider-neutral messages a row sends, if the window fold says it is sent
+    (other kinds render none). In token-budget mode a user message ends with its item
+    ID (``[id: N]``)."""
     text = text_of(row.parts)
+    if row.kind != "message" and row.kind not in _SENT_AS_USER:
+        return []
     if row.kind in _SENT_AS_USER:
         return [{"role": "user", "content": text, "item_id": row.id, "kind": row.kind}]
     if row.role == "tool":
@@ -88,16 +89,14 @@ class WindowTokens:
         self._visible: list[dict[str, Any]] | None = []
 
     def apply(self, change: WindowChange, fold: WindowFold) -> None:
-        """Counts the rows a fold step added that are visible, and uncounts the rows
-        its retractions hid."""
+        """Counts the rows a fold step found sent, and uncounts the rows its
+        retractions hid."""
         if change.reset:
             self._messages.clear()
             self._tokens.clear()
             self._total = 0
             self._visible = []
-        for row in change.added:
-            if not fold.visible(row):
-                continue
+        for row in change.visible:
             messages = row_messages(row, mode_active=self._mode_active)
             tokens = messages_tokens(self._encoding, messages)
             self._messages[row.seq] = messages
@@ -105,8 +104,8 @@ class WindowTokens:
             self._total += tokens
             if self._visible is not None:
                 self._visible.extend(messages)
-        for seq in change.retracted:
-            if seq in self._tokens:
+        if change.retracts:
+            for seq in [s for s in self._tokens if fold.is_retracted(s)]:
                 self._total -= self._tokens.pop(seq)
                 del self._messages[seq]
                 self._visible = None

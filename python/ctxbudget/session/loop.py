@@ -146,13 +146,15 @@ class Session:
             own.append(_tool_def(self.memory))
         if caps.new_context:
             own.append(_tool_def(self.new_context))
-        # The window: read once by the fold, counted once by the accounting.
-        self._fold = WindowFold()
+        # The window: read once by the core's fold, counted once by the accounting.
+        self._fold = WindowFold(history)
         self._requests = Requests(encoding, caps, host_tools, own)
         self._window = WindowTokens(encoding, mode_active=mode_active)
         self._view: WindowView | None = None
         self._overhead_window: str | None = None
-        self._sync(full=True)
+        self._sent: tuple[str, int] | None = None
+        """Window and tokens of the last request ``prepare`` sent (the reply's stamp)."""
+        self._sync()
         # Calls already open now were left by a process that stopped mid-step; calls made
         # while this session runs are the host's to answer.
         self._left_open = {c.id for c in self._fold.open_calls}
@@ -235,25 +237,18 @@ class Session:
 
     @_locked
     def _sync(self, full: bool = False) -> None:
-        """Brings the window up to date: the fold reads only the rows appended since it
-        last looked (by this session or any other writer) and the accounting counts
-        only those, so a step costs O(new rows)."""
-        fold = self._fold
+        """Brings the window up to date: the core's fold reads only the rows appended
+        since it last looked (by this session or any other writer) and the accounting
+        counts only those, so a step costs O(new rows). ``full`` starts over from the
+        current window."""
         if full:
-            windows = self.history.windows()
-            receipt = self.history.receipt()
-            fold.start(
-                self.history.current_window,
-                windows[-1].first_seq if windows else 0,
-                receipt.floor if receipt is not None else 0,
-            )
+            self._fold = WindowFold(self.history)
             self._window = WindowTokens(self.encoding, mode_active=self.mode_active)
-        window = fold.window_id
-        change = fold.advance(self.history.rows(since_seq=fold.last_seq + 1))
-        if change.added or full:
-            self._window.apply(change, fold)
+        change = self._fold.advance()
+        if change.read:
+            self._window.apply(change, self._fold)
             self._view = None
-            if fold.window_id != window and self._overhead_window is not None:
+            if change.reset and self._overhead_window is not None:
                 self._record_overhead()
 
     def _record_overhead(self) -> None:
@@ -302,7 +297,7 @@ class Session:
         """The tool calls of the current window that have no result yet, oldest first
         (as of the rows this session has read; :meth:`refresh` reads new ones)."""
         with self._lock:
-            return self._fold.open_calls
+            return list(self._fold.open_calls)
 
     @_locked
     def refresh(self) -> None:
@@ -415,8 +410,14 @@ class Session:
                 }
             )
         row: dict[str, Any] = {"kind": "message", "role": "assistant", "parts": parts}
-        if meta:
-            row["meta"] = dict(meta)
+        stamp = dict(meta or {})
+        sent, self._sent = self._sent, None
+        if sent is not None and sent[0] == self._fold.window_id:
+            # What this session counted for the request the reply answers (the plot's
+            # figure): measured once, never recounted.
+            stamp["request_tokens"] = sent[1]
+        if stamp:
+            row["meta"] = stamp
         r = self.history.append([row])
         self._sync()
         return str(r.first_seq)
@@ -517,7 +518,7 @@ class Session:
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
             try:
-                return steps.interrupt(self, self._fold.open_calls)
+                return steps.interrupt(self, list(self._fold.open_calls))
             except ConflictError:
                 if attempt == _MAX_RESYNCS:
                     raise
@@ -625,7 +626,9 @@ class Session:
         request: dict[str, Any] | None = None,
     ) -> Turn:
         hooks = tuple(self._hooks)  # the snapshot for this turn and its retries
+        self._sent = None
         if status == "send":
+            self._sent = (self._fold.window_id, decision.projected)
             if request is None:
                 request = self._requests.assemble(self, self._fold, self._window, hooks)
         else:

@@ -1,9 +1,12 @@
 //! The budget ladder for Python: `ctxbudget.Budget` is a typed wrapper over this class.
 
 use ctxbudget::budget::{self, Budget, Claims, Threshold};
+use ctxbudget::transcript::{self, RowKind};
 use pyo3::prelude::*;
+use serde_json::{Map, Value};
 
 use crate::errors::budget_error;
+use crate::pyjson::encode_value;
 
 /// The ladder's points for one context window (see the typed wrapper `ctxbudget.Budget`).
 #[pyclass(module = "ctxbudget._ctxbudget", name = "BudgetCore", frozen)]
@@ -67,8 +70,36 @@ pub(crate) fn threshold_is_off(py: Python<'_>, threshold: f64) -> PyResult<bool>
         .map_err(|e| budget_error(py, e))
 }
 
-/// The ladder's constants, so Python reads them instead of restating them.
+/// `(warning, handoff, final)` plus what one row of `kind` with `meta` publishes: the
+/// window fold's rule (`transcript::claims_of`), so `Claims.from_rows` states none of
+/// its own. Only an advisory row claims; metadata that is not a JSON object claims
+/// nothing.
+#[pyfunction]
+pub(crate) fn claims_after(
+    kind: &str,
+    meta: &Bound<'_, PyAny>,
+    claims: (bool, bool, bool),
+) -> (bool, bool, bool) {
+    let (warning, handoff, final_prompt) = claims;
+    let before = Claims {
+        warning,
+        handoff,
+        final_prompt,
+    };
+    if kind != RowKind::Advisory.as_str() {
+        return claims;
+    }
+    let meta = encode_value(meta)
+        .and_then(|json| serde_json::from_slice::<Map<String, Value>>(&json).ok())
+        .unwrap_or_default();
+    let after = transcript::claims_of(&meta, before);
+    (after.warning, after.handoff, after.final_prompt)
+}
+
+/// The ladder's constants, so Python reads them instead of restating them, and the
+/// claims rule (registered here, beside the ladder it feeds).
 pub(crate) fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(claims_after, m)?)?;
     m.add("OUTPUT_RESERVE_MAX", budget::OUTPUT_RESERVE_MAX)?;
     m.add("WARNING_ADVANCE_MIN", budget::WARNING_ADVANCE_MIN)?;
     m.add("FINAL_ZONE", budget::FINAL_ZONE)?;

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...history import Row
-from ...window import is_bookkeeping
 
 __all__ = [
     "CALL_TO_OUTPUT",
@@ -193,13 +192,11 @@ def _text(parts: Sequence[Mapping[str, Any]]) -> str:
 
 
 def items_of_row(row: Row, continued: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The SDK items a row shows (none for bookkeeping rows and empty rows).
+    """The SDK items a row the window fold says is sent shows (none for empty rows).
 
     ``continued`` is the stored item of the row a continuation repeats, if known: the
     new window then opens with the user's own item, media and all.
     """
-    if is_bookkeeping(row):  # the window fold's rule: never shown, never sent
-        return []
     stored = row.meta.get("agents_item")
     if isinstance(stored, dict):
         return [stored]
