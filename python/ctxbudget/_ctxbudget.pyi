@@ -29,6 +29,7 @@ __all__ = [
     "_arm_failpoint",
     "_panic_for_test",
     "_reset_failpoints",
+    "claims_after",
     "encode_rows",
     "encoding_names",
     "model_encoding",
