@@ -37,8 +37,6 @@ from .history import (
     VerifyReport,
     WindowInfo,
 )
-from .memory import MemoryTool
-from .new_context import NewContextTool
 from .policy import Action, Budget, Claims, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
 from .session import INTERRUPTED_OUTPUT, OpenCall, RequestHook, Session, Turn
@@ -55,7 +53,7 @@ from .tokens import (
     encoding_for_model,
     encoding_names,
 )
-from .toolpolicy import RuleAction, ToolPolicy, ToolRule
+from .tools import MemoryTool, NewContextTool, RuleAction, ToolPolicy, ToolRule
 from .window import WindowView
 
 __all__ = [

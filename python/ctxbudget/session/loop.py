@@ -29,24 +29,22 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .. import providers
 from ..budget_record import record_request_overhead, record_session_budget
-from ..errors import ConflictError, InvalidArgumentError, UnknownModelError
+from ..errors import ConflictError, InvalidArgumentError
 from ..history import Durability, History
-from ..memory import MemoryTool
-from ..new_context import NewContextTool
-from ..policy import Action, Budget, Decision
+from ..policy import Budget
 from ..prompts import DEFAULT_PROMPTS, Capabilities, Prompts
-from ..session_history import SessionHistoryTool
 from ..settings import Settings, Strategy
 from ..tokens import Encoding
-from ..toolpolicy import ToolPolicy
+from ..tools import OWN_TOOL_NAMES, ToolPolicy, Toolset
 from ..window import OpenCall, WindowFold, WindowView
+from . import rows as make
 from . import steps
 from .accounting import Requests, WindowTokens
-from .types import RequestHook, Turn, context_window_for
+from .decide import decide
+from .types import RequestHook, Turn, context_window_for, encoding_for
 
 __all__ = ["Session"]
 
-_OWN_TOOLS = ("session_history", "memory", "new_context")
 _OPEN_CALL_POLICIES = ("interrupt", "wait")
 _MAX_RESYNCS = 64
 """Conflicts one call re-decides before it gives up (each one means another writer
@@ -69,21 +67,6 @@ def _locked(
     run.__qualname__ = method.__qualname__
     run.__doc__ = method.__doc__
     return run
-
-
-def _as_parts(content: str | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    parts = [dict(p) for p in content]
-    if not all(isinstance(p.get("type"), str) for p in parts):
-        raise InvalidArgumentError(
-            "every part needs a 'type' (text, tool_call, tool_result, media)"
-        )
-    return parts
-
-
-def _tool_def(tool: Any) -> dict[str, Any]:
-    return {"name": tool.name, "description": tool.description, "parameters": tool.schema("json")}
 
 
 class Session:
@@ -116,11 +99,11 @@ class Session:
         self._open_call_policy = open_calls
         host_tools = [providers.normalize_tool(t) for t in tools]
         names = [t["name"] for t in host_tools]
-        clash = sorted({n for n in names if n in _OWN_TOOLS or names.count(n) > 1})
+        clash = sorted({n for n in names if n in OWN_TOOL_NAMES or names.count(n) > 1})
         if clash:
             raise InvalidArgumentError(
                 f"host tool names must be unique and differ from ctxbudget's own "
-                f"({', '.join(_OWN_TOOLS)}); rename {', '.join(map(repr, clash))}"
+                f"({', '.join(OWN_TOOL_NAMES)}); rename {', '.join(map(repr, clash))}"
             )
         self.history = history
         self.model = model
@@ -132,23 +115,21 @@ class Session:
         self.prompts = prompts
         self._hooks: list[RequestHook] = []
         self._fresh_checked: set[int] = set()
-        self.session_history = SessionHistoryTool(
-            history, allowed=tool_policy.allows("session_history")
+        self._toolset = Toolset(
+            history,
+            tool_policy=tool_policy,
+            mode_active=mode_active,
+            threshold=budget.threshold,
+            read_only=read_only,
         )
-        self.memory = MemoryTool(history.workspace, session_scope=mode_active, read_only=read_only)
-        self._memory_writable = tool_policy.allows("memory")
-        caps = self._capabilities()
-        self.new_context = NewContextTool(history, offered=caps.new_context)
-        own = []
-        if mode_active and caps.history:
-            own.append(_tool_def(self.session_history))
-        if tool_policy.allows("memory"):
-            own.append(_tool_def(self.memory))
-        if caps.new_context:
-            own.append(_tool_def(self.new_context))
+        self.session_history = self._toolset.session_history
+        self.memory = self._toolset.memory
+        self.new_context = self._toolset.new_context
         # The window: read once by the core's fold, counted once by the accounting.
         self._fold = WindowFold(history)
-        self._requests = Requests(encoding, caps, host_tools, own)
+        self._requests = Requests(
+            encoding, self._toolset.capabilities, host_tools, self._toolset.definitions()
+        )
         self._window = WindowTokens(encoding, mode_active=mode_active)
         self._view: WindowView | None = None
         self._overhead_window: str | None = None
@@ -204,25 +185,10 @@ class Session:
         if settings is not None and threshold is None:
             threshold = settings.threshold_for(model)
         mode_active = settings is None or settings.effective_strategy is Strategy.TOKEN_BUDGET
-        if isinstance(encoding, Encoding):
-            counter = encoding
-        elif encoding is not None:
-            counter = Encoding(encoding)
-        else:
-            try:
-                counter = Encoding.for_model(model)
-            except UnknownModelError as exc:
-                err = UnknownModelError(
-                    f"no tokenizer is known for model {model!r}; a local or custom model "
-                    f"needs its encoding, e.g. Session.open(..., model={model!r}, "
-                    f"encoding='o200k_base', context_window={window})"
-                )
-                err.model = model
-                raise err from exc
         return cls(
             History.open(workspace, durability=durability),
             model=model,
-            encoding=counter,
+            encoding=encoding_for(model, encoding, window),
             budget=Budget(window, 0.7 if threshold is None else threshold, output_reserve),
             mode_active=mode_active,
             tool_policy=tool_policy if tool_policy is not None else ToolPolicy.preset("exec"),
@@ -304,17 +270,8 @@ class Session:
         """Reads rows other writers appended since this session last looked."""
         self._sync()
 
-    def _new_context_offered(self) -> bool:
-        return self.tool_policy.offers_new_context(
-            mode_active=self.mode_active, threshold=self.budget.threshold
-        )
-
     def _capabilities(self) -> Capabilities:
-        return Capabilities(
-            new_context=self._new_context_offered(),
-            history=self.tool_policy.allows("session_history"),
-            memory_writable=self._memory_writable,
-        )
+        return self._toolset.capabilities
 
     # ----- request hooks --------------------------------------------------------------
 
@@ -335,8 +292,7 @@ class Session:
     @_locked
     def add_user(self, content: str | Sequence[Mapping[str, Any]]) -> str:
         """Records a user message (durably); returns its item ID."""
-        row = {"kind": "message", "role": "user", "parts": _as_parts(content)}
-        return str(self.append_turn([row])[-1])
+        return str(self.append_turn([make.user_row(content)])[-1])
 
     @_locked
     def append_turn(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -349,7 +305,9 @@ class Session:
         session runs, are left to the host."""
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
-            resolve = self._calls_a_turn_interrupts(rows)
+            resolve = []
+            if self._open_call_policy == "interrupt":
+                resolve = make.calls_a_turn_interrupts(rows, self._fold, self._left_open)
             try:
                 if resolve:
                     r = self.history.append(
@@ -366,21 +324,6 @@ class Session:
             return list(range(r.last_seq - len(rows) + 1, r.last_seq + 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _calls_a_turn_interrupts(self, rows: Sequence[Mapping[str, Any]]) -> list[OpenCall]:
-        if self._open_call_policy != "interrupt" or not self._fold.open_calls:
-            return []
-        if not any(r.get("kind") == "message" and r.get("role") == "user" for r in rows):
-            return []
-        answered = {
-            str(p.get("call_id"))
-            for r in rows
-            for p in r.get("parts") or ()
-            if isinstance(p, Mapping) and p.get("type") == "tool_result"
-        }
-        return [
-            c for c in self._fold.open_calls if c.id in self._left_open and c.id not in answered
-        ]
-
     def add_assistant(
         self, text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] = ()
     ) -> str:
@@ -395,30 +338,13 @@ class Session:
         tool_calls: Sequence[Mapping[str, Any]],
         meta: Mapping[str, Any] | None,
     ) -> str:
-        parts: list[dict[str, Any]] = []
-        if text:
-            parts.append({"type": "text", "text": text})
-        for call in tool_calls:
-            if not isinstance(call.get("id"), str) or not isinstance(call.get("name"), str):
-                raise InvalidArgumentError("each tool call needs a string 'id' and 'name'")
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": call["id"],
-                    "name": call["name"],
-                    "arguments": call.get("arguments", {}),
-                }
-            )
-        row: dict[str, Any] = {"kind": "message", "role": "assistant", "parts": parts}
         stamp = dict(meta or {})
         sent, self._sent = self._sent, None
         if sent is not None and sent[0] == self._fold.window_id:
             # What this session counted for the request the reply answers (the plot's
             # figure): measured once, never recounted.
             stamp["request_tokens"] = sent[1]
-        if stamp:
-            row["meta"] = stamp
-        r = self.history.append([row])
+        r = self.history.append([make.assistant_row(text, tool_calls, stamp)])
         self._sync()
         return str(r.first_seq)
 
@@ -451,21 +377,13 @@ class Session:
     def run_tool(self, name: str, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
         """Executes a ctxbudget-owned tool (``session_history``, ``memory``,
         ``new_context``) and returns its JSON result."""
-        args = arguments if arguments is not None else {}
-        if name == "session_history":
-            return self.session_history.call(args)
-        if name == "memory":
-            if not self._memory_writable:
-                return {"ok": False, "code": "not_allowed", "error": "memory is not allowed"}
-            return self.memory.call(args)
-        if name == "new_context":
-            self._sync()  # the new rows only: whether this window already scheduled one
-            return self.new_context.call(
-                args,
-                window_id=self._fold.window_id,
-                already_requested=self._fold.new_context_scheduled,
-            )
-        return {"ok": False, "code": "unknown_tool", "error": f"{name!r} is not a ctxbudget tool"}
+        self._sync()  # new rows only: whether this window already scheduled new_context
+        return self._toolset.run(
+            name,
+            arguments,
+            window_id=self._fold.window_id,
+            new_context_scheduled=self._fold.new_context_scheduled,
+        )
 
     @_locked
     def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> None:
@@ -478,7 +396,7 @@ class Session:
         the write are one conditional append, so it holds against other writers too."""
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
-            rows = self._result_rows(results)
+            rows = make.result_rows(results, self._fold)
             if not rows:
                 return
             try:
@@ -489,25 +407,6 @@ class Session:
                 continue
             self._sync()
             return
-
-    def _result_rows(self, results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        rows = []
-        seen: set[str] = set()
-        for res in results:
-            call_id = res.get("call_id")
-            if not isinstance(call_id, str):
-                raise InvalidArgumentError("each tool result needs a string 'call_id'")
-            if call_id in seen or self._fold.is_answered(call_id):
-                raise InvalidArgumentError(
-                    f"tool call {call_id!r} already has a result in window "
-                    f"{self._fold.window_id}; nothing was recorded (see Session.open_calls)"
-                )
-            seen.add(call_id)
-            part = {"type": "tool_result", "call_id": call_id, "output": res.get("output")}
-            if isinstance(res.get("name"), str):
-                part["name"] = res["name"]
-            rows.append({"kind": "message", "role": "tool", "parts": [part]})
-        return rows
 
     @_locked
     def interrupt_open_calls(self) -> list[OpenCall]:
@@ -554,98 +453,12 @@ class Session:
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
             try:
-                return self._decide(events)
+                return decide(self, events)
             except ConflictError:
                 if attempt == _MAX_RESYNCS:
                     raise
                 events.append("resync")
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _decide(self, events: list[str]) -> Turn:
-        caps = self._capabilities()
-        fold = self._fold
-        open_calls = fold.open_calls
-
-        # Tool calls left open by a process that stopped mid-step.
-        if open_calls and self._open_call_policy == "wait":
-            ids = ", ".join(c.id for c in open_calls)
-            return self._turn(
-                "pause",
-                self.budget.evaluate(self._projected(), fold.claims, caps.new_context),
-                events,
-                reason=f"tool calls {ids} have no result yet: record them with "
-                "add_tool_results() or resolve them with interrupt_open_calls()",
-            )
-        left_open = [c for c in open_calls if c.id in self._left_open]
-        if left_open and self._open_call_policy == "interrupt":
-            events.extend(f"interrupted:{c.id}" for c in steps.interrupt(self, left_open))
-
-        # A request that could not fit even in a fresh window is quarantined first.
-        last_user = fold.last_user
-        if (
-            last_user is not None
-            and not fold.is_retracted(last_user.seq)
-            and last_user.seq not in self._fresh_checked
-        ):
-            fresh = steps.fresh_request_tokens(self, last_user.parts)
-            if fresh >= self.budget.usable_limit:
-                return steps.quarantine(self, last_user, fresh, events)
-            self._fresh_checked.add(last_user.seq)
-
-        # A rollover the model asked for happens once the step has settled.
-        if fold.new_context_scheduled and not fold.open_calls:
-            paused = steps.rollover(self, "new_context", events)
-            if paused is not None:
-                return paused
-
-        request, projected = self._measure()
-        decision = self.budget.evaluate(projected, fold.claims, caps.new_context)
-        if decision.action is Action.BLOCK:
-            return self._turn("block", decision, events, reason="the usable limit is reached")
-        if decision.action is Action.ROLLOVER:
-            if fold.open_calls:
-                return self._turn("pause", decision, events, reason="a tool step is still open")
-            paused = steps.rollover(self, "usable_limit", events)
-            if paused is not None:
-                return paused
-            request, projected = self._measure()
-            decision = self.budget.evaluate(projected, fold.claims, caps.new_context)
-        if decision.is_advisory:
-            steps.publish_advisory(self, decision, caps)
-            events.append(f"advisory:{decision.action.value}")
-            request, projected = self._measure()
-            decision = replace(decision, projected=projected)
-        return self._turn("send", decision, events, request=request)
-
-    def _turn(
-        self,
-        status: str,
-        decision: Decision,
-        events: list[str],
-        reason: str | None = None,
-        request: dict[str, Any] | None = None,
-    ) -> Turn:
-        hooks = tuple(self._hooks)  # the snapshot for this turn and its retries
-        self._sent = None
-        if status == "send":
-            self._sent = (self._fold.window_id, decision.projected)
-            if request is None:
-                request = self._requests.assemble(self, self._fold, self._window, hooks)
-        else:
-            system = self._requests.system(self, self._fold, hooks)
-            request = {"system": system, "messages": [], "tools": []}
-        return Turn(
-            status=status,
-            decision=decision,
-            window_id=self._fold.window_id,
-            previous_window_id=self._fold.previous_window_id,
-            messages=request["messages"],
-            system=request["system"],
-            tools=request["tools"],
-            events=list(events),
-            reason=reason,
-            hooks=hooks,
-        )
 
     @property
     def own_tools(self) -> list[dict[str, Any]]:

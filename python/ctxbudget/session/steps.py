@@ -21,7 +21,15 @@ if TYPE_CHECKING:
     from ..history import Row
     from .loop import Session
 
-__all__ = ["fresh_request_tokens", "interrupt", "interrupted_rows", "publish_advisory"]
+__all__ = [
+    "fresh_request_tokens",
+    "interrupt",
+    "interrupted_rows",
+    "publish_advisory",
+    "quarantine",
+    "rollover",
+    "turn",
+]
 
 _CONTINUE_TEXT = "Continue the task from your checkpoint in /memories/session/."
 _ID_PLACEHOLDER = "w:0000000"
@@ -84,7 +92,8 @@ def quarantine(s: Session, last_user: Row, fresh: int, events: list[str]) -> Tur
     )
     s._sync()
     decision = s.budget.evaluate(fresh, Claims(), s._capabilities().new_context)
-    return s._turn(
+    return turn(
+        s,
         "reject",
         decision,
         [*events, "quarantined"],
@@ -119,7 +128,8 @@ def rollover(s: Session, reason: str, events: list[str]) -> Turn | None:
     fold = s._fold
     decision = s.budget.evaluate(s._projected(), fold.claims, caps.new_context)
     if any(not h.context_only for h in s._hooks):
-        return s._turn(
+        return turn(
+            s,
             "pause",
             decision,
             events,
@@ -127,7 +137,8 @@ def rollover(s: Session, reason: str, events: list[str]) -> Turn | None:
             "toolset of the sealed window",
         )
     if not caps.history:
-        return s._turn(
+        return turn(
+            s,
             "pause",
             decision,
             events,
@@ -135,8 +146,8 @@ def rollover(s: Session, reason: str, events: list[str]) -> Turn | None:
         )
     trigger = _trigger(s)
     if fresh_request_tokens(s, trigger["parts"]) >= s.budget.usable_limit:
-        return s._turn(
-            "pause", decision, events, reason="the fresh window would not fit the request"
+        return turn(
+            s, "pause", decision, events, reason="the fresh window would not fit the request"
         )
     rollover_id = f"{fold.window_id}:{reason}:{uuid.uuid4().hex[:12]}"
     # The condition makes the boundary land at exactly this seq.
@@ -183,3 +194,35 @@ def publish_advisory(s: Session, decision: Decision, caps: Capabilities) -> None
         if_last_seq=fold.last_seq,
     )
     s._sync()
+
+
+def turn(
+    s: Session,
+    status: str,
+    decision: Decision,
+    events: list[str],
+    reason: str | None = None,
+    request: dict[str, Any] | None = None,
+) -> Turn:
+    """The :class:`Turn` of ``status``: a ``send`` carries the request (assembled now
+    unless measured already), the others only the system text."""
+    hooks = tuple(s._hooks)  # the snapshot for this turn and its retries
+    s._sent = None
+    if status == "send":
+        s._sent = (s._fold.window_id, decision.projected)
+        if request is None:
+            request = s._requests.assemble(s, s._fold, s._window, hooks)
+    else:
+        request = {"system": s._requests.system(s, s._fold, hooks), "messages": [], "tools": []}
+    return Turn(
+        status=status,
+        decision=decision,
+        window_id=s._fold.window_id,
+        previous_window_id=s._fold.previous_window_id,
+        messages=request["messages"],
+        system=request["system"],
+        tools=request["tools"],
+        events=list(events),
+        reason=reason,
+        hooks=hooks,
+    )

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import providers
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnknownModelError
 from ..policy import Decision
+from ..tokens import Encoding
 
 __all__ = [
     "CONTEXT_WINDOWS",
@@ -16,6 +17,7 @@ __all__ = [
     "RequestHook",
     "Turn",
     "context_window_for",
+    "encoding_for",
 ]
 
 CONTEXT_WINDOWS: dict[str, int] = {
@@ -53,6 +55,26 @@ def context_window_for(model: str) -> int:
             f"no known context window for model {model!r}; pass context_window=N"
         )
     return CONTEXT_WINDOWS[best]
+
+
+def encoding_for(model: str, encoding: str | Encoding | None, window: int) -> Encoding:
+    """The :class:`~ctxbudget.Encoding` a session of ``model`` counts with: the one
+    given (a name or an instance), else the model's (a clear error for a model without
+    a known tokenizer, naming the fix)."""
+    if isinstance(encoding, Encoding):
+        return encoding
+    if encoding is not None:
+        return Encoding(encoding)
+    try:
+        return Encoding.for_model(model)
+    except UnknownModelError as exc:
+        err = UnknownModelError(
+            f"no tokenizer is known for model {model!r}; a local or custom model "
+            f"needs its encoding, e.g. Session.open(..., model={model!r}, "
+            f"encoding='o200k_base', context_window={window})"
+        )
+        err.model = model
+        raise err from exc
 
 
 @dataclass(frozen=True)
