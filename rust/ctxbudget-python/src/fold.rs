@@ -26,6 +26,12 @@ impl PyWindowFold {
     fn state(&self) -> MutexGuard<'_, WindowFold> {
         self.fold.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Reads the fold with the GIL released while its lock is taken (an `advance()` in
+    /// another thread may hold it while it waits for the store).
+    fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&WindowFold) -> T + Send) -> T {
+        py.detach(|| f(&self.state()))
+    }
 }
 
 #[pymethods]
@@ -58,68 +64,68 @@ impl PyWindowFold {
 
     /// The window new rows go to (`w:0` before any row).
     #[getter]
-    fn window_id(&self) -> String {
-        self.state().window().to_string()
+    fn window_id(&self, py: Python<'_>) -> String {
+        self.with(py, |f| f.window().to_string())
     }
 
     /// The window before the current one.
     #[getter]
-    fn previous_window_id(&self) -> Option<String> {
-        self.state().previous_window().map(|w| w.to_string())
+    fn previous_window_id(&self, py: Python<'_>) -> Option<String> {
+        self.with(py, |f| f.previous_window().map(|w| w.to_string()))
     }
 
     /// `root`, `rollover` or `reset`.
     #[getter]
-    fn window_kind(&self) -> &'static str {
-        self.state().window_kind_name()
+    fn window_kind(&self, py: Python<'_>) -> &'static str {
+        self.with(py, |f| f.window_kind_name())
     }
 
     /// Seq of the first row of the current window read (`None` before any row).
     #[getter]
-    fn window_first_seq(&self) -> Option<u64> {
-        self.state().window_first_seq()
+    fn window_first_seq(&self, py: Python<'_>) -> Option<u64> {
+        self.with(py, |f| f.window_first_seq())
     }
 
     /// The store's last seq as of the last `advance()` (the condition for a decision
     /// made on these rows).
     #[getter]
-    fn last_seq(&self) -> u64 {
-        self.state().last_seq()
+    fn last_seq(&self, py: Python<'_>) -> u64 {
+        self.with(py, |f| f.last_seq())
     }
 
     /// Seq of the newest privacy floor (0: none).
     #[getter]
-    fn floor_seq(&self) -> u64 {
-        self.state().floor_seq()
+    fn floor_seq(&self, py: Python<'_>) -> u64 {
+        self.with(py, |f| f.floor_seq())
     }
 
     /// Seqs retracted by the rows read, ascending.
     #[getter]
-    fn retracted(&self) -> Vec<u64> {
-        self.state().retracted()
+    fn retracted(&self, py: Python<'_>) -> Vec<u64> {
+        self.with(py, |f| f.retracted())
     }
 
-    fn is_retracted(&self, seq: u64) -> bool {
-        self.state().is_retracted(seq)
+    fn is_retracted(&self, py: Python<'_>, seq: u64) -> bool {
+        self.with(py, |f| f.is_retracted(seq))
     }
 
     /// Seqs of the current window's rows a request carries (messages, lead-ins,
     /// advisories, continuations not retracted), in order.
     #[getter]
-    fn visible_seqs(&self) -> Vec<u64> {
-        self.state().visible().collect()
+    fn visible_seqs(&self, py: Python<'_>) -> Vec<u64> {
+        self.with(py, |f| f.visible().collect())
     }
 
     /// Messages and continuations of the current window not retracted.
     #[getter]
-    fn item_count(&self) -> u64 {
-        self.state().item_count()
+    fn item_count(&self, py: Python<'_>) -> u64 {
+        self.with(py, |f| f.item_count())
     }
 
     /// `(warning, handoff, final)`: advisories published in the current window.
     #[getter]
-    fn claims(&self) -> (bool, bool, bool) {
-        let c = self.state().claims();
+    fn claims(&self, py: Python<'_>) -> (bool, bool, bool) {
+        let c = self.with(py, |f| f.claims());
         (c.warning, c.handoff, c.final_prompt)
     }
 
@@ -127,7 +133,7 @@ impl PyWindowFold {
     /// result (an interrupted result closes a call too), oldest first.
     #[getter]
     fn open_calls(&self, py: Python<'_>) -> PyResult<Vec<OpenCallTuple>> {
-        let calls = self.state().open_calls().to_vec();
+        let calls = self.with(py, |f| f.open_calls().to_vec());
         calls
             .into_iter()
             .map(|c| {
@@ -140,28 +146,29 @@ impl PyWindowFold {
             .collect()
     }
 
-    fn is_answered(&self, call_id: &str) -> bool {
-        self.state().is_answered(call_id)
+    fn is_answered(&self, py: Python<'_>, call_id: &str) -> bool {
+        self.with(py, |f| f.is_answered(call_id))
     }
 
     /// Whether `new_context` scheduled a rollover in the current window.
     #[getter]
-    fn new_context_requested(&self) -> bool {
-        self.state().new_context_requested()
+    fn new_context_requested(&self, py: Python<'_>) -> bool {
+        self.with(py, |f| f.new_context_requested())
     }
 
     /// Seq of the current window's last user message (retracted or not).
     #[getter]
-    fn last_user_seq(&self) -> Option<u64> {
-        self.state().last_user_seq()
+    fn last_user_seq(&self, py: Python<'_>) -> Option<u64> {
+        self.with(py, |f| f.last_user_seq())
     }
 
-    fn __repr__(&self) -> String {
-        let f = self.state();
-        format!(
-            "WindowFold(window_id={:?}, last_seq={})",
-            f.window().to_string(),
-            f.last_seq()
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        self.with(py, |f| {
+            format!(
+                "WindowFold(window_id={:?}, last_seq={})",
+                f.window().to_string(),
+                f.last_seq()
+            )
+        })
     }
 }

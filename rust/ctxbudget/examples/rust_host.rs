@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ctxbudget::budget::{Action, Budget, Claims};
 use ctxbudget::history::{History, NewRow, OpenOptions, RolloverSpec};
-use ctxbudget::scan::SessionHistory;
+use ctxbudget::scan::SessionHistoryTool;
 use ctxbudget::tokens::request::RequestCount;
 use ctxbudget::Encoding;
 use serde_json::Value;
@@ -106,7 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "a fresh window starts below every rung"
     );
 
-    let tool = SessionHistory::new(history.clone());
+    let tool = SessionHistoryTool::new(history.clone());
     let found =
         tool.call_json(r#"{"action": "search", "query": "deploy key", "window_id": "w:0"}"#);
     println!("{found}");

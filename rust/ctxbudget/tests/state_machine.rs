@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use ctxbudget::history::failpoint::{self, Action};
 use ctxbudget::history::{Durability, History, NewRow, OpenOptions, RolloverSpec};
-use ctxbudget::scan::{SessionHistory, RESULT_MAX};
+use ctxbudget::scan::{SessionHistoryTool, RESULT_MAX};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -251,7 +251,7 @@ impl Model {
 
     /// Every action, followed through its cursors to the end.
     fn query(&self, k: u8) {
-        let tool = SessionHistory::new(self.h.clone());
+        let tool = SessionHistoryTool::new(self.h.clone());
         let actions = [
             json!({"action": "list_items", "limit": 3}),
             json!({"action": "list_items", "limit": 2, "recent_first": true}),

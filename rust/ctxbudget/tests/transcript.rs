@@ -246,3 +246,90 @@ fn window_ids_parse_with_a_typed_error() {
     let err = "window 12".parse::<WindowId>().err().map(|e| e.to_string());
     assert!(err.is_some_and(|e| e.contains("not a window ID")));
 }
+
+#[test]
+fn a_rendered_lead_in_names_the_window_the_rollover_really_opens() {
+    let ws = Ws::new("lead-in");
+    let h = ws.open();
+    ok(h.append(vec![user("hello")]));
+    // The host decides to roll over with the store at seq 1 (a prediction would say
+    // w:2); another writer appends before the rollover is written.
+    ok(h.append(vec![user("meanwhile")]));
+    let window = ok(h.rollover(RolloverSpec {
+        rollover_id: "r1".into(),
+        reason: "usable_limit".into(),
+        lead_in: ctxbudget::history::LeadIn::template(
+            "New context window {window_id} (previous window: {previous_window_id}).",
+        ),
+        ..RolloverSpec::default()
+    }));
+    assert_eq!(window, "w:3");
+    let rows = Row::parse_stored(&ok(h.read(ReadFrom::CurrentWindow)).rows);
+    assert_eq!(rows[1].kind, RowKind::LeadIn);
+    assert_eq!(
+        rows[1].text(),
+        "New context window w:3 (previous window: w:0)."
+    );
+    // A repeat with the same ID renders nothing and writes nothing.
+    let again = ok(h.rollover(RolloverSpec {
+        rollover_id: "r1".into(),
+        reason: "usable_limit".into(),
+        lead_in: ctxbudget::history::LeadIn::render(|_| Err("must not be called".into())),
+        ..RolloverSpec::default()
+    }));
+    assert_eq!(again, "w:3");
+}
+
+#[test]
+fn a_lead_in_that_fails_to_render_writes_nothing() {
+    let ws = Ws::new("lead-in-err");
+    let h = ws.open();
+    ok(h.append(vec![user("hello")]));
+    let err = h
+        .rollover(RolloverSpec {
+            rollover_id: "r1".into(),
+            reason: "manual".into(),
+            lead_in: ctxbudget::history::LeadIn::render(|_| Err("template broken".into())),
+            ..RolloverSpec::default()
+        })
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        err.as_deref()
+            .is_some_and(|e| e.contains("template broken") && e.contains("w:2")),
+        "{err:?}"
+    );
+    assert_eq!(ok(h.read(ReadFrom::Seq(0))).rows.len(), 1);
+}
+
+#[test]
+fn quarantine_by_seq_reads_the_row_and_writes_one_conditional_batch() {
+    let ws = Ws::new("quarantine");
+    let h = ws.open();
+    let seq = ok(h.append(vec![user("way too long")])).first_seq;
+    let stale = h.quarantine_seq(seq, Some(0));
+    assert!(
+        matches!(stale, Err(HistoryError::Conflict { .. })),
+        "{stale:?}"
+    );
+    let q = ok(h.quarantine_seq(seq, Some(seq)));
+    let read = ok(h.read(ReadFrom::Seq(0)));
+    let rows = Row::parse_stored(&read.rows);
+    let kinds: Vec<RowKind> = rows.iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        [RowKind::Message, RowKind::Retraction, RowKind::Rejected]
+    );
+    assert_eq!(q, rows[2].seq);
+    let rejected = &rows[2].meta["rejected"];
+    assert_eq!(rejected["parts"][0]["text"], "way too long");
+    assert_eq!(rejected["role"], "user");
+    let mut fold = WindowFold::new();
+    ok(fold.catch_up(&h));
+    assert!(fold.is_retracted(seq) && fold.item_count() == 0);
+    // Only items are quarantined, and only rows that exist.
+    let missing = h.quarantine_seq(99, None).err().map(|e| e.to_string());
+    assert!(missing.is_some_and(|e| e.contains("no readable row with seq 99")));
+    let structural = h.quarantine_seq(2, None).err().map(|e| e.to_string());
+    assert!(structural.is_some_and(|e| e.contains("retraction row")));
+}

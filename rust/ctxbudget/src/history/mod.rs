@@ -31,12 +31,18 @@
 //! ```
 
 mod error;
+/// Fault injection for crash tests: public only with the `failpoints` feature (without
+/// it the hooks compile to nothing).
+#[cfg(feature = "failpoints")]
 pub mod failpoint;
+#[cfg(not(feature = "failpoints"))]
+mod failpoint;
 pub(crate) mod frame;
 mod fsutil;
 mod lock;
 pub mod receipt;
 mod row;
+mod store;
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions as FsOpenOptions};
@@ -46,14 +52,16 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+pub use crate::transcript::{LeadIn, LeadInContext, RolloverSpec};
 pub use error::{HistoryError, Result};
 pub(crate) use fsutil::random_fallback;
 pub use fsutil::Stamp;
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use receipt::{Files, Receipt, ReceiptRead, ReceiptState};
 pub use row::{NewRow, DEFAULT_MAX_ROW_BYTES, KINDS, PART_TYPES, ROLES};
+pub use store::{BuildBatch, Store, Tip};
 
 use crate::transcript::{BoundaryKind, RowKind, WindowFold};
 pub(crate) use frame::Entry;
@@ -196,26 +204,6 @@ pub struct WindowInfo {
     pub first_seq: u64,
     /// Visible rows (messages and continuations not retracted).
     pub item_count: u64,
-}
-
-/// How a rollover is recorded.
-#[derive(Clone, Debug, Default)]
-pub struct RolloverSpec {
-    /// Idempotency key: a second rollover with the same id writes nothing.
-    pub rollover_id: String,
-    /// `usable_limit`, `new_context` or `manual`.
-    pub reason: String,
-    /// `Some("model")` when `new_context` asked for it.
-    pub requested_by: Option<String>,
-    /// Text of the lead-in row.
-    pub lead_in: String,
-    /// The triggering message or continuation row, committed in the same batch.
-    pub trigger: Option<NewRow>,
-    /// Token figures and other metadata for the boundary row.
-    pub figures: Map<String, Value>,
-    /// Seal only if the store's last seq is still this one (the state the rollover was
-    /// decided on); otherwise [`HistoryError::Conflict`] and nothing is written.
-    pub expected_last_seq: Option<u64>,
 }
 
 /// What `recover` did.
@@ -984,18 +972,18 @@ impl History {
             )));
         };
         match failpoint::take("append.write") {
-            Some(failpoint::Action::Torn(n)) => {
+            Some(failpoint::Fault::Torn(n)) => {
                 let n = n.min(framed.len());
                 file.write_all(&framed[..n]).map_err(io("write"))?;
                 return Err(io("write")(failpoint::crashed("append.write")));
             }
-            Some(failpoint::Action::Error(code)) => {
+            Some(failpoint::Fault::Error(code)) => {
                 return Err(io("write")(std::io::Error::from_raw_os_error(code)));
             }
-            Some(failpoint::Action::Crash) => {
+            Some(failpoint::Fault::Crash) => {
                 return Err(io("write")(failpoint::crashed("append.write")));
             }
-            Some(failpoint::Action::Run(f)) => f(),
+            Some(failpoint::Fault::Run(f)) => f(),
             None => {}
         }
         file.write_all(framed).map_err(io("write"))?;
@@ -1021,96 +1009,107 @@ impl History {
         Ok(Stamp::of_metadata(&meta))
     }
 
-    /// Records a rollover: boundary row, lead-in row and the trigger, as one batch.
-    /// Idempotent per `rollover_id`: a repeat returns the window the first one opened.
+    /// Records a rollover: boundary row, lead-in row and the trigger, as one batch
+    /// under one hold of the lock, the lead-in rendered from the window the boundary
+    /// really opens (see [`crate::transcript::rollover`]). Idempotent per
+    /// `rollover_id`: a repeat returns the window the first one opened.
     pub fn rollover(&self, spec: RolloverSpec) -> Result<String> {
-        if spec.rollover_id.is_empty() {
-            return Err(HistoryError::InvalidArgument(
-                "rollover_id must not be empty".to_owned(),
-            ));
-        }
-        if !matches!(
-            spec.reason.as_str(),
-            "usable_limit" | "new_context" | "manual"
-        ) {
-            return Err(HistoryError::InvalidArgument(format!(
-                "rollover reason {:?} is not one of usable_limit, new_context, manual",
-                spec.reason
-            )));
-        }
-        if let Some(t) = &spec.trigger {
-            if !matches!(t.kind.as_str(), "message" | "continuation") {
-                return Err(HistoryError::InvalidArgument(format!(
-                    "a rollover trigger must be a message or continuation row, not {:?}",
-                    t.kind
-                )));
-            }
-        }
-        let mut locked = self.lock()?;
-        self.writable(&mut locked)?;
-        let ix = Self::index(&locked)?;
-        if let Some(window) = ix.fold.rollover_window(&spec.rollover_id) {
-            return Ok(window.to_string());
-        }
-        self.check_expected(&mut locked, spec.expected_last_seq)?;
-        let ix = Self::index(&locked)?;
-        let mut boundary = NewRow {
-            kind: "boundary".into(),
-            role: "system".into(),
-            parts: Vec::new(),
-            meta: spec.figures.clone(),
-        }
-        .with_meta("boundary_kind", "rollover")
-        .with_meta("rollover_id", spec.rollover_id.as_str())
-        .with_meta("reason", spec.reason.as_str())
-        .with_meta("previous_window", ix.fold.window().to_string());
-        if let Some(by) = &spec.requested_by {
-            boundary = boundary.with_meta("requested_by", by.as_str());
-        }
-        let lead_in = NewRow::text("lead_in", "user", &spec.lead_in)
-            .with_meta("rollover_id", spec.rollover_id.as_str());
-        let mut rows = vec![boundary, lead_in];
-        rows.extend(spec.trigger);
-        let result = self.append_locked(&mut locked, &rows)?;
-        Ok(format!("w:{}", result.first_seq))
+        crate::transcript::rollover(self, spec).map(|w| w.to_string())
     }
 
     /// Soft clear: a `reset` boundary row, the privacy floor. Returns its seq.
     pub fn clear_soft(&self) -> Result<u64> {
-        let mut locked = self.lock()?;
-        self.writable(&mut locked)?;
-        let previous = Self::index(&locked)?.fold.window().to_string();
-        let row = reset_row().with_meta("previous_window", previous);
-        Ok(self.append_locked(&mut locked, &[row])?.first_seq)
+        crate::transcript::clear_soft(self, None)
     }
 
-    /// Quarantines a rejected request: an empty assistant row whose `meta.rejected`
-    /// holds the original `{role, parts, meta}`. Returns its seq.
+    /// Quarantines a rejected request that was never stored: an empty assistant row
+    /// whose `meta.rejected` holds the original `{role, parts, meta}`. Returns its seq.
     pub fn quarantine(&self, original: NewRow) -> Result<u64> {
-        Ok(self.append(vec![rejected_row(original)?])?.first_seq)
+        Ok(self
+            .append(vec![crate::transcript::rejected_row(original)?])?
+            .first_seq)
+    }
+
+    /// Quarantines stored row `seq`: its retraction and a quarantine row holding its
+    /// content, one batch under one hold of the lock (see
+    /// [`crate::transcript::quarantine`]). Returns the seq of the quarantine row.
+    pub fn quarantine_seq(&self, seq: u64, expected_last_seq: Option<u64>) -> Result<u64> {
+        crate::transcript::quarantine(self, seq, expected_last_seq)
     }
 
     /// Retracts row `seq` and quarantines `original` (its content) in one batch, only if
-    /// the store's last seq is still `expected_last_seq` (see
-    /// [`append_json_bytes_if`](Self::append_json_bytes_if)). Returns the seq of the
-    /// quarantine row.
+    /// the store's last seq is still `expected_last_seq`. Returns the seq of the
+    /// quarantine row. Prefer [`quarantine_seq`](Self::quarantine_seq), which reads the
+    /// content from the store itself.
     pub fn quarantine_retracting(
         &self,
         seq: u64,
         original: NewRow,
         expected_last_seq: Option<u64>,
     ) -> Result<u64> {
-        let retraction = NewRow {
-            kind: "retraction".into(),
-            role: "system".into(),
-            parts: Vec::new(),
-            meta: Map::new(),
-        }
-        .with_meta("retracts", seq);
-        let rows = [retraction, rejected_row(original)?];
+        let rows = crate::transcript::retract_and_quarantine(seq, original)?;
         let mut locked = self.lock()?;
         self.check_expected(&mut locked, expected_last_seq)?;
         Ok(self.append_locked(&mut locked, &rows)?.last_seq)
+    }
+
+    /// See [`Store::append_with`].
+    pub fn append_with(
+        &self,
+        expected_last_seq: Option<u64>,
+        build: &mut BuildBatch<'_>,
+    ) -> Result<Option<AppendResult>> {
+        let mut locked = self.lock()?;
+        self.writable(&mut locked)?;
+        self.check_expected(&mut locked, expected_last_seq)?;
+        let rows = {
+            let ix = Self::index(&locked)?;
+            let reader = |seq: u64| self.row_at(ix, seq);
+            let tip = Tip {
+                last_seq: ix.last_seq,
+                fold: &ix.fold,
+                rows: &reader,
+            };
+            build(&tip)?
+        };
+        match rows {
+            None => Ok(None),
+            Some(rows) if rows.is_empty() => Err(HistoryError::InvalidArgument(
+                "append needs at least one row".to_owned(),
+            )),
+            Some(rows) => self.append_locked(&mut locked, &rows).map(Some),
+        }
+    }
+
+    /// The readable row with this seq, parsed (the newest rows are searched first).
+    fn row_at(&self, ix: &Index, seq: u64) -> Result<Option<crate::transcript::Row>> {
+        let found = ix
+            .chat
+            .entries
+            .iter()
+            .rev()
+            .map(|e| (self.paths.chat.as_path(), e))
+            .chain(
+                ix.archive
+                    .entries
+                    .iter()
+                    .rev()
+                    .map(|e| (self.paths.archive.as_path(), e)),
+            )
+            .find(|(_, e)| e.head.as_ref().is_some_and(|h| h.seq == seq));
+        let Some((path, e)) = found else {
+            return Ok(None);
+        };
+        let file = open_read(path).map_err(|err| HistoryError::io("open", path, err))?;
+        let mut raw = vec![0u8; e.len as usize];
+        use std::os::unix::fs::FileExt;
+        file.read_exact_at(&mut raw, e.offset)
+            .map_err(|err| HistoryError::io("read", path, err))?;
+        Ok(crate::transcript::Row::parse(
+            seq,
+            ix.fold.window_of(seq),
+            &raw,
+        ))
     }
 
     // ----- reading ---------------------------------------------------------------
@@ -1232,6 +1231,13 @@ impl History {
         Ok(out)
     }
 
+    /// Seq of the newest privacy floor, rows and receipt (0: none).
+    pub fn floor_seq(&self) -> Result<u64> {
+        let mut locked = self.lock()?;
+        self.refresh(&mut locked)?;
+        Ok(Self::index(&locked)?.fold.floor_seq())
+    }
+
     /// ID of the window new rows go to.
     pub fn current_window(&self) -> Result<String> {
         let mut locked = self.lock()?;
@@ -1351,7 +1357,7 @@ impl History {
             // The torn tail held a complete soft-clear row. Its bytes are safe in
             // recovered/, but the privacy floor must not disappear with them: a committed
             // reset takes its place (later, so stricter — fail closed).
-            let floor = reset_row().with_meta("recovered_floor", true);
+            let floor = crate::transcript::reset_row().with_meta("recovered_floor", true);
             let appended = self.append_locked(locked, &[floor])?;
             report.epoch = Some(appended.epoch);
         }
@@ -1497,7 +1503,7 @@ impl History {
             failpoint::hit("rotate.archive").map_err(io("append"))?;
             let mut f = fsutil::open_nofollow(path, FsOpenOptions::new().append(true).create(true))
                 .map_err(io("open"))?;
-            if let Some(failpoint::Action::Torn(n)) = failpoint::take("rotate.archive.write") {
+            if let Some(failpoint::Fault::Torn(n)) = failpoint::take("rotate.archive.write") {
                 f.write_all(&moved[..n.min(moved.len())])
                     .map_err(io("append"))?;
                 return Err(io("append")(failpoint::crashed("rotate.archive.write")));
@@ -1624,36 +1630,6 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
     assert_eq!(joined.committed_end, frame::scan(chat, 0, 0).committed_end);
 }
 
-/// A quarantine row: empty and from the assistant, the original `{role, parts, meta}`
-/// inside `meta.rejected`, so it is never sent to a provider. The original must be a
-/// valid row itself: what is kept for display and export is a row like any other.
-fn rejected_row(original: NewRow) -> Result<NewRow> {
-    original.validate(0)?;
-    let mut rejected = Map::new();
-    rejected.insert("role".into(), Value::from(original.role));
-    rejected.insert("parts".into(), Value::Array(original.parts));
-    rejected.insert("meta".into(), Value::Object(original.meta));
-    Ok(NewRow {
-        kind: "rejected".into(),
-        role: "assistant".into(),
-        parts: Vec::new(),
-        meta: Map::new(),
-    }
-    .with_meta("rejected", Value::Object(rejected)))
-}
-
-/// A soft clear's boundary row: `reset`, reason `manual`.
-fn reset_row() -> NewRow {
-    NewRow {
-        kind: "boundary".into(),
-        role: "system".into(),
-        parts: Vec::new(),
-        meta: Map::new(),
-    }
-    .with_meta("boundary_kind", "reset")
-    .with_meta("reason", "manual")
-}
-
 fn read_all(path: &Path) -> Result<Vec<u8>> {
     read_range(path, 0)
 }
@@ -1712,4 +1688,53 @@ pub(crate) fn commit_crc_before(path: &Path, end: u64) -> Result<Option<u32>> {
     Ok(serde_json::from_slice::<C>(&body[line_start..])
         .ok()
         .map(|c| c.commit.crc))
+}
+
+impl Store for History {
+    fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult> {
+        match expected_last_seq {
+            Some(n) => self.append_if(rows.to_vec(), n),
+            None => self.append(rows.to_vec()),
+        }
+    }
+
+    fn append_json(
+        &self,
+        rows_json: &[u8],
+        expected_last_seq: Option<u64>,
+    ) -> Result<AppendResult> {
+        self.append_json_bytes_if(rows_json, expected_last_seq)
+    }
+
+    fn append_with(
+        &self,
+        expected_last_seq: Option<u64>,
+        build: &mut BuildBatch<'_>,
+    ) -> Result<Option<AppendResult>> {
+        History::append_with(self, expected_last_seq, build)
+    }
+
+    fn read(&self, from: ReadFrom) -> Result<RowsRead> {
+        History::read(self, from)
+    }
+
+    fn receipt(&self) -> Result<ReceiptRead> {
+        History::receipt(self)
+    }
+
+    fn floor_seq(&self) -> Result<u64> {
+        History::floor_seq(self)
+    }
+
+    fn rotate(&self) -> Result<RotateReport> {
+        History::rotate(self)
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        History::verify(self)
+    }
+
+    fn recover(&self) -> Result<RecoveryReport> {
+        History::recover(self)
+    }
 }

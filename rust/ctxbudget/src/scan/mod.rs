@@ -11,12 +11,12 @@
 //! ```
 //! use std::sync::Arc;
 //! use ctxbudget::history::{History, NewRow, OpenOptions};
-//! use ctxbudget::scan::SessionHistory;
+//! use ctxbudget::scan::SessionHistoryTool;
 //!
 //! let ws = std::env::temp_dir().join(format!("ctxbudget-scan-doc-{}", std::process::id()));
 //! let history = Arc::new(History::open(&ws, OpenOptions::default())?);
 //! history.append(vec![NewRow::text("message", "user", "The deploy key is in vault/prod")])?;
-//! let tool = SessionHistory::new(history);
+//! let tool = SessionHistoryTool::new(history);
 //! let result = tool.call_json(r#"{"action": "search", "query": "DEPLOY KEY"}"#);
 //! assert!(result.contains("vault/prod"));
 //! # std::fs::remove_dir_all(&ws).ok();
@@ -38,7 +38,15 @@ use serde_json::{json, Map, Value};
 
 use crate::history::{commit_crc_before, Entry, History, Snapshot};
 
-pub use args::{Action, Args};
+pub use args::{Args, Operation};
+
+/// The former name of [`Operation`] (one of three `Action` types in 0.1).
+#[deprecated(since = "0.2.0", note = "renamed `Operation`")]
+pub type Action = Operation;
+
+/// The former name of [`SessionHistoryTool`].
+#[deprecated(since = "0.2.0", note = "renamed `SessionHistoryTool`, as in Python")]
+pub type SessionHistory = SessionHistoryTool;
 use cursor::Payload;
 use prefilter::Prefilter;
 use project::{fit_item, project, Item};
@@ -159,15 +167,15 @@ impl Failure {
 }
 
 /// The `session_history` tool over one workspace's store.
-pub struct SessionHistory {
+pub struct SessionHistoryTool {
     history: Arc<History>,
     options: ScanOptions,
     workspace_hash: u64,
 }
 
-impl std::fmt::Debug for SessionHistory {
+impl std::fmt::Debug for SessionHistoryTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionHistory")
+        f.debug_struct("SessionHistoryTool")
             .field("history", &self.history)
             .field("options", &self.options)
             .finish()
@@ -177,16 +185,16 @@ impl std::fmt::Debug for SessionHistory {
 /// One row position: which file (0 archive, 1 chat) and its index entry.
 type Pos<'a> = (u8, &'a Entry);
 
-impl SessionHistory {
+impl SessionHistoryTool {
     /// The tool over `history` with the SPEC bounds.
-    pub fn new(history: Arc<History>) -> SessionHistory {
-        SessionHistory::with_options(history, ScanOptions::default())
+    pub fn new(history: Arc<History>) -> SessionHistoryTool {
+        SessionHistoryTool::with_options(history, ScanOptions::default())
     }
 
     /// The tool with other bounds or clock (tests).
-    pub fn with_options(history: Arc<History>, options: ScanOptions) -> SessionHistory {
+    pub fn with_options(history: Arc<History>, options: ScanOptions) -> SessionHistoryTool {
         let dir = history.paths().dir.to_string_lossy().into_owned();
-        SessionHistory {
+        SessionHistoryTool {
             workspace_hash: xxhash_rust::xxh3::xxh3_64(dir.as_bytes()),
             history,
             options,
@@ -333,7 +341,7 @@ fn changed() -> Failure {
 
 /// One call's bounded walk over the rows after the privacy floor.
 struct Page<'a> {
-    tool: &'a SessionHistory,
+    tool: &'a SessionHistoryTool,
     snap: &'a Snapshot<'a>,
     args: &'a Args,
     start: Instant,
@@ -361,7 +369,7 @@ enum Stop {
 
 impl<'a> Page<'a> {
     fn new(
-        tool: &'a SessionHistory,
+        tool: &'a SessionHistoryTool,
         snap: &'a Snapshot<'a>,
         args: &'a Args,
         start: Instant,
@@ -483,9 +491,9 @@ impl<'a> Page<'a> {
     fn run(mut self, cursor: Option<&Payload>) -> Result<Value, Failure> {
         let begin = self.resume(cursor)?;
         let result = match self.args.action {
-            Action::ListWindows => self.list_windows(begin),
-            Action::ListItems | Action::Search => self.list_items(begin),
-            Action::ReadItem => self.read_item(),
+            Operation::ListWindows => self.list_windows(begin),
+            Operation::ListItems | Operation::Search => self.list_items(begin),
+            Operation::ReadItem => self.read_item(),
         }?;
         // The lock was held throughout, but an untracked writer may still have touched
         // the files: never hand out data from a page that changed under us.

@@ -11,6 +11,7 @@
 
 mod fold;
 mod kinds;
+mod ops;
 mod row;
 pub mod rules;
 mod window;
@@ -19,6 +20,10 @@ pub use fold::{claims_of, is_scheduled, Head, WindowFold, NEW_CONTEXT};
 pub use kinds::{
     BoundaryKind, PartType, Role, RolloverReason, RowKind, UnknownName, BOUNDARY_KINDS, KINDS,
     PART_TYPES, ROLES, ROLLOVER_REASONS,
+};
+pub use ops::{
+    clear_soft, quarantine, rejected_row, reset_row, retract_and_quarantine, rollover, LeadIn,
+    LeadInContext, RenderLeadIn, RolloverSpec,
 };
 pub use row::{OpenCall, Row};
 pub use window::{WindowId, WindowIdError};
