@@ -64,10 +64,12 @@ def interrupt(s: Session, calls: list[OpenCall]) -> list[OpenCall]:
     return calls
 
 
-def lead_in_text(s: Session, window_id: str, reason: str) -> str:
+def lead_in_text(s: Session, window_id: str, reason: str, previous: str | None = None) -> str:
+    """The lead-in of window ``window_id`` opened for ``reason`` after ``previous``
+    (default: the current window)."""
     ctx = PromptContext(
         window_id=window_id,
-        previous_window_id=s._fold.window_id,
+        previous_window_id=previous if previous is not None else s._fold.window_id,
         limit_reached=reason == "usable_limit",
         requested_by_model=reason == "new_context",
     )
@@ -84,12 +86,9 @@ def fresh_request_tokens(s: Session, trigger_parts: Sequence[Mapping[str, Any]])
 
 
 def quarantine(s: Session, last_user: Row, fresh: int, events: list[str]) -> Turn:
-    """Hides the user's message and stores it as a rejected request (one batch)."""
-    s.history.quarantine(
-        {"kind": "message", "role": "user", "parts": last_user.parts, "meta": last_user.meta},
-        retracts=last_user.seq,
-        if_last_seq=s._fold.last_seq,
-    )
+    """Hides the user's message and stores it as a rejected request: one store
+    operation (the retraction and the quarantine row, read and written as one batch)."""
+    s.history.quarantine_seq(last_user.seq, if_last_seq=s._fold.last_seq)
     s._sync()
     decision = s.budget.evaluate(fresh, Claims(), s._capabilities().new_context)
     return turn(
@@ -150,13 +149,16 @@ def rollover(s: Session, reason: str, events: list[str]) -> Turn | None:
             s, "pause", decision, events, reason="the fresh window would not fit the request"
         )
     rollover_id = f"{fold.window_id}:{reason}:{uuid.uuid4().hex[:12]}"
-    # The condition makes the boundary land at exactly this seq.
-    new_window = f"w:{fold.last_seq + 1}"
+
+    def lead_in(window_id: str, previous: str) -> str:
+        # Rendered by the store under its lock, with the IDs this rollover writes.
+        return lead_in_text(s, window_id, reason, previous)
+
     s.history.rollover(
         rollover_id=rollover_id,
         reason=reason,
         requested_by="model" if reason == "new_context" else None,
-        lead_in=lead_in_text(s, new_window, reason),
+        lead_in=lead_in,
         trigger=trigger,
         figures={"projected": decision.projected, "budget_tokens": s.budget.usable_limit},
         if_last_seq=fold.last_seq,
