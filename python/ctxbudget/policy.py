@@ -5,7 +5,7 @@ the token, and claims derived from durable rows, so a restart changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -78,14 +78,7 @@ class Claims:
         definition, also what :class:`~ctxbudget.Session` reads).
         """
         claims = (start.warning, start.handoff, start.final) if start else (False, False, False)
-        for row in rows:
-            if isinstance(row, Mapping):
-                kind, meta = row.get("kind"), row.get("meta")
-            else:
-                kind, meta = getattr(row, "kind", None), getattr(row, "meta", None)
-            if isinstance(kind, str):
-                claims = _core.claims_after(kind, meta, claims)
-        return cls(*claims)
+        return cls(*_core.claims_of_rows(rows, claims))
 
     def claim(self, action: Action) -> Claims:
         """These claims plus the advisory ``action`` (others return ``self``)."""
