@@ -1,14 +1,13 @@
-"""The agent-loop integration: counting, store, policy and tools in one object.
+"""The loop API: what a backend calls, and the state it keeps between calls.
 
-A backend calls :meth:`Session.prepare` before every provider request. It counts the
-assembled request — system text, every message and every advertised tool schema (the
-host's and ctxbudget's), after the request hooks ran — (cached per row, so a step costs
-O(new content)), derives the window's claims from its durable rows, publishes an
-advisory row when one is due, performs a pending rollover (asked for with
-``new_context`` or forced at the usable limit) as one store batch with the lead-in, runs
-the fresh-window and admission checks, and returns the :class:`Turn` to send.
-Everything that decides behaviour is read back from the transcript, so a new process
-opening the same workspace continues where the old one stopped.
+A backend calls :meth:`Session.prepare` before every provider request. The session
+reads the window through the core's fold (:mod:`ctxbudget.window`: only the rows
+appended since the last step), counts the request with the accounting
+(:mod:`.accounting`: system text, every message and every advertised tool schema, after
+the hooks), and :mod:`.decide` applies the ladder — each write one step of
+:mod:`.steps` — before it returns the :class:`Turn` to send. Everything that decides
+behaviour is read back from the transcript, so a new process opening the same
+workspace continues where the old one stopped.
 
 Threads and other writers: every public method holds the session's lock, so one
 ``Session`` may be shared by threads. Decisions (advisories, rollovers, quarantines,
