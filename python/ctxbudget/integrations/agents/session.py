@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["AgentsSession", "NotSentError", "SessionClosedError"]
 
 _T = TypeVar("_T")
+_MAX_REREADS = 64
+"""Times pop_item reads the window again after another writer appended first."""
 
 
 class NotSentError(CtxBudgetError, RuntimeError):
@@ -263,7 +265,7 @@ class AgentsSession:
         await self._run(self._add_items, items)
 
     def _pop_item(self) -> dict[str, Any] | None:
-        while True:
+        for attempt in range(_MAX_REREADS + 1):
             view, entries = self._entries()
             if not entries:
                 return None
@@ -279,6 +281,8 @@ class AgentsSession:
                 # is read again rather than a stale one retracted.
                 self.session.history.append(rows, if_last_seq=view.last_seq)
             except ConflictError:
+                if attempt == _MAX_REREADS:
+                    raise
                 continue
             break
         self.session.refresh()
