@@ -115,3 +115,11 @@ def test_rows_are_built_in_rust_as_row_objects(history: History) -> None:
     (row,) = list(history.rows())
     assert isinstance(row, Row)
     assert row.meta == {"when": 1} and row.id == "1" and row.ts
+
+
+def test_the_python_row_kinds_are_the_core_vocabulary() -> None:
+    from ctxbudget.history import RowKind
+
+    assert [k.value for k in RowKind] == _ctxbudget.ROW_KINDS
+    assert _ctxbudget.ROLES == ["user", "assistant", "system", "tool"]
+    assert _ctxbudget.PART_TYPES == ["text", "tool_call", "tool_result", "media"]

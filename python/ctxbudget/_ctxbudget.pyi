@@ -17,9 +17,12 @@ __all__ = [
     "MIN_THRESHOLD_BP",
     "OFF_BP",
     "OUTPUT_RESERVE_MAX",
+    "PART_TYPES",
     "PDF_MAX_PAGES",
     "PDF_PAGE_TOKENS",
     "REQUEST_TOKENS",
+    "ROLES",
+    "ROW_KINDS",
     "WARNING_ADVANCE_MIN",
     "AppendResult",
     "BudgetCore",
@@ -56,6 +59,10 @@ IMAGE_TOKENS: int
 PDF_MAX_PAGES: int
 PDF_PAGE_TOKENS: int
 REQUEST_TOKENS: int
+# The row vocabulary, from the core's transcript layer (the one rule table).
+ROW_KINDS: list[str]
+ROLES: list[str]
+PART_TYPES: list[str]
 MIN_THRESHOLD_BP: int
 OFF_BP: int
 OUTPUT_RESERVE_MAX: int

@@ -6,7 +6,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ctxbudget::history::HistoryError;
+use ctxbudget::store::HistoryError;
 use ctxbudget::TokenError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;

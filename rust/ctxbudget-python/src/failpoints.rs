@@ -1,7 +1,7 @@
 //! Test-only hooks, compiled only with the `failpoints` feature (the development build):
 //! the store's fail points and a deliberate panic (to prove none crosses into Python).
 
-use ctxbudget::history::failpoint::{arm, reset, Fault};
+use ctxbudget::store::failpoint::{arm, reset, Fault};
 use pyo3::prelude::*;
 
 /// Arms a store fail point: `action` is `"crash"`, `"error:<errno>"` or `"torn:<bytes>"`.

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ctxbudget::history::History;
+use ctxbudget::store::History;
 use ctxbudget::transcript::WindowFold;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -55,7 +55,7 @@ impl PyWindowFold {
                 let before = fold.window();
                 let rows = fold.catch_up(&self.history)?;
                 let changed = before != fold.window();
-                Ok::<_, ctxbudget::history::HistoryError>((rows, changed))
+                Ok::<_, ctxbudget::store::HistoryError>((rows, changed))
             })
         })?
         .map_err(|e| history_error(py, e))?;

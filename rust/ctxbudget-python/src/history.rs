@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctxbudget::history::{
+use ctxbudget::store::{
     Durability, History, HistoryError, LeadIn, NewRow, OpenOptions, RolloverSpec,
 };
 use pyo3::prelude::*;
@@ -42,7 +42,7 @@ impl PyHistory {
         &self,
         py: Python<'_>,
         what: &str,
-        f: impl FnOnce(&History) -> ctxbudget::history::Result<T> + Send,
+        f: impl FnOnce(&History) -> ctxbudget::store::Result<T> + Send,
     ) -> PyResult<T> {
         no_panic_store(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
     }

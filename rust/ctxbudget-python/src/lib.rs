@@ -51,6 +51,9 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encoding::encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(encoding::model_encoding, m)?)?;
     budget::add_constants(m)?;
+    m.add("ROW_KINDS", ctxbudget::transcript::KINDS.to_vec())?;
+    m.add("ROLES", ctxbudget::transcript::ROLES.to_vec())?;
+    m.add("PART_TYPES", ctxbudget::transcript::PART_TYPES.to_vec())?;
     m.add("BOUNDARY_SLACK", tokens::BOUNDARY_SLACK)?;
     m.add("FRAMING_TOKENS", tokens::request::FRAMING_TOKENS)?;
     m.add("REQUEST_TOKENS", tokens::request::REQUEST_TOKENS)?;

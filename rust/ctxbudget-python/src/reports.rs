@@ -2,7 +2,7 @@
 //! structs (no JSON text in between, one definition of each field). `ctxbudget` exports
 //! them under the names it always had (`ctxbudget.VerifyReport`, …).
 
-use ctxbudget::history::{self as core, ReceiptRead, ReceiptState};
+use ctxbudget::store::{self as core, ReceiptRead, ReceiptState};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::IntoPyObjectExt;
@@ -16,7 +16,7 @@ macro_rules! plain_by_value {
     ($($t:ty),*) => {$(
         impl Plain for $t {
             fn plain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                Ok(self.clone().into_bound_py_any(py)?)
+                self.clone().into_bound_py_any(py)
             }
         }
     )*};

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ctxbudget::history::failpoint::{self, Action};
+use ctxbudget::history::failpoint::{self, Fault};
 use ctxbudget::history::{Durability, History, NewRow, OpenOptions, RolloverSpec};
 use ctxbudget::scan::{SessionHistoryTool, RESULT_MAX};
 use proptest::prelude::*;
@@ -177,7 +177,7 @@ impl Model {
                 let _ = self.h.rotate();
             }
             Op::TornAppend(share) => {
-                failpoint::arm("append.write", Action::Torn(usize::from(share) * 3));
+                failpoint::arm("append.write", Fault::Torn(usize::from(share) * 3));
                 let ok = self.append(2);
                 failpoint::reset();
                 if !ok {
@@ -185,7 +185,7 @@ impl Model {
                 }
             }
             Op::CrashAt(which, point) => {
-                failpoint::arm(POINTS[usize::from(point)], Action::Crash);
+                failpoint::arm(POINTS[usize::from(point)], Fault::Crash);
                 let ok = match which {
                     0 => self.append(1),
                     1 => self.h.rotate().is_ok(),
@@ -206,7 +206,7 @@ impl Model {
                 }
             }
             Op::TornRotate(share) => {
-                failpoint::arm("rotate.archive.write", Action::Torn(usize::from(share) * 2));
+                failpoint::arm("rotate.archive.write", Fault::Torn(usize::from(share) * 2));
                 let ok = self.h.rotate().is_ok();
                 failpoint::reset();
                 if !ok {

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ctxbudget::history::{History, NewRow, OpenOptions};
+//! use ctxbudget::store::{History, NewRow, OpenOptions};
 //! use ctxbudget::scan::SessionHistoryTool;
 //!
 //! let ws = std::env::temp_dir().join(format!("ctxbudget-scan-doc-{}", std::process::id()));
@@ -20,7 +20,7 @@
 //! let result = tool.call_json(r#"{"action": "search", "query": "DEPLOY KEY"}"#);
 //! assert!(result.contains("vault/prod"));
 //! # std::fs::remove_dir_all(&ws).ok();
-//! # Ok::<(), ctxbudget::history::HistoryError>(())
+//! # Ok::<(), ctxbudget::store::HistoryError>(())
 //! ```
 
 mod args;
@@ -28,7 +28,7 @@ mod cursor;
 mod prefilter;
 mod project;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
@@ -36,7 +36,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::history::{commit_crc_before, Entry, History, Snapshot};
+use crate::store::{commit_crc_before, Entry, History, Snapshot};
+use crate::transcript::{BoundaryKind, RowKind, WindowFold, WindowId};
 
 pub use args::{Args, Operation};
 
@@ -352,7 +353,8 @@ struct Page<'a> {
     window: Vec<u64>,
     /// Boundary kind of each window.
     window_kind: HashMap<u64, &'static str>,
-    retracted: HashSet<u64>,
+    /// The fold of the rows past the floor (retractions).
+    fold: WindowFold,
     warnings: Vec<&'static str>,
     rows_examined: usize,
     bytes_read: u64,
@@ -382,19 +384,16 @@ impl<'a> Page<'a> {
             .collect();
         let floor = floor_position(&rows, snap);
         let visible_start = floor.map_or(0, |f| f + 1);
-        let mut window_kind = HashMap::new();
-        let mut current = match floor {
-            None => 0,
+        let floor_window = match floor {
+            None => None,
             Some(f) if is_reset(rows[f].1) && rows[f].1.head.is_some() => {
-                let seq = rows[f].1.head.as_ref().map_or(0, |h| h.seq);
-                window_kind.insert(seq, "reset");
-                seq
+                rows[f].1.head.as_ref().map(|h| h.seq)
             }
-            Some(f) => {
-                // The floor is a reset that does not parse, a recorded floor whose row
-                // is gone, or damage: name the window after the first readable row past
-                // it, which keeps IDs unique and never points before the floor.
-                let seq = rows[f + 1..]
+            // The floor is a reset that does not parse, a recorded floor whose row is
+            // gone, or damage: name the window after the first readable row past it,
+            // which keeps IDs unique and never points before the floor.
+            Some(f) => Some(
+                rows[f + 1..]
                     .iter()
                     .find_map(|(_, e)| e.head.as_ref().map(|h| h.seq))
                     .or_else(|| {
@@ -403,32 +402,24 @@ impl<'a> Page<'a> {
                             .rev()
                             .find_map(|(_, e)| e.head.as_ref().map(|h| h.seq + 1))
                     })
-                    .unwrap_or(1);
-                window_kind.insert(seq, "reset");
-                seq
-            }
+                    .unwrap_or(1),
+            ),
         };
-        window_kind.entry(0).or_insert("root");
+        // What the rows past the floor mean is the window fold's to say.
+        let mut fold = match floor_window {
+            None => WindowFold::new(),
+            Some(seq) => WindowFold::starting_at(WindowId(seq), BoundaryKind::Reset),
+        };
+        let mut window_kind = HashMap::new();
+        window_kind.insert(fold.window().seq(), fold.window_kind_name());
         let mut window = Vec::with_capacity(rows.len() - visible_start);
-        let mut retracted = HashSet::new();
         for (_, e) in &rows[visible_start..] {
             if let Some(h) = &e.head {
-                if h.kind == "boundary" {
-                    current = h.seq;
-                    window_kind.insert(
-                        h.seq,
-                        if h.boundary_kind.as_deref() == Some("rollover") {
-                            "rollover"
-                        } else {
-                            "reset"
-                        },
-                    );
-                }
-                if let Some(r) = h.retracts {
-                    retracted.insert(r);
+                if fold.note_head(h.as_head()) {
+                    window_kind.insert(fold.window().seq(), fold.window_kind_name());
                 }
             }
-            window.push(current);
+            window.push(fold.window().seq());
         }
         Page {
             tool,
@@ -439,7 +430,7 @@ impl<'a> Page<'a> {
             visible_start,
             window,
             window_kind,
-            retracted,
+            fold,
             warnings: Vec::new(),
             rows_examined: 0,
             bytes_read: 0,
@@ -466,8 +457,7 @@ impl<'a> Page<'a> {
 
     fn visible(&self, p: usize) -> bool {
         self.rows[p].1.head.as_ref().is_some_and(|h| {
-            matches!(h.kind.as_str(), "message" | "continuation")
-                && !self.retracted.contains(&h.seq)
+            h.kind.parse::<RowKind>().is_ok_and(RowKind::is_item) && !self.fold.is_retracted(h.seq)
         })
     }
 
@@ -652,7 +642,7 @@ impl<'a> Page<'a> {
             } else {
                 &self.snap.paths.chat
             };
-            let f = crate::history::open_read(path).map_err(|e| {
+            let f = crate::store::open_read(path).map_err(|e| {
                 Failure::new(
                     "history_unavailable",
                     format!("cannot open the transcript: {e}"),
@@ -876,10 +866,10 @@ impl<'a> Page<'a> {
     }
 }
 
-fn stat(path: &std::path::Path) -> Option<crate::history::Stamp> {
+fn stat(path: &std::path::Path) -> Option<crate::store::Stamp> {
     std::fs::symlink_metadata(path)
         .ok()
-        .map(|m| crate::history::Stamp::of_metadata(&m))
+        .map(|m| crate::store::Stamp::of_metadata(&m))
 }
 
 /// Appends the case fold of `c` used for matching: its lowercase taken character by

@@ -68,6 +68,17 @@ impl WindowFold {
         WindowFold::default()
     }
 
+    /// A fold that starts inside a transcript, in `window` opened as `kind` (a reader
+    /// that begins at a privacy floor: nothing before it is noted).
+    pub fn starting_at(window: WindowId, kind: BoundaryKind) -> WindowFold {
+        WindowFold {
+            window,
+            window_kind: Some(kind),
+            boundaries: vec![window.seq()],
+            ..WindowFold::default()
+        }
+    }
+
     /// Notes a row from its head. Returns `true` when the row opened a new window.
     /// Rows whose seq is not above the last one noted are ignored (the store reports
     /// them as seq violations; they are never part of the transcript's meaning).
@@ -85,11 +96,8 @@ impl WindowFold {
         let mut opened = false;
         match kind {
             RowKind::Boundary => {
-                self.open_window(h.seq, h.boundary_kind.and_then(|b| b.parse().ok()));
-                debug_assert_eq!(
-                    self.window,
-                    WindowFold::next_window(WindowId::ROOT, h.seq, h.kind)
-                );
+                let window = WindowFold::next_window(self.window, h.seq, h.kind);
+                self.open_window(window, h.boundary_kind.and_then(|b| b.parse().ok()));
                 if rules::is_floor(h.kind, h.boundary_kind) {
                     self.floor_seq = h.seq;
                 }
@@ -187,12 +195,12 @@ impl WindowFold {
         }
     }
 
-    fn open_window(&mut self, seq: u64, kind: Option<BoundaryKind>) {
-        self.boundaries.push(seq);
+    fn open_window(&mut self, window: WindowId, kind: Option<BoundaryKind>) {
+        self.boundaries.push(window.seq());
         self.previous = Some(self.window);
-        self.window = WindowId(seq);
+        self.window = window;
         self.window_kind = Some(kind.unwrap_or(BoundaryKind::Reset));
-        self.window_first_seq = Some(seq);
+        self.window_first_seq = Some(window.seq());
         self.visible.clear();
         self.claims = Claims::default();
         self.open_calls.clear();
@@ -333,7 +341,6 @@ pub fn is_scheduled(output: Option<&Value>) -> bool {
     }
 }
 
-/// The first window of a transcript never has a boundary row.
 impl WindowFold {
     /// Whether the fold has noted any row.
     pub fn is_empty(&self) -> bool {
@@ -346,11 +353,8 @@ impl WindowFold {
     /// boundary first, when it has seen none) in one store call, notes them, and returns
     /// them parsed. A fold that starts this way knows the current window and everything
     /// after; windows before it are `session_history`'s to read.
-    pub fn catch_up(
-        &mut self,
-        store: &crate::history::History,
-    ) -> crate::history::Result<Vec<Row>> {
-        use crate::history::ReadFrom;
+    pub fn catch_up(&mut self, store: &crate::store::History) -> crate::store::Result<Vec<Row>> {
+        use crate::store::ReadFrom;
         let from = if self.is_empty() {
             ReadFrom::CurrentWindow
         } else {

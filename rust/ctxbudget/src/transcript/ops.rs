@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::kinds::{BoundaryKind, Role, RolloverReason, RowKind};
 use super::window::WindowId;
-use crate::history::{HistoryError, NewRow, Result, Store, Tip};
+use crate::store::{HistoryError, NewRow, Result, Store, Tip};
 
 /// What a lead-in's text is rendered from, under the store's lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -127,7 +127,7 @@ fn string_of(value: Option<&Value>) -> String {
 impl Row {
     /// Parses stored rows (skipping malformed lines and kinds or roles this library does
     /// not know), in order.
-    pub fn parse_stored(rows: &[crate::history::StoredRow]) -> Vec<Row> {
+    pub fn parse_stored(rows: &[crate::store::StoredRow]) -> Vec<Row> {
         rows.iter()
             .filter_map(|r| {
                 let window = r.window.parse().ok()?;

@@ -461,3 +461,37 @@ impl Incoming<'_> {
         }
     }
 }
+
+/// Fuzzing entry point (not API): a row given as JSON text is judged the same way by
+/// every write path — the value path ([`NewRow::from_value`]) and the raw-text path the
+/// binding uses (fast and thorough) — down to the field and reason of a refusal.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzz_rules(input: &[u8]) {
+    let Ok(raw) = serde_json::from_slice::<&serde_json::value::RawValue>(input) else {
+        return;
+    };
+    let Ok(value) = serde_json::from_str::<Value>(raw.get()) else {
+        return;
+    };
+    let key = |r: Result<()>| match r {
+        Ok(()) => None,
+        Err(HistoryError::InvalidRow { field, reason, .. }) => Some((field, reason)),
+        Err(other) => Some(("?".to_owned(), other.to_string())),
+    };
+    let by_value = key(NewRow::from_value(0, value).map(|_| ()));
+    let by_text = key(RawRow::parse(0, raw).map(|_| ()));
+    if by_value.is_none() || by_text.is_none() {
+        // Duplicate keys are legal JSON that the two parsers resolve alike (the last
+        // wins); both must then accept or refuse together.
+        assert_eq!(by_value.is_none(), by_text.is_none(), "{}", raw.get());
+    }
+    if let Some(fast) = RawRow::parse_fast(raw) {
+        assert!(
+            by_value.is_none(),
+            "fast path accepted what the rules refuse: {}",
+            raw.get()
+        );
+        let _ = fast;
+    }
+}

@@ -12,8 +12,8 @@
 use crate::transcript::{Row, WindowFold};
 
 use super::{
-    AppendResult, NewRow, ReadFrom, ReceiptRead, RecoveryReport, Result, RotateReport, RowsRead,
-    VerifyReport,
+    AppendResult, History, NewRow, ReadFrom, ReceiptRead, RecoveryReport, Result, RotateReport,
+    RowsRead, VerifyReport,
 };
 
 /// What a batch is built from, under the store's lock.
@@ -74,4 +74,53 @@ pub trait Store: Send + Sync {
 
     /// Repairs what a crash left (torn tails, interrupted mutations).
     fn recover(&self) -> Result<RecoveryReport>;
+}
+
+impl Store for History {
+    fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult> {
+        match expected_last_seq {
+            Some(n) => self.append_if(rows.to_vec(), n),
+            None => self.append(rows.to_vec()),
+        }
+    }
+
+    fn append_json(
+        &self,
+        rows_json: &[u8],
+        expected_last_seq: Option<u64>,
+    ) -> Result<AppendResult> {
+        self.append_json_bytes_if(rows_json, expected_last_seq)
+    }
+
+    fn append_with(
+        &self,
+        expected_last_seq: Option<u64>,
+        build: &mut BuildBatch<'_>,
+    ) -> Result<Option<AppendResult>> {
+        History::append_with(self, expected_last_seq, build)
+    }
+
+    fn read(&self, from: ReadFrom) -> Result<RowsRead> {
+        History::read(self, from)
+    }
+
+    fn receipt(&self) -> Result<ReceiptRead> {
+        History::receipt(self)
+    }
+
+    fn floor_seq(&self) -> Result<u64> {
+        History::floor_seq(self)
+    }
+
+    fn rotate(&self) -> Result<RotateReport> {
+        History::rotate(self)
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        History::verify(self)
+    }
+
+    fn recover(&self) -> Result<RecoveryReport> {
+        History::recover(self)
+    }
 }
