@@ -39,8 +39,6 @@ from .history import (
     VerifyReport,
     WindowInfo,
 )
-from .memory import MemoryTool
-from .new_context import NewContextTool
 from .policy import Action, Budget, Claims, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
 from .session import INTERRUPTED_OUTPUT, OpenCall, RequestHook, Session, Turn
@@ -57,7 +55,8 @@ from .tokens import (
     encoding_for_model,
     encoding_names,
 )
-from .toolpolicy import RuleAction, ToolPolicy, ToolRule
+from .tools import MemoryTool, NewContextTool, RuleAction, ToolPolicy, ToolRule
+from .window import WindowView
 
 __all__ = [
     "BOUNDARY_SLACK",
@@ -113,6 +112,7 @@ __all__ = [
     "UnknownModelError",
     "VerifyReport",
     "WindowInfo",
+    "WindowView",
     "__version__",
     "count_messages",
     "count_tokens",

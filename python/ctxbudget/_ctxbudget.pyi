@@ -1,7 +1,7 @@
 # Hand-written stub of the Rust extension module; checked by `python -m mypy.stubtest`.
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, final
 
 from ctxbudget.history import Row
@@ -41,6 +41,7 @@ __all__ = [
     "_arm_failpoint",
     "_panic_for_test",
     "_reset_failpoints",
+    "claims_of_rows",
     "encode_rows",
     "encoding_names",
     "model_encoding",
@@ -342,6 +343,11 @@ class WindowFold:
     def new_context_requested(self) -> bool: ...
     @property
     def last_user_seq(self) -> int | None: ...
+
+def claims_of_rows(
+    rows: Iterable[object], claims: tuple[bool, bool, bool]
+) -> tuple[bool, bool, bool]:
+    """``(warning, handoff, final)`` plus what ``rows`` publish (the fold's rule)."""
 
 # Present only in builds with the `failpoints` feature (the development build).
 def _arm_failpoint(name: str, action: str) -> None: ...
