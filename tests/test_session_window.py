@@ -88,11 +88,6 @@ def test_pop_item_pops_what_the_request_carries_never_a_quarantined_row(tmp_path
     assert kinds.count("retraction") == 2 and kinds.count("rejected") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the core fold still counts a message row carrying meta.rejected (SPEC §5's "
-    "wording of a quarantine) as context; the rule belongs in transcript::rules",
-)
 def test_a_spec_form_quarantine_row_is_neither_sent_nor_shown(tmp_path: Path) -> None:
     s = _open(tmp_path / "ws")
     a = _agents(s)

@@ -333,3 +333,45 @@ fn quarantine_by_seq_reads_the_row_and_writes_one_conditional_batch() {
     let structural = h.quarantine_seq(2, None).err().map(|e| e.to_string());
     assert!(structural.is_some_and(|e| e.contains("retraction row")));
 }
+
+/// SPEC §5 words a quarantine as an empty assistant message carrying the original request
+/// in `meta.rejected`. Whoever wrote it, such a row is never context: the fold leaves it
+/// out of the visible rows, window listings do not count it, and `session_history` never
+/// returns it — one rule (`rules::is_quarantined`) for every reader.
+#[test]
+fn a_row_carrying_meta_rejected_is_never_context_nor_an_item() {
+    let ws = Ws::new("spec-quarantine");
+    let h = std::sync::Arc::new(ws.open());
+    ok(h.append(vec![user("hi"), user("far too long zebra")]));
+    ok(h.append(vec![
+        row(json!({"kind": "retraction", "role": "system", "meta": {"retracts": 2}})),
+        row(json!({"kind": "message", "role": "assistant", "parts": [],
+            "meta": {"rejected": {"role": "user",
+                "parts": [{"type": "text", "text": "far too long zebra"}], "meta": {}}}})),
+        row(json!({"kind": "message", "role": "assistant", "parts": [],
+            "meta": {"rejected": null, "note": "a null marker is no quarantine"}})),
+    ]));
+    let mut fold = WindowFold::new();
+    ok(fold.catch_up(&h));
+    assert_eq!(fold.visible().collect::<Vec<_>>(), [1, 5]);
+    assert_eq!(fold.item_count(), 2);
+    let windows = ok(h.windows());
+    assert_eq!(windows.len(), 1);
+    assert_eq!(windows[0].item_count, 2);
+
+    let tool = ctxbudget::scan::SessionHistoryTool::new(h.clone());
+    let found: Value = serde_json::from_str(
+        &tool.call_json(&json!({"action": "search", "query": "zebra"}).to_string()),
+    )
+    .unwrap_or_default();
+    assert_eq!(found["items"], json!([]), "{found}");
+    let listed: Value = serde_json::from_str(
+        &tool.call_json(&json!({"action": "list_items", "window_id": "w:0"}).to_string()),
+    )
+    .unwrap_or_default();
+    let ids: Vec<&str> = listed["items"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|i| i["item_id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, ["1", "5"], "{listed}");
+}

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use crate::store::{commit_crc_before, Entry, History, Snapshot};
-use crate::transcript::{BoundaryKind, RowKind, WindowFold, WindowId};
+use crate::transcript::{BoundaryKind, WindowFold, WindowId};
 
 pub use args::{Args, Operation};
 
@@ -456,9 +456,11 @@ impl<'a> Page<'a> {
     }
 
     fn visible(&self, p: usize) -> bool {
-        self.rows[p].1.head.as_ref().is_some_and(|h| {
-            h.kind.parse::<RowKind>().is_ok_and(RowKind::is_item) && !self.fold.is_retracted(h.seq)
-        })
+        self.rows[p]
+            .1
+            .head
+            .as_ref()
+            .is_some_and(|h| h.as_head().is_item() && !self.fold.is_retracted(h.seq))
     }
 
     fn check_deadline(&self) -> Result<(), Failure> {

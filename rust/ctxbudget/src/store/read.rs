@@ -12,7 +12,7 @@ use super::{
     commit_crc_before, open_read, History, HistoryError, ReadFrom, Result, RowsRead, StoredRow,
     WindowInfo,
 };
-use crate::transcript::{BoundaryKind, RowKind, WindowFold};
+use crate::transcript::{BoundaryKind, WindowFold};
 
 impl History {
     // ----- reading ---------------------------------------------------------------
@@ -120,7 +120,7 @@ impl History {
                     item_count: 0,
                 });
             }
-            let item = h.kind.parse::<RowKind>().is_ok_and(RowKind::is_item);
+            let item = h.as_head().is_item();
             if item && !retracted.is_retracted(h.seq) {
                 if let Some(w) = out.last_mut() {
                     w.item_count += 1;

@@ -217,6 +217,8 @@ pub(crate) struct HeadMeta {
     pub boundary_kind: Option<String>,
     pub rollover_id: Option<String>,
     pub retracts: Option<u64>,
+    /// `meta.rejected` is present and not null.
+    pub rejected: bool,
 }
 
 type RawMap<'a> =
@@ -282,6 +284,8 @@ impl<'a> RawRow<'a> {
             rollover_id: Option<std::borrow::Cow<'a, str>>,
             #[serde(default)]
             retracts: Option<u64>,
+            #[serde(default)]
+            rejected: Option<serde::de::IgnoredAny>,
         }
         let f: Fields<'a> = serde_json::from_str(raw.get()).ok()?;
         let kind = f.kind.parse::<RowKind>().ok()?;
@@ -311,6 +315,7 @@ impl<'a> RawRow<'a> {
             boundary_kind: m.boundary_kind.map(|c| c.into_owned()),
             rollover_id: m.rollover_id.map(|c| c.into_owned()),
             retracts: m.retracts,
+            rejected: m.rejected.is_some(),
         };
         rules::check_kind_meta(kind, head_meta.boundary_kind.as_deref(), head_meta.retracts)
             .ok()?;
@@ -362,6 +367,7 @@ impl<'a> RawRow<'a> {
             retracts: meta_map
                 .get("retracts")
                 .and_then(|r| r.get().parse::<u64>().ok()),
+            rejected: meta_map.get("rejected").is_some_and(|r| r.get() != "null"),
         };
         rules::check_kind_meta(kind, head_meta.boundary_kind.as_deref(), head_meta.retracts)
             .map_err(|e| at(index, e))?;
@@ -446,6 +452,7 @@ impl Incoming<'_> {
                         .and_then(Value::as_str)
                         .map(str::to_owned),
                     retracts: r.meta.get("retracts").and_then(Value::as_u64),
+                    rejected: r.meta.get("rejected").is_some_and(|v| !v.is_null()),
                 },
             ),
             Incoming::Raw(r) => (r.role.clone(), r.head_meta.clone()),
@@ -458,6 +465,7 @@ impl Incoming<'_> {
             boundary_kind: meta.boundary_kind,
             rollover_id: meta.rollover_id,
             retracts: meta.retracts,
+            rejected: meta.rejected,
         }
     }
 }

@@ -36,6 +36,26 @@ pub struct Head<'a> {
     pub rollover_id: Option<&'a str>,
     /// `meta.retracts` of a retraction row.
     pub retracts: Option<u64>,
+    /// `meta.rejected` is present and not null: the row holds a quarantined request
+    /// (see [`rules::is_quarantined`]).
+    pub rejected: bool,
+}
+
+impl Head<'_> {
+    /// Whether a provider request carries this row (when not retracted): a context kind
+    /// (see [`RowKind::is_context`]) that holds no quarantined request.
+    pub fn is_context(&self) -> bool {
+        self.kind.parse::<RowKind>().is_ok_and(RowKind::is_context)
+            && !rules::is_quarantined(self.kind, self.rejected)
+    }
+
+    /// Whether `session_history` returns this row as an item and window listings count
+    /// it (when not retracted): an item kind (see [`RowKind::is_item`]) that holds no
+    /// quarantined request.
+    pub fn is_item(&self) -> bool {
+        self.kind.parse::<RowKind>().is_ok_and(RowKind::is_item)
+            && !rules::is_quarantined(self.kind, self.rejected)
+    }
 }
 
 /// The incremental state of a transcript's windows. See the module docs.
@@ -117,7 +137,7 @@ impl WindowFold {
             _ => {}
         }
         self.window_first_seq.get_or_insert(h.seq);
-        if kind.is_context() {
+        if h.is_context() {
             self.visible.push((h.seq, kind));
         }
         if kind == RowKind::Message && h.role == Some(Role::User.as_str()) {
@@ -136,6 +156,7 @@ impl WindowFold {
             boundary_kind: row.meta_str("boundary_kind"),
             rollover_id: row.meta_str("rollover_id"),
             retracts: row.meta.get("retracts").and_then(Value::as_u64),
+            rejected: row.meta.get("rejected").is_some_and(|v| !v.is_null()),
         };
         if row.seq <= self.last_seq && self.window_first_seq.is_some() {
             return false;

@@ -155,6 +155,14 @@ pub fn check_kind_meta(
     }
 }
 
+/// Whether a row holds a quarantined request and so is never context, never an item:
+/// a `rejected` row, or any row whose `meta.rejected` is set (SPEC §5 words a quarantine
+/// as an empty assistant message carrying the original there). Judged from the kind and
+/// the presence of a non-null `meta.rejected`, so every reader fails closed the same way.
+pub fn is_quarantined(kind: &str, has_rejected_meta: bool) -> bool {
+    has_rejected_meta || kind == RowKind::Rejected.as_str()
+}
+
 /// Whether a row of `kind` with this `boundary_kind` is a privacy floor: a boundary that
 /// is not a rollover (a reset, or a boundary whose kind is missing or unknown — fail
 /// closed).
