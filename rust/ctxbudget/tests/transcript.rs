@@ -375,3 +375,40 @@ fn a_row_carrying_meta_rejected_is_never_context_nor_an_item() {
         .unwrap_or_default();
     assert_eq!(ids, ["1", "5"], "{listed}");
 }
+
+/// A retraction of the row that made tool calls closes them: the request no longer
+/// carries the calls, so no result is owed (an interrupted result for a call the provider
+/// never saw would be refused). Calls of other rows stay open.
+#[test]
+fn retracting_the_row_that_made_calls_closes_them() {
+    let ws = Ws::new("retract-calls");
+    let h = ws.open();
+    ok(h.append(vec![
+        user("look it up"),
+        row(json!({"kind": "message", "role": "assistant", "parts": [
+            {"type": "tool_call", "id": "a", "name": "search", "arguments": {}}]})),
+        row(json!({"kind": "message", "role": "assistant", "parts": [
+            {"type": "tool_call", "id": "b", "name": "search", "arguments": {}}]})),
+    ]));
+    let mut fold = WindowFold::new();
+    ok(fold.catch_up(&h));
+    assert_eq!(fold.open_calls().len(), 2);
+    ok(h.append(vec![row(
+        json!({"kind": "retraction", "role": "system", "meta": {"retracts": 2}}),
+    )]));
+    ok(fold.catch_up(&h));
+    let open: Vec<&str> = fold
+        .open_calls()
+        .iter()
+        .map(|c| c.call_id.as_str())
+        .collect();
+    assert_eq!(open, ["b"]);
+    let mut fresh = WindowFold::new();
+    ok(fresh.catch_up(&h));
+    let open: Vec<&str> = fresh
+        .open_calls()
+        .iter()
+        .map(|c| c.call_id.as_str())
+        .collect();
+    assert_eq!(open, ["b"], "a fresh fold agrees with the incremental one");
+}

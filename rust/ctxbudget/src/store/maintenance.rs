@@ -192,12 +192,15 @@ impl History {
         let mut locked = self.lock()?;
         self.writable(&mut locked)?;
         let ix = Self::index(&locked)?;
+        // The batch that opened the current window begins at the window's first seq,
+        // as the fold knows it (the store does not read windows itself).
+        let opened_at = ix.fold.window().seq();
         let boundary = ix
             .chat
             .entries
             .iter()
             .rev()
-            .find(|e| e.head.as_ref().is_some_and(|h| h.kind == "boundary"));
+            .find(|e| e.head.as_ref().is_some_and(|h| h.seq == opened_at));
         let Some(boundary) = boundary else {
             return Ok(RotateReport::default());
         };

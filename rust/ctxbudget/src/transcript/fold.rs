@@ -132,6 +132,10 @@ impl WindowFold {
                     if let Ok(i) = self.visible.binary_search_by_key(&target, |&(s, _)| s) {
                         self.visible.remove(i);
                     }
+                    // The request no longer carries the calls of a retracted row, so no
+                    // result is owed for them (a result for a call the provider never
+                    // saw would be refused).
+                    self.open_calls.retain(|c| c.seq != target);
                 }
             }
             _ => {}
