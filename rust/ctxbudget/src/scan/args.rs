@@ -187,10 +187,7 @@ pub fn parse(value: &Value) -> Result<Args, Failure> {
     let query = string(obj, "query", QUERY_MAX_CHARS)?;
     let window_id = string(obj, "window_id", 32)?;
     if let Some(w) = &window_id {
-        let valid = w
-            .strip_prefix("w:")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        if !valid {
+        if w.parse::<crate::transcript::WindowId>().is_err() {
             return Err(invalid("window_id looks like \"w:0\" or \"w:<number>\""));
         }
     }

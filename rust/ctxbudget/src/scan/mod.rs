@@ -446,7 +446,7 @@ impl<'a> Page<'a> {
     fn item_at(&self, p: usize, seq: u64, role: &str) -> Item {
         Item {
             item_id: seq.to_string(),
-            window_id: format!("w:{}", self.window_at(p)),
+            window_id: WindowId(self.window_at(p)).to_string(),
             role: role.to_owned(),
             text: String::new(),
             start_char: None,
@@ -587,7 +587,7 @@ impl<'a> Page<'a> {
 
     fn window_json(&self, seq: u64, count: u64) -> Value {
         json!({
-            "window_id": format!("w:{seq}"),
+            "window_id": WindowId(seq).to_string(),
             "boundary_kind": self.window_kind.get(&seq).copied().unwrap_or("reset"),
             "item_count": count,
         })
@@ -671,8 +671,8 @@ impl<'a> Page<'a> {
             .args
             .window_id
             .as_deref()
-            .and_then(|w| w.strip_prefix("w:"))
-            .and_then(|n| n.parse::<u64>().ok());
+            .and_then(|w| w.parse::<WindowId>().ok())
+            .map(WindowId::seq);
         if let Some(w) = wanted_window {
             if !self.window.contains(&w) {
                 return Err(Failure::new(
