@@ -5,13 +5,12 @@ state, so what one shows, counts or retracts cannot drift from the others."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxbudget import History, Row, Session, ToolPolicy, WindowView
+from ctxbudget import History, Row, Session, ToolPolicy, WindowView, _ctxbudget
 from ctxbudget.plot import usage_points
 
 HOST_TOOL = {
@@ -131,37 +130,56 @@ def test_plot_shows_what_the_session_measured(tmp_path: Path) -> None:
 # ----- defect: new_context reads O(new rows), not the file ------------------------------
 
 
-class _CountingHistory(History):
-    """A History that counts the rows its readers pull."""
+class _CountingFold:
+    """A proxy for the core's window fold that counts the rows its ``advance()`` reads."""
 
-    __slots__ = ("pulled",)
+    def __init__(self, real: Any, counter: list[int]) -> None:
+        self._real = real
+        self._counter = counter
 
-    def __init__(self, inner: History) -> None:
-        super().__init__(inner._core, inner.workspace)
-        self.pulled = 0
+    def advance(self) -> tuple[list[Row], bool]:
+        rows, changed = self._real.advance()
+        self._counter[0] += len(rows)
+        return rows, changed
 
-    def rows(self, *, since_seq: int = 0) -> Iterator[Row]:
-        for row in super().rows(since_seq=since_seq):
-            self.pulled += 1
-            yield row
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
 
 
-def test_new_context_call_reads_only_new_rows(tmp_path: Path) -> None:
+def test_new_context_call_reads_only_new_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``run_tool("new_context")`` reads at most the rows appended since the last
+    call: every core fold (the session's and any made later) is counted, and reading the
+    transcript row by row through ``History`` is refused."""
     s = _open(tmp_path / "ws")
     s.add_user("Audit the billing code.")
     for n in range(30):
         _step(s, n)
-    counting = _CountingHistory(s.history)
-    s.history = counting
+    read = [0]
+    real_fold = _ctxbudget.WindowFold
+    s._fold._core = _CountingFold(s._fold._core, read)
+    monkeypatch.setattr(
+        _ctxbudget, "WindowFold", lambda history: _CountingFold(real_fold(history), read)
+    )
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("run_tool read the transcript through History.rows")
+
+    monkeypatch.setattr(History, "rows", refuse)
+    seen = s._fold.last_seq
     s.add_assistant(None, [{"id": "nc", "name": "new_context", "arguments": {}}])
-    before = counting.pulled
-    result = s.run_tool("new_context", {})
-    assert result == {"ok": True, "status": "scheduled"}
-    assert counting.pulled - before <= 1, "run_tool read the whole transcript"
-    s.add_tool_results([{"call_id": "nc", "name": "new_context", "output": result}])
-    before = counting.pulled
-    assert s.run_tool("new_context", {})["code"] == "already_requested"
-    assert counting.pulled - before <= 1
+    for expected in ({"ok": True, "status": "scheduled"}, None):
+        before = read[0]
+        result = s.run_tool("new_context", {})
+        appended = s._fold.last_seq - seen
+        assert read[0] - before <= appended, "run_tool read rows it had read before"
+        seen = s._fold.last_seq
+        if expected is not None:
+            assert result == expected
+            s.add_tool_results([{"call_id": "nc", "name": "new_context", "output": result}])
+        else:
+            assert result["code"] == "already_requested"
     assert s.view().new_context_scheduled
 
 
