@@ -127,6 +127,68 @@ def test_plot_shows_what_the_session_measured(tmp_path: Path) -> None:
     assert [(p.window_id, p.tokens) for p in points] == measured
 
 
+def _reply_item(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def test_plot_shows_what_the_sdk_session_measured(tmp_path: Path) -> None:
+    """A reply the Agents SDK saves carries the size of the request the session sent
+    for it, as one recorded with add_assistant does; the plot draws that figure."""
+    ws = tmp_path / "ws"
+    s = _open(ws, tools=[HOST_TOOL])
+    a = _agents(s)
+    measured = []
+    for n in range(3):
+        asyncio.run(a.add_items([{"role": "user", "content": f"question {n}"}]))
+        turn = s.prepare()
+        assert turn.status == "send", turn.reason
+        measured.append((turn.window_id, turn.decision.projected))
+        asyncio.run(a.add_items([_reply_item(f"answer {n}")]))
+    replies = [r for r in s.history.rows() if r.kind == "message" and r.role == "assistant"]
+    assert [r.meta.get("request_tokens") for r in replies] == [t for _, t in measured]
+    points = usage_points(History.open(ws), s.encoding)
+    assert [(p.window_id, p.tokens) for p in points] == measured
+
+
+def test_plot_estimate_skips_retracted_and_quarantined_rows(tmp_path: Path) -> None:
+    """A reply recorded without a measurement is estimated from the core fold's view of
+    the window: a row popped by pop_item and a quarantined request are not counted, and
+    a quarantine's rejected copy is not a step; the estimate is what the session
+    measures for the same request."""
+    ws = tmp_path / "ws"
+    s = _open(ws, tools=[HOST_TOOL])
+    a = _agents(s)
+    s.add_user("hi")
+    s.add_assistant("hello")
+    asyncio.run(a.add_items([{"role": "user", "content": "a long aside " * 200}]))
+    asyncio.run(a.pop_item())
+    _spec_form_quarantine(s, int(s.add_user("far too long " * 300)), "far too long")
+    s.add_user("the real question")
+    turn = s.prepare()
+    assert turn.status == "send", turn.reason
+    # A host that writes the reply itself records no measurement.
+    s.history.append(
+        [
+            {
+                "kind": "message",
+                "role": "assistant",
+                "parts": [{"type": "text", "text": "the answer"}],
+            }
+        ]
+    )
+    points = usage_points(History.open(ws), s.encoding)
+    assert len(points) == 2, "the quarantine's rejected copy is not a step"
+    assert (points[-1].window_id, points[-1].tokens) == (
+        turn.window_id,
+        turn.decision.projected,
+    )
+
+
 # ----- defect: new_context reads O(new rows), not the file ------------------------------
 
 
