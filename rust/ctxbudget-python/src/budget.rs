@@ -103,33 +103,33 @@ pub(crate) fn claims_of_rows(
     rows: &Bound<'_, PyAny>,
     claims: (bool, bool, bool),
 ) -> PyResult<(bool, bool, bool)> {
-    let (warning, handoff, final_prompt) = claims;
-    let mut claims = Claims {
-        warning,
-        handoff,
-        final_prompt,
-    };
-    for row in rows.try_iter()? {
-        let row = row?;
-        let (kind, meta) = match row.cast::<PyDict>() {
-            Ok(dict) => (dict.get_item("kind")?, dict.get_item("meta")?),
-            Err(_) => (row.getattr_opt("kind")?, row.getattr_opt("meta")?),
+    no_panic(py, "claims_of_rows()", || {
+        let (warning, handoff, final_prompt) = claims;
+        let mut claims = Claims {
+            warning,
+            handoff,
+            final_prompt,
         };
-        let is_advisory = kind
-            .as_ref()
-            .and_then(|k| k.extract::<PyBackedStr>().ok())
-            .is_some_and(|k| &*k == RowKind::Advisory.as_str());
-        let Some(meta) = meta.filter(|_| is_advisory) else {
-            continue;
-        };
-        let meta = encode_value(&meta)
-            .and_then(|json| serde_json::from_slice::<Map<String, Value>>(&json).ok())
-            .unwrap_or_default();
-        claims = no_panic(py, "claims_of_rows()", || {
-            transcript::claims_of(&meta, claims)
-        })?;
-    }
-    Ok((claims.warning, claims.handoff, claims.final_prompt))
+        for row in rows.try_iter()? {
+            let row = row?;
+            let (kind, meta) = match row.cast::<PyDict>() {
+                Ok(dict) => (dict.get_item("kind")?, dict.get_item("meta")?),
+                Err(_) => (row.getattr_opt("kind")?, row.getattr_opt("meta")?),
+            };
+            let is_advisory = kind
+                .as_ref()
+                .and_then(|k| k.extract::<PyBackedStr>().ok())
+                .is_some_and(|k| &*k == RowKind::Advisory.as_str());
+            let Some(meta) = meta.filter(|_| is_advisory) else {
+                continue;
+            };
+            let meta = encode_value(&meta)
+                .and_then(|json| serde_json::from_slice::<Map<String, Value>>(&json).ok())
+                .unwrap_or_default();
+            claims = transcript::claims_of(&meta, claims);
+        }
+        Ok((claims.warning, claims.handoff, claims.final_prompt))
+    })?
 }
 
 /// The ladder's constants, so Python reads them instead of restating them, and the

@@ -189,18 +189,19 @@ pub(crate) struct PyRowFold {
 }
 
 impl PyRowFold {
-    fn with<T>(&self, py: Python<'_>, f: impl FnOnce(&mut WindowFold) -> T) -> PyResult<T> {
+    fn with<T>(&self, py: Python<'_>, f: impl FnOnce(&WindowFold) -> T) -> PyResult<T> {
         no_panic(py, "RowFold", || {
-            f(&mut self.fold.lock().unwrap_or_else(|e| e.into_inner()))
+            f(&self.fold.lock().unwrap_or_else(|e| e.into_inner()))
         })
     }
 }
 
 /// `row` (a `ctxbudget.Row` or a dict with `kind`, `role`, `parts`, `meta` and
-/// optionally `seq`) parsed by the core's row rule; `None` for a row it does not know.
-fn core_row(row: &Bound<'_, PyAny>, next_seq: u64) -> PyResult<Option<Row>> {
+/// optionally `seq`) parsed by the core's row rule, with its seq if it has one; `None`
+/// for a row the core does not know.
+fn core_row(row: &Bound<'_, PyAny>) -> PyResult<Option<(Row, Option<u64>)>> {
     let dict = PyDict::new(row.py());
-    let mut seq = next_seq;
+    let mut seq = None;
     for key in ["kind", "role", "parts", "meta", "seq"] {
         let value = match row.cast::<PyDict>() {
             Ok(d) => d.get_item(key)?,
@@ -210,14 +211,14 @@ fn core_row(row: &Bound<'_, PyAny>, next_seq: u64) -> PyResult<Option<Row>> {
             continue;
         };
         if key == "seq" {
-            if let Ok(s) = value.extract::<u64>() {
-                seq = s;
-            }
+            seq = value.extract::<u64>().ok();
         } else {
             dict.set_item(key, value)?;
         }
     }
-    Ok(encode_value(dict.as_any()).and_then(|json| Row::parse(seq, WindowId::ROOT, &json)))
+    let parsed = encode_value(dict.as_any())
+        .and_then(|json| Row::parse(seq.unwrap_or(0), WindowId::ROOT, &json));
+    Ok(parsed.map(|row| (row, seq)))
 }
 
 #[pymethods]
@@ -232,13 +233,19 @@ impl PyRowFold {
     /// Notes `rows` in order (rows the core does not know are skipped; a row without a
     /// `seq` follows the last one noted).
     fn note(&self, py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<()> {
-        for row in rows.try_iter()? {
-            let next = self.with(py, |f| f.last_seq() + 1)?;
-            if let Some(row) = core_row(&row?, next)? {
-                self.with(py, |f| f.note_row(&row))?;
+        no_panic(py, "RowFold.note()", || {
+            // Parsed first, so that no Python code runs while the fold is locked.
+            let mut parsed = Vec::new();
+            for row in rows.try_iter()? {
+                parsed.extend(core_row(&row?)?);
             }
-        }
-        Ok(())
+            let mut fold = self.fold.lock().unwrap_or_else(|e| e.into_inner());
+            for (mut row, seq) in parsed {
+                row.seq = seq.unwrap_or(fold.last_seq() + 1);
+                fold.note_row(&row);
+            }
+            Ok(())
+        })?
     }
 
     /// The window of the rows noted last (`w:0` before any).
