@@ -4,6 +4,7 @@ same definition of Off."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -88,3 +89,38 @@ def test_off_is_one_definition_for_the_ladder_and_the_tool_policy() -> None:
         assert not threshold_is_off(t)
         assert Budget(100_000, t).enabled
         assert policy.offers_new_context(mode_active=True, threshold=t)
+
+
+def test_off_and_the_evaluated_slider_are_read_from_the_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`Budget.enabled` and `effective_threshold_bp` are the core's `Threshold::is_off`
+    and `effective_bp`, not a Python restatement: a core that answered otherwise would be
+    what the wrapper reports."""
+    from ctxbudget import _ctxbudget, policy
+
+    real = _ctxbudget.BudgetCore
+
+    class Core:
+        def __init__(self, *args: object) -> None:
+            self._real = real(*args)  # type: ignore[arg-type]
+
+        def points(self) -> tuple[int, int, int, int, int, int, int]:
+            return self._real.points()
+
+        def effective_threshold_bp(self) -> int:
+            return 4_321
+
+        def enabled(self) -> bool:
+            return False
+
+    monkeypatch.setattr(policy._core, "BudgetCore", Core)
+    b = Budget(100_000, 0.7)
+    assert (b.enabled, b.effective_threshold_bp) == (False, 4_321)
+    monkeypatch.undo()
+    for t in (0.0, 0.05, 0.1, 0.7, 0.99994, 0.99995, 1.0):
+        core = _ctxbudget.BudgetCore(100_000, t)
+        b = Budget(100_000, t)
+        assert b.enabled is core.enabled() is not threshold_is_off(t)
+        assert b.effective_threshold_bp == core.effective_threshold_bp()
+    assert Budget(100_000, 0.05).effective_threshold_bp == 1_000

@@ -5,13 +5,12 @@ state, so what one shows, counts or retracts cannot drift from the others."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxbudget import History, Row, Session, ToolPolicy, WindowView
+from ctxbudget import History, Row, Session, ToolPolicy, WindowView, _ctxbudget
 from ctxbudget.plot import usage_points
 
 HOST_TOOL = {
@@ -128,40 +127,121 @@ def test_plot_shows_what_the_session_measured(tmp_path: Path) -> None:
     assert [(p.window_id, p.tokens) for p in points] == measured
 
 
+def _reply_item(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def test_plot_shows_what_the_sdk_session_measured(tmp_path: Path) -> None:
+    """A reply the Agents SDK saves carries the size of the request the session sent
+    for it, as one recorded with add_assistant does; the plot draws that figure."""
+    ws = tmp_path / "ws"
+    s = _open(ws, tools=[HOST_TOOL])
+    a = _agents(s)
+    measured = []
+    for n in range(3):
+        asyncio.run(a.add_items([{"role": "user", "content": f"question {n}"}]))
+        turn = s.prepare()
+        assert turn.status == "send", turn.reason
+        measured.append((turn.window_id, turn.decision.projected))
+        asyncio.run(a.add_items([_reply_item(f"answer {n}")]))
+    replies = [r for r in s.history.rows() if r.kind == "message" and r.role == "assistant"]
+    assert [r.meta.get("request_tokens") for r in replies] == [t for _, t in measured]
+    points = usage_points(History.open(ws), s.encoding)
+    assert [(p.window_id, p.tokens) for p in points] == measured
+
+
+def test_plot_estimate_skips_retracted_and_quarantined_rows(tmp_path: Path) -> None:
+    """A reply recorded without a measurement is estimated from the core fold's view of
+    the window: a row popped by pop_item and a quarantined request are not counted, and
+    a quarantine's rejected copy is not a step; the estimate is what the session
+    measures for the same request."""
+    ws = tmp_path / "ws"
+    s = _open(ws, tools=[HOST_TOOL])
+    a = _agents(s)
+    s.add_user("hi")
+    s.add_assistant("hello")
+    asyncio.run(a.add_items([{"role": "user", "content": "a long aside " * 200}]))
+    asyncio.run(a.pop_item())
+    _spec_form_quarantine(s, int(s.add_user("far too long " * 300)), "far too long")
+    s.add_user("the real question")
+    turn = s.prepare()
+    assert turn.status == "send", turn.reason
+    # A host that writes the reply itself records no measurement.
+    s.history.append(
+        [
+            {
+                "kind": "message",
+                "role": "assistant",
+                "parts": [{"type": "text", "text": "the answer"}],
+            }
+        ]
+    )
+    points = usage_points(History.open(ws), s.encoding)
+    assert len(points) == 2, "the quarantine's rejected copy is not a step"
+    assert (points[-1].window_id, points[-1].tokens) == (
+        turn.window_id,
+        turn.decision.projected,
+    )
+
+
 # ----- defect: new_context reads O(new rows), not the file ------------------------------
 
 
-class _CountingHistory(History):
-    """A History that counts the rows its readers pull."""
+class _CountingFold:
+    """A proxy for the core's window fold that counts the rows its ``advance()`` reads."""
 
-    __slots__ = ("pulled",)
+    def __init__(self, real: Any, counter: list[int]) -> None:
+        self._real = real
+        self._counter = counter
 
-    def __init__(self, inner: History) -> None:
-        super().__init__(inner._core, inner.workspace)
-        self.pulled = 0
+    def advance(self) -> tuple[list[Row], bool]:
+        rows, changed = self._real.advance()
+        self._counter[0] += len(rows)
+        return rows, changed
 
-    def rows(self, *, since_seq: int = 0) -> Iterator[Row]:
-        for row in super().rows(since_seq=since_seq):
-            self.pulled += 1
-            yield row
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
 
 
-def test_new_context_call_reads_only_new_rows(tmp_path: Path) -> None:
+def test_new_context_call_reads_only_new_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``run_tool("new_context")`` reads at most the rows appended since the last
+    call: every core fold (the session's and any made later) is counted, and reading the
+    transcript row by row through ``History`` is refused."""
     s = _open(tmp_path / "ws")
     s.add_user("Audit the billing code.")
     for n in range(30):
         _step(s, n)
-    counting = _CountingHistory(s.history)
-    s.history = counting
+    read = [0]
+    real_fold = _ctxbudget.WindowFold
+    s._fold._core = _CountingFold(s._fold._core, read)
+    monkeypatch.setattr(
+        _ctxbudget, "WindowFold", lambda history: _CountingFold(real_fold(history), read)
+    )
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("run_tool read the transcript through History.rows")
+
+    monkeypatch.setattr(History, "rows", refuse)
+    seen = s._fold.last_seq
     s.add_assistant(None, [{"id": "nc", "name": "new_context", "arguments": {}}])
-    before = counting.pulled
-    result = s.run_tool("new_context", {})
-    assert result == {"ok": True, "status": "scheduled"}
-    assert counting.pulled - before <= 1, "run_tool read the whole transcript"
-    s.add_tool_results([{"call_id": "nc", "name": "new_context", "output": result}])
-    before = counting.pulled
-    assert s.run_tool("new_context", {})["code"] == "already_requested"
-    assert counting.pulled - before <= 1
+    for expected in ({"ok": True, "status": "scheduled"}, None):
+        before = read[0]
+        result = s.run_tool("new_context", {})
+        appended = s._fold.last_seq - seen
+        assert read[0] - before <= appended, "run_tool read rows it had read before"
+        seen = s._fold.last_seq
+        if expected is not None:
+            assert result == expected
+            s.add_tool_results([{"call_id": "nc", "name": "new_context", "output": result}])
+        else:
+            assert result["code"] == "already_requested"
     assert s.view().new_context_scheduled
 
 

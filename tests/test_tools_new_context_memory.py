@@ -86,6 +86,27 @@ def test_new_context_reads_a_scheduled_result_stored_as_json_text(tmp_path: Path
     assert NewContextTool(h).call({})["code"] == "already_requested"
 
 
+def _scheduled(output: object, name: str = "new_context") -> dict[str, Any]:
+    part = {"type": "tool_result", "call_id": "c1", "name": name, "output": output}
+    return {"kind": "message", "role": "tool", "parts": [part], "meta": {}}
+
+
+def test_requested_in_asks_the_core_fold(tmp_path: Path) -> None:
+    """`NewContextTool.requested_in(rows)` stays public and answers with the core fold's
+    rule: a `scheduled` result of `new_context` (object or JSON text) in the rows' last
+    window; another tool, another status, or a later boundary do not count."""
+    assert NewContextTool.requested_in([]) is False
+    assert NewContextTool.requested_in([_scheduled({"ok": True, "status": "scheduled"})])
+    assert NewContextTool.requested_in([_scheduled('{"ok": true, "status": "scheduled"}')])
+    assert not NewContextTool.requested_in([_scheduled({"status": "scheduled"}, "memory")])
+    assert not NewContextTool.requested_in([_scheduled({"ok": False, "code": "x"})])
+    h = History.open(tmp_path, durability="none")
+    h.append([_scheduled({"ok": True, "status": "scheduled"})])
+    assert NewContextTool.requested_in(h.rows())
+    h.rollover(rollover_id="r1", reason="new_context", requested_by="model", lead_in="x")
+    assert not NewContextTool.requested_in(h.rows())
+
+
 # ----- memory -----------------------------------------------------------------------
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "Receipt",
     "RecoveryReport",
     "RotateReport",
+    "RowFold",
     "SessionHistoryTool",
     "Stamp",
     "VerifyReport",
@@ -74,6 +75,8 @@ class BudgetCore:
         cls, context_window: int, threshold: float, output_reserve: int | None = None
     ) -> BudgetCore: ...
     def points(self) -> tuple[int, int, int, int, int, int, int]: ...
+    def effective_threshold_bp(self) -> int: ...
+    def enabled(self) -> bool: ...
     def evaluate(
         self,
         projected: int,
@@ -343,6 +346,23 @@ class WindowFold:
     def new_context_requested(self) -> bool: ...
     @property
     def last_user_seq(self) -> int | None: ...
+
+@final
+class RowFold:
+    """The core's window fold over rows handed in (no store): what
+    ``NewContextTool.requested_in`` and ``ctxbudget plot``'s estimate read."""
+
+    def __new__(cls) -> RowFold: ...
+    def note(self, rows: Iterable[object]) -> None:
+        """Notes ``rows`` (``Row`` objects or dicts) in order; unknown rows are skipped."""
+    @property
+    def window_id(self) -> str: ...
+    @property
+    def visible_seqs(self) -> list[int]:
+        """Rows of the current window a request carries (not retracted, not
+        quarantined), in order."""
+    @property
+    def new_context_requested(self) -> bool: ...
 
 def claims_of_rows(
     rows: Iterable[object], claims: tuple[bool, bool, bool]

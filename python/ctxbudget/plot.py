@@ -4,9 +4,10 @@ Each assistant message is a step, plotted at the size of the request it answered
 :class:`~ctxbudget.Session` measured it for its decisions (the figure it stamps on the
 reply, ``meta.request_tokens``: system text, messages and every tool schema, after
 hooks). A reply recorded without a session (a host writing rows itself) is estimated
-with the session's accounting: the window's rows so far rendered and counted by the
-same formula, plus the request overhead the session recorded for that window
-(``budget.json``); retractions are not replayed there. The ladder's lines are
+with the session's accounting: the rows of the window the core's window fold carries at
+that point (never a retracted or quarantined row) rendered and counted by the same
+formula, plus the request overhead the session recorded for that window
+(``budget.json``). A quarantine's rejected copy is not a step. The ladder's lines are
 those of the budget the workspace's session recorded (``budget.json``, the newest
 entry); arguments override it, and a workspace without a record falls back to the
 model's defaults. Needs the optional extra ``ctxbudget[plot]``
@@ -20,9 +21,10 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from . import _ctxbudget
 from .budget_record import BudgetRecord, read_budgets
 from .errors import CtxBudgetError
-from .history import History
+from .history import History, Row
 from .policy import Budget
 from .session import context_window_for
 from .session.accounting import row_messages
@@ -56,16 +58,33 @@ def usage_points(history: History, encoding: Encoding) -> list[UsagePoint]:
         recorded.update(record.request_overhead)
     bare = request_tokens(encoding, None, ())
     points: list[UsagePoint] = []
-    window, estimate = None, 0
+    fold = _ctxbudget.RowFold()
+    window: str | None = None
+    pending: dict[int, Row] = {}  # the window's rows, counted when first needed
+    counted: dict[int, int] = {}
     for row in history.rows():
         if row.window != window:
-            window, estimate = row.window, 0
-        if row.kind == "message" and row.role == "assistant":
-            measured = row.meta.get("request_tokens")
-            if not isinstance(measured, int) or isinstance(measured, bool):
-                measured = recorded.get(window, bare) + estimate
-            points.append(UsagePoint(len(points) + 1, window, measured))
-        estimate += messages_tokens(encoding, row_messages(row, mode_active=mode_active))
+            window = row.window
+            pending.clear()
+            counted.clear()
+        reply = row.kind == "message" and row.role == "assistant"
+        measured = row.meta.get("request_tokens")
+        tokens = measured if type(measured) is int else None
+        if reply and tokens is None:
+            # What the request carried, as the core's fold reads the window so far:
+            # never a retracted or quarantined row.
+            estimate = 0
+            for seq in fold.visible_seqs:
+                if seq in pending:
+                    messages = row_messages(pending.pop(seq), mode_active=mode_active)
+                    counted[seq] = messages_tokens(encoding, messages)
+                estimate += counted.get(seq, 0)
+            tokens = recorded.get(row.window, bare) + estimate
+        fold.note([row])
+        pending[row.seq] = row
+        # A quarantine's rejected copy is not a reply: the fold does not carry it.
+        if reply and tokens is not None and fold.visible_seqs[-1:] == [row.seq]:
+            points.append(UsagePoint(len(points) + 1, row.window, tokens))
     return points
 
 

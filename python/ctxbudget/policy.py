@@ -165,6 +165,8 @@ class Budget:
     __slots__ = (
         "_bp",
         "_core",
+        "_effective_bp",
+        "_enabled",
         "context_window",
         "final_at",
         "handoff_target",
@@ -195,6 +197,9 @@ class Budget:
             self.handoff_target,
             self.warning_at,
         ) = self._core.points()
+        # Off and the evaluated slider are the core's (`Threshold::is_off`, `effective_bp`).
+        self._effective_bp = self._core.effective_threshold_bp()
+        self._enabled = self._core.enabled()
         self.threshold = t
 
     @property
@@ -205,12 +210,12 @@ class Budget:
     @property
     def effective_threshold_bp(self) -> int:
         """The slider as evaluated: at least 1_000 (10%)."""
-        return max(MIN_THRESHOLD_BP, self._bp)
+        return self._effective_bp
 
     @property
     def enabled(self) -> bool:
         """False when the slider is at 100% (Off)."""
-        return self._bp < OFF_BP
+        return self._enabled
 
     @property
     def budget_tokens(self) -> int:

@@ -301,7 +301,9 @@ class Session:
         ``open_calls="interrupt"``: each gets its interrupted result right after it,
         before the new message, so the provider never sees a call, a user message and
         then the call's result. Calls the batch answers itself, and calls made while this
-        session runs, are left to the host."""
+        session runs, are left to the host. Assistant messages in the batch answer the
+        request :meth:`prepare` last sent and carry its size (``meta.request_tokens``)."""
+        rows = self._stamped(rows)
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
             resolve = []
@@ -337,15 +339,34 @@ class Session:
         tool_calls: Sequence[Mapping[str, Any]],
         meta: Mapping[str, Any] | None,
     ) -> str:
-        stamp = dict(meta or {})
-        sent, self._sent = self._sent, None
-        if sent is not None and sent[0] == self._fold.window_id:
-            # What this session counted for the request the reply answers (the plot's
-            # figure): measured once, never recounted.
-            stamp["request_tokens"] = sent[1]
-        r = self.history.append([make.assistant_row(text, tool_calls, stamp)])
+        rows = self._stamped([make.assistant_row(text, tool_calls, dict(meta or {}))])
+        r = self.history.append(rows)
         self._sync()
         return str(r.first_seq)
+
+    def _stamped(self, rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """``rows`` with the size of the request :meth:`prepare` last sent stamped on
+        their assistant messages (``meta.request_tokens``, what ``ctxbudget plot``
+        draws): what this session counted for the request the reply answers, measured
+        once, never recounted; only in the window it was sent in, and only once."""
+        replies = [
+            n
+            for n, row in enumerate(rows)
+            if row.get("kind") == "message"
+            and row.get("role") == "assistant"
+            and isinstance(row.get("meta") or {}, Mapping)
+        ]
+        if not replies or self._sent is None:
+            return list(rows)
+        (window, tokens), self._sent = self._sent, None
+        if window != self._fold.window_id:
+            return list(rows)
+        out = list(rows)
+        for n in replies:
+            meta = dict(out[n].get("meta") or {})
+            meta["request_tokens"] = tokens
+            out[n] = {**out[n], "meta": meta}
+        return out
 
     def add_assistant_from_openai(self, message: Any) -> str:
         """Records an OpenAI ``ChatCompletionMessage`` (or its dict), tool calls included.

@@ -9,9 +9,10 @@ so a restart finds it, and :class:`~ctxbudget.Session` answers from the fold's s
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import _ctxbudget
 from .._shared import tool_definition
 from ..history import History
 from ..window import WindowFold
@@ -54,6 +55,15 @@ class NewContextTool:
         self._offered = bool(offered)
         self._scheduled_window: str | None = None
         self._fold: WindowFold | None = None
+
+    @staticmethod
+    def requested_in(rows: Iterable[Any]) -> bool:
+        """Whether ``rows`` (``Row`` objects or dicts, oldest first) leave a persisted
+        ``scheduled`` result in their last window: the core window fold's rule, fed these
+        rows."""
+        fold = _ctxbudget.RowFold()
+        fold.note(rows)
+        return fold.new_context_requested
 
     @property
     def description(self) -> str:

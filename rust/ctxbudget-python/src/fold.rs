@@ -5,11 +5,13 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ctxbudget::store::History;
-use ctxbudget::transcript::WindowFold;
+use ctxbudget::transcript::{Row, WindowFold, WindowId};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyDict, PyList};
 
-use crate::errors::{history_error, no_panic_store};
+use crate::pyjson::encode_value;
+
+use crate::errors::{history_error, no_panic, no_panic_store};
 use crate::history::PyHistory;
 
 /// `(call_id, name, arguments, seq)` of a tool call without a result.
@@ -28,9 +30,14 @@ impl PyWindowFold {
     }
 
     /// Reads the fold with the GIL released while its lock is taken (an `advance()` in
-    /// another thread may hold it while it waits for the store).
-    fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&WindowFold) -> T + Send) -> T {
-        py.detach(|| f(&self.state()))
+    /// another thread may hold it while it waits for the store); a panic becomes
+    /// `ctxbudget.InternalError`.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&WindowFold) -> T + Send,
+    ) -> PyResult<T> {
+        no_panic(py, "WindowFold", || py.detach(|| f(&self.state())))
     }
 }
 
@@ -64,76 +71,76 @@ impl PyWindowFold {
 
     /// The window new rows go to (`w:0` before any row).
     #[getter]
-    fn window_id(&self, py: Python<'_>) -> String {
+    fn window_id(&self, py: Python<'_>) -> PyResult<String> {
         self.with(py, |f| f.window().to_string())
     }
 
     /// The window before the current one.
     #[getter]
-    fn previous_window_id(&self, py: Python<'_>) -> Option<String> {
+    fn previous_window_id(&self, py: Python<'_>) -> PyResult<Option<String>> {
         self.with(py, |f| f.previous_window().map(|w| w.to_string()))
     }
 
     /// `root`, `rollover` or `reset`.
     #[getter]
-    fn window_kind(&self, py: Python<'_>) -> &'static str {
+    fn window_kind(&self, py: Python<'_>) -> PyResult<&'static str> {
         self.with(py, |f| f.window_kind_name())
     }
 
     /// Seq of the first row of the current window read (`None` before any row).
     #[getter]
-    fn window_first_seq(&self, py: Python<'_>) -> Option<u64> {
+    fn window_first_seq(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         self.with(py, |f| f.window_first_seq())
     }
 
     /// The store's last seq as of the last `advance()` (the condition for a decision
     /// made on these rows).
     #[getter]
-    fn last_seq(&self, py: Python<'_>) -> u64 {
+    fn last_seq(&self, py: Python<'_>) -> PyResult<u64> {
         self.with(py, |f| f.last_seq())
     }
 
     /// Seq of the newest privacy floor (0: none).
     #[getter]
-    fn floor_seq(&self, py: Python<'_>) -> u64 {
+    fn floor_seq(&self, py: Python<'_>) -> PyResult<u64> {
         self.with(py, |f| f.floor_seq())
     }
 
     /// Seqs retracted by the rows read, ascending.
     #[getter]
-    fn retracted(&self, py: Python<'_>) -> Vec<u64> {
+    fn retracted(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
         self.with(py, |f| f.retracted())
     }
 
-    fn is_retracted(&self, py: Python<'_>, seq: u64) -> bool {
+    fn is_retracted(&self, py: Python<'_>, seq: u64) -> PyResult<bool> {
         self.with(py, |f| f.is_retracted(seq))
     }
 
     /// Seqs of the current window's rows a request carries (messages, lead-ins,
     /// advisories, continuations not retracted), in order.
     #[getter]
-    fn visible_seqs(&self, py: Python<'_>) -> Vec<u64> {
+    fn visible_seqs(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
         self.with(py, |f| f.visible().collect())
     }
 
     /// Messages and continuations of the current window not retracted.
     #[getter]
-    fn item_count(&self, py: Python<'_>) -> u64 {
+    fn item_count(&self, py: Python<'_>) -> PyResult<u64> {
         self.with(py, |f| f.item_count())
     }
 
     /// `(warning, handoff, final)`: advisories published in the current window.
     #[getter]
-    fn claims(&self, py: Python<'_>) -> (bool, bool, bool) {
-        let c = self.with(py, |f| f.claims());
-        (c.warning, c.handoff, c.final_prompt)
+    fn claims(&self, py: Python<'_>) -> PyResult<(bool, bool, bool)> {
+        let c = self.with(py, |f| f.claims())?;
+        Ok((c.warning, c.handoff, c.final_prompt))
     }
 
     /// `[(call_id, name, arguments, seq)]`: tool calls of the current window without a
     /// result (an interrupted result closes a call too), oldest first.
     #[getter]
     fn open_calls(&self, py: Python<'_>) -> PyResult<Vec<OpenCallTuple>> {
-        let calls = self.with(py, |f| f.open_calls().to_vec());
+        let calls = self.with(py, |f| f.open_calls().to_vec())?;
         calls
             .into_iter()
             .map(|c| {
@@ -146,23 +153,23 @@ impl PyWindowFold {
             .collect()
     }
 
-    fn is_answered(&self, py: Python<'_>, call_id: &str) -> bool {
+    fn is_answered(&self, py: Python<'_>, call_id: &str) -> PyResult<bool> {
         self.with(py, |f| f.is_answered(call_id))
     }
 
     /// Whether `new_context` scheduled a rollover in the current window.
     #[getter]
-    fn new_context_requested(&self, py: Python<'_>) -> bool {
+    fn new_context_requested(&self, py: Python<'_>) -> PyResult<bool> {
         self.with(py, |f| f.new_context_requested())
     }
 
     /// Seq of the current window's last user message (retracted or not).
     #[getter]
-    fn last_user_seq(&self, py: Python<'_>) -> Option<u64> {
+    fn last_user_seq(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         self.with(py, |f| f.last_user_seq())
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         self.with(py, |f| {
             format!(
                 "WindowFold(window_id={:?}, last_seq={})",
@@ -170,5 +177,93 @@ impl PyWindowFold {
                 f.last_seq()
             )
         })
+    }
+}
+
+/// The core's window fold over rows a caller hands in (`_ctxbudget.RowFold`), for
+/// readers that have rows but no store position: `NewContextTool.requested_in` and
+/// `ctxbudget plot`'s estimate of a reply recorded without a measurement.
+#[pyclass(module = "ctxbudget._ctxbudget", name = "RowFold", frozen)]
+pub(crate) struct PyRowFold {
+    fold: Mutex<WindowFold>,
+}
+
+impl PyRowFold {
+    fn with<T>(&self, py: Python<'_>, f: impl FnOnce(&WindowFold) -> T) -> PyResult<T> {
+        no_panic(py, "RowFold", || {
+            f(&self.fold.lock().unwrap_or_else(|e| e.into_inner()))
+        })
+    }
+}
+
+/// `row` (a `ctxbudget.Row` or a dict with `kind`, `role`, `parts`, `meta` and
+/// optionally `seq`) parsed by the core's row rule, with its seq if it has one; `None`
+/// for a row the core does not know.
+fn core_row(row: &Bound<'_, PyAny>) -> PyResult<Option<(Row, Option<u64>)>> {
+    let dict = PyDict::new(row.py());
+    let mut seq = None;
+    for key in ["kind", "role", "parts", "meta", "seq"] {
+        let value = match row.cast::<PyDict>() {
+            Ok(d) => d.get_item(key)?,
+            Err(_) => row.getattr_opt(key)?,
+        };
+        let Some(value) = value.filter(|v| !v.is_none()) else {
+            continue;
+        };
+        if key == "seq" {
+            seq = value.extract::<u64>().ok();
+        } else {
+            dict.set_item(key, value)?;
+        }
+    }
+    let parsed = encode_value(dict.as_any())
+        .and_then(|json| Row::parse(seq.unwrap_or(0), WindowId::ROOT, &json));
+    Ok(parsed.map(|row| (row, seq)))
+}
+
+#[pymethods]
+impl PyRowFold {
+    #[new]
+    fn new() -> Self {
+        PyRowFold {
+            fold: Mutex::new(WindowFold::new()),
+        }
+    }
+
+    /// Notes `rows` in order (rows the core does not know are skipped; a row without a
+    /// `seq` follows the last one noted).
+    fn note(&self, py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<()> {
+        no_panic(py, "RowFold.note()", || {
+            // Parsed first, so that no Python code runs while the fold is locked.
+            let mut parsed = Vec::new();
+            for row in rows.try_iter()? {
+                parsed.extend(core_row(&row?)?);
+            }
+            let mut fold = self.fold.lock().unwrap_or_else(|e| e.into_inner());
+            for (mut row, seq) in parsed {
+                row.seq = seq.unwrap_or(fold.last_seq() + 1);
+                fold.note_row(&row);
+            }
+            Ok(())
+        })?
+    }
+
+    /// The window of the rows noted last (`w:0` before any).
+    #[getter]
+    fn window_id(&self, py: Python<'_>) -> PyResult<String> {
+        self.with(py, |f| f.window().to_string())
+    }
+
+    /// Seqs of the current window's rows a request carries (not retracted, not
+    /// quarantined), in order.
+    #[getter]
+    fn visible_seqs(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
+        self.with(py, |f| f.visible().collect())
+    }
+
+    /// Whether `new_context` scheduled a rollover in the current window.
+    #[getter]
+    fn new_context_requested(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, |f| f.new_context_requested())
     }
 }

@@ -44,6 +44,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session_history::PySessionHistoryTool>()?;
     reports::add(m)?;
     m.add_class::<fold::PyWindowFold>()?;
+    m.add_class::<fold::PyRowFold>()?;
     #[cfg(feature = "failpoints")]
     failpoints::add(m)?;
     m.add("FAILPOINTS", cfg!(feature = "failpoints"))?;
