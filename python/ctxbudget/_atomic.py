@@ -25,6 +25,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from . import _ctxbudget
+
 __all__ = ["TMP_PREFIX", "atomic_write", "atomic_write_at", "is_temp_name"]
 
 TMP_PREFIX = ".tmp-ctxbudget-"
@@ -67,14 +69,14 @@ def atomic_write_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> N
                 continue  # reclaimed in the gap; the finally closes it
             try:
                 _write_all(fd, data)
-                os.fsync(fd)
+                _ctxbudget.fsync(fd)
                 os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except BaseException:
                 _unlink_quietly(dir_fd, tmp)
                 raise
         finally:
             os.close(fd)
-        os.fsync(dir_fd)
+        _ctxbudget.fsync(dir_fd)
         return
     raise OSError(f"could not write {name!r}: its temporary file was removed {_ATTEMPTS} times")
 

@@ -39,13 +39,15 @@ pub(crate) struct PyHistory {
 
 impl PyHistory {
     /// Runs `f` on the store without the GIL, mapping errors and panics.
-    fn run<T: Send>(
+    fn run<T: Send + 'static>(
         &self,
         py: Python<'_>,
         what: &str,
-        f: impl FnOnce(&History) -> ctxbudget::history::Result<T> + Send,
+        f: impl FnOnce(&History) -> ctxbudget::history::Result<T> + Send + 'static,
     ) -> PyResult<T> {
-        no_panic_store(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
+        let store = Arc::clone(&self.inner);
+        no_panic_store(py, what, || crate::offload::blocking(py, move || f(&store)))??
+            .map_err(|e| history_error(py, e))
     }
 }
 
@@ -69,8 +71,8 @@ impl PyHistory {
             recover_on_open: recover,
         };
         let inner = no_panic_store(py, "History.open()", || {
-            py.detach(|| History::open(&workspace, options))
-        })?
+            crate::offload::blocking(py, move || History::open(&workspace, options))
+        })??
         .map_err(|e| history_error(py, e))?;
         Ok(PyHistory {
             inner: Arc::new(inner),
@@ -251,7 +253,7 @@ pub(crate) fn _reset_failpoints() {
 /// The `session_history` tool over one store (see `ctxbudget.SessionHistoryTool`).
 #[pyclass(module = "ctxbudget._ctxbudget", name = "SessionHistory", frozen)]
 pub(crate) struct PySessionHistory {
-    inner: ctxbudget::scan::SessionHistory,
+    inner: Arc<ctxbudget::scan::SessionHistory>,
 }
 
 #[pymethods]
@@ -264,15 +266,19 @@ impl PySessionHistory {
             ..ctxbudget::scan::ScanOptions::default()
         };
         PySessionHistory {
-            inner: ctxbudget::scan::SessionHistory::with_options(history.inner.clone(), options),
+            inner: Arc::new(ctxbudget::scan::SessionHistory::with_options(
+                history.inner.clone(),
+                options,
+            )),
         }
     }
 
     /// One call: raw JSON arguments in, JSON result (at most 16 KiB) out.
     fn call_json(&self, py: Python<'_>, args_json: &str) -> PyResult<String> {
+        let (tool, args) = (Arc::clone(&self.inner), args_json.to_owned());
         no_panic_store(py, "session_history", || {
-            py.detach(|| self.inner.call_json(args_json))
-        })
+            crate::offload::blocking(py, move || tool.call_json(&args))
+        })?
     }
 
     /// One call: arguments as JSON text or as Python objects (encoded here; anything
@@ -289,9 +295,10 @@ impl PySessionHistory {
                 encoded.as_str()
             }
         };
+        let (tool, text) = (Arc::clone(&self.inner), text.to_owned());
         let result = no_panic_store(py, "session_history", || {
-            py.detach(|| self.inner.call_text(text))
-        })?;
+            crate::offload::blocking(py, move || tool.call_text(&text))
+        })??;
         crate::pyvalue::to_python(py, &result)
     }
 }

@@ -6,6 +6,7 @@
 mod budget;
 mod errors;
 mod history;
+mod offload;
 mod pyjson;
 mod pyvalue;
 
@@ -65,9 +66,10 @@ impl PyEncoding {
         cache_size: usize,
         chunk_bytes: Option<usize>,
     ) -> PyResult<Self> {
+        let name = name.to_owned();
         let inner = no_panic(py, "loading the encoding", || {
-            py.detach(|| Encoding::new(name))
-        })?
+            offload::blocking(py, move || Encoding::new(&name))
+        })??
         .map_err(|e| token_error(py, e))?;
         let inner = match chunk_bytes {
             Some(bytes) => inner.with_chunk_bytes(bytes),
@@ -82,9 +84,10 @@ impl PyEncoding {
     #[staticmethod]
     #[pyo3(signature = (model, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY))]
     fn for_model(py: Python<'_>, model: &str, cache_size: usize) -> PyResult<Self> {
+        let model = model.to_owned();
         let inner = no_panic(py, "loading the encoding", || {
-            py.detach(|| Encoding::for_model(model))
-        })?
+            offload::blocking(py, move || Encoding::for_model(&model))
+        })??
         .map_err(|e| token_error(py, e))?;
         Ok(PyEncoding {
             inner: inner.with_cache_capacity(cache_size),
@@ -176,8 +179,8 @@ fn model_encoding(model: &str) -> Option<(&'static str, Option<u32>)> {
 #[pyfunction]
 fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
     no_panic(py, "_panic_for_test()", || {
-        py.detach(|| panic!("deliberate test panic"))
-    })
+        offload::blocking(py, || panic!("deliberate test panic"))
+    })?
 }
 
 /// Rows (a list of dicts) as the JSON list the store takes, as `json.dumps` would write
@@ -205,6 +208,10 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(model_encoding, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add_class::<offload::PyCompletions>()?;
+    m.add_function(wrap_pyfunction!(offload::_offload_register, m)?)?;
+    m.add_function(wrap_pyfunction!(offload::offload_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(offload::fsync, m)?)?;
     budget::add_constants(m)?;
     m.add("BOUNDARY_SLACK", tokens::BOUNDARY_SLACK)?;
     m.add("FRAMING_TOKENS", tokens::request::FRAMING_TOKENS)?;
