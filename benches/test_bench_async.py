@@ -1,7 +1,9 @@
 """N concurrent conversations on one event loop, each driven by a fake async model:
 steps per second and the event loop's stalls (how late a 1 ms ticker wakes up), for
-``AsyncSession`` next to the sync ``Session`` called through ``asyncio.to_thread`` and
-the sync ``Session`` called directly on the loop. Every append is fsync'ed.
+``AsyncSession`` (Session code on the loop's thread, blocking core calls on the I/O
+pool, no Python worker thread) next to the sync ``Session`` called through
+``asyncio.to_thread`` and the sync ``Session`` called directly on the loop. Every append
+is fsync'ed.
 
     python benches/test_bench_async.py           # prints the table of benches/README.md
     python benches/test_bench_async.py --short
@@ -16,18 +18,19 @@ import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ctxbudget import AsyncSession, Encoding, Session
+from ctxbudget._bridge import io_threads
 
 SHORT = os.environ.get("CTXBUDGET_BENCH_SHORT") == "1"
 MODEL_LATENCY = 0.010  # seconds the fake model "thinks" per step
 TICK = 0.001
 OUTPUT = "for item in batch:\n    total += price(item) * qty(item)\n" * 12
-POOLED = "AsyncSession, 2-thread executor"
-MODES = ("AsyncSession", POOLED, "Session in to_thread", "Session on the loop")
+ASYNC = "AsyncSession"
+ASYNC_2 = "AsyncSession, 2 I/O threads"
+MODES = (ASYNC, ASYNC_2, "Session in to_thread", "Session on the loop")
 IDLE = "no conversations (machine noise)"
 BARE = "reference: 3 bare write + fdatasync in to_thread"
 IDLE_SECONDS = 2.0
@@ -64,21 +67,20 @@ class _Bare:
 class _Calls:
     """How one mode makes the calls: all of them drive the same Session logic."""
 
-    def __init__(self, mode: str, pool: ThreadPoolExecutor | None) -> None:
+    def __init__(self, mode: str) -> None:
         self.mode = mode
-        self.pool = pool
 
     async def open(self, ws: Path) -> Any:
         options: dict[str, Any] = {"model": "gpt-4o", "context_window": 128_000}
-        if self.mode in ("AsyncSession", POOLED):
-            return await AsyncSession.open(ws, executor=self.pool, **options)
+        if self.mode in (ASYNC, ASYNC_2):
+            return await AsyncSession.open(ws, **options)
         if self.mode == "Session in to_thread":
             return await asyncio.to_thread(Session.open, ws, **options)
         return Session.open(ws, **options)
 
     async def call(self, s: Any, name: str, *args: Any) -> Any:
         method = getattr(s, name)
-        if self.mode in ("AsyncSession", POOLED):
+        if self.mode in (ASYNC, ASYNC_2):
             return await method(*args)
         if self.mode == "Session in to_thread":
             return await asyncio.to_thread(method, *args)
@@ -109,8 +111,10 @@ async def _ticker(stop: asyncio.Event, lags: list[float]) -> None:
 
 
 async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
-    pool = ThreadPoolExecutor(max_workers=2) if mode == POOLED else None
-    calls = _Calls(mode, pool)
+    default_threads = io_threads()[0]
+    if mode == ASYNC_2:
+        io_threads(2)
+    calls = _Calls(mode)
     lags: list[float] = []
     done = [0]
     stop = asyncio.Event()
@@ -128,8 +132,7 @@ async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
     elapsed = time.perf_counter() - start
     stop.set()
     await ticker
-    if pool is not None:
-        pool.shutdown()
+    io_threads(default_threads)
     lags.sort()
 
     def pct(q: float) -> float:

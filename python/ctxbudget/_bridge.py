@@ -100,13 +100,15 @@ class _LoopBridge:
         self.scheduled = False
         runnable = self.runnable
         end = time.perf_counter() + _SLICE
-        while runnable:
-            self._resume(runnable.popleft())
-            if time.perf_counter() >= end:
-                break
-        if runnable and not self.scheduled:
-            self.scheduled = True
-            asyncio.get_running_loop().call_soon(self._step)
+        try:
+            while runnable:
+                self._resume(runnable.popleft())
+                if time.perf_counter() >= end:
+                    break
+        finally:
+            if runnable and not self.scheduled:
+                self.scheduled = True
+                asyncio.get_running_loop().call_soon(self._step)
 
     def _resume(self, call: _Call) -> None:
         glet = call.glet
@@ -114,15 +116,24 @@ class _LoopBridge:
         try:
             outcome = self.completions.resume(glet)
         except (KeyboardInterrupt, SystemExit) as exc:
-            call.future.set_exception(exc)
+            _settle(call.future, exc)
             raise
         except BaseException as exc:
-            call.future.set_exception(exc)
+            _settle(call.future, exc)
             return
         if glet.dead:
-            call.future.set_result(outcome)
+            _settle(call.future, None, outcome)
         else:
             self.waiting[cast(int, outcome)] = call
+
+
+def _settle(future: asyncio.Future[Any], error: BaseException | None, result: Any = None) -> None:
+    if future.done():  # pragma: no cover - the loop is closing: nobody awaits it
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
