@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbudget import AsyncSession, Encoding, Session
-from ctxbudget._bridge import io_threads
+from ctxbudget.aio import io_threads
 
 SHORT = os.environ.get("CTXBUDGET_BENCH_SHORT") == "1"
 MODEL_LATENCY = 0.010  # seconds the fake model "thinks" per step

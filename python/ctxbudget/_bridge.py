@@ -29,13 +29,13 @@ import greenlet
 
 from . import _ctxbudget
 
-__all__ = ["io_threads", "run"]
+__all__ = ["run"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class _Bridged(greenlet.greenlet):  # type: ignore[misc]
+class _Bridged(greenlet.greenlet):
     """A greenlet whose blocking core calls suspend it instead of blocking the thread."""
 
 
@@ -43,9 +43,10 @@ def _wait(job: int) -> None:
     """Called by the binding inside a bridged greenlet after it queued ``job``: hands
     the job to :func:`run` (which awaits it) and returns once it is done."""
     current = greenlet.getcurrent()
-    if not isinstance(current, _Bridged):  # pragma: no cover - the binding never does this
+    parent = current.parent
+    if not isinstance(current, _Bridged) or parent is None:  # pragma: no cover
         raise RuntimeError("ctxbudget's async bridge was entered outside a bridged call")
-    current.parent.switch(job)
+    parent.switch(job)
 
 
 class _Call:
@@ -170,10 +171,3 @@ async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _
         error = future.exception()
         raise asyncio.CancelledError from error
     return cast(_R, future.result())
-
-
-def io_threads(max_threads: int | None = None) -> tuple[int, int]:
-    """``(max_threads, running)`` of the I/O pool; ``max_threads`` sets the bound
-    (default 4). Idle threads end after two seconds."""
-    bound, running, _ = _ctxbudget.offload_pool(max_threads)
-    return bound, running

@@ -1,6 +1,7 @@
 # Hand-written stub of the Rust extension module; checked by `python -m mypy.stubtest`.
 import os
 import pathlib
+from collections.abc import Callable
 from typing import Any, final
 
 __all__ = [
@@ -19,16 +20,20 @@ __all__ = [
     "REQUEST_TOKENS",
     "WARNING_ADVANCE_MIN",
     "BudgetCore",
+    "Completions",
     "Encoding",
     "History",
     "SessionHistory",
     "__version__",
     "_arm_failpoint",
+    "_offload_register",
     "_panic_for_test",
     "_reset_failpoints",
     "encode_rows",
     "encoding_names",
+    "fsync",
     "model_encoding",
+    "offload_pool",
     "threshold_is_off",
 ]
 
@@ -133,6 +138,18 @@ class SessionHistory:
     def __new__(cls, history: History, *, deadline_seconds: float) -> SessionHistory: ...
     def call_json(self, args_json: str) -> str: ...
     def call(self, args: object) -> dict[str, Any]: ...
+
+# The I/O pool of the async API (offload.rs; used by _bridge.py).
+@final
+class Completions:
+    def __new__(cls) -> Completions: ...
+    def fileno(self) -> int: ...
+    def drain(self) -> list[int]: ...
+    def resume(self, glet: object, *args: object) -> Any: ...
+
+def _offload_register(wait: Callable[[int], None]) -> None: ...
+def offload_pool(max_threads: int | None = None) -> tuple[int, int, int]: ...
+def fsync(fd: int) -> None: ...
 
 # Present only in builds with the `failpoints` feature (the development build).
 def _arm_failpoint(name: str, action: str) -> None: ...

@@ -17,21 +17,41 @@ its turn never runs.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from . import _bridge, tokens
+from . import _ctxbudget, tokens
 from .history import History
 from .policy import Budget
 from .session import OpenCall, RequestHook, Session, Turn
 from .tokens import Encoding
 
-__all__ = ["AsyncSession", "count_messages", "load_encoding"]
+__all__ = ["AsyncSession", "count_messages", "io_threads", "load_encoding"]
+
+if TYPE_CHECKING:
+    import asyncio
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+
+async def _run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    # Imported here: `import ctxbudget` should not pay for asyncio and greenlet (a third
+    # of its import time) in the many programs that never await it.
+    from . import _bridge
+
+    return await _bridge.run(fn, *args, **kwargs)
+
+
+def io_threads(max_threads: int | None = None) -> tuple[int, int]:
+    """``(max_threads, running)`` of the I/O pool that runs the blocking work of async
+    calls; ``max_threads`` sets the bound (default 4). Idle threads end after two
+    seconds; after ``os.fork()`` the child starts its own pool on its first call."""
+    if max_threads is not None and (isinstance(max_threads, bool) or max_threads < 1):
+        raise ValueError(f"max_threads must be a positive int, got {max_threads!r}")
+    bound, running, _ = _ctxbudget.offload_pool(max_threads)
+    return bound, running
 
 
 async def count_messages(
@@ -43,7 +63,7 @@ async def count_messages(
 ) -> int:
     """:func:`ctxbudget.count_messages`, awaited: a first load of the tokenizer runs on
     the I/O pool instead of blocking the event loop."""
-    return await _bridge.run(tokens.count_messages, messages, tools, model=model, encoding=encoding)
+    return await _run(tokens.count_messages, messages, tools, model=model, encoding=encoding)
 
 
 async def load_encoding(name: str | None = None, *, model: str | None = None) -> Encoding:
@@ -52,9 +72,9 @@ async def load_encoding(name: str | None = None, *, model: str | None = None) ->
     if (name is None) == (model is None):
         raise ValueError("load_encoding() needs exactly one of name or model=")
     if model is not None:
-        return await _bridge.run(Encoding.for_model, model)
+        return await _run(Encoding.for_model, model)
     assert name is not None
-    return await _bridge.run(Encoding, name)
+    return await _run(Encoding, name)
 
 
 class AsyncSession:
@@ -79,18 +99,22 @@ class AsyncSession:
             raise TypeError(f"AsyncSession wraps a Session, got {type(session).__name__}")
         self._session = session
         # The session's own lock is a thread lock, which every call on the loop's thread
-        # would hold at once; this one orders the calls of tasks.
-        self._turns = asyncio.Lock()
+        # would hold at once; this one orders the calls of tasks (made on first use).
+        self._turns: asyncio.Lock | None = None
 
     @classmethod
     async def open(cls, workspace: str | os.PathLike[str], **options: Any) -> AsyncSession:
         """Opens the session; its store, tokenizer and budget-record I/O run on the I/O
         pool. ``options`` are those of :meth:`Session.open`."""
-        return cls(await _bridge.run(Session.open, workspace, **options))
+        return cls(await _run(Session.open, workspace, **options))
 
     async def _call(self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if self._turns is None:
+            import asyncio
+
+            self._turns = asyncio.Lock()
         async with self._turns:
-            return await _bridge.run(fn, *args, **kwargs)
+            return await _run(fn, *args, **kwargs)
 
     @property
     def session(self) -> Session:
