@@ -79,8 +79,7 @@ impl Pool {
     fn submit(self: &Arc<Self>, job: Job) -> std::io::Result<()> {
         let mut state = lock(&self.state);
         state.queue.push_back(job);
-        if state.queue.len() > state.idle && state.threads < MAX_THREADS.load(Ordering::Relaxed)
-        {
+        if state.queue.len() > state.idle && state.threads < MAX_THREADS.load(Ordering::Relaxed) {
             state.threads += 1;
             let pool = Arc::clone(self);
             let spawned = std::thread::Builder::new()
