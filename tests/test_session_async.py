@@ -307,6 +307,26 @@ def test_count_messages_and_encodings_awaited() -> None:
         asyncio.run(aio.load_encoding(model="no-such-model"))
 
 
+def test_long_counts_run_on_the_pool_short_ones_in_place() -> None:
+    enc = ctxbudget.Encoding("o200k_base")
+    text = "for item in batch:\n    total += price(item)\n" * 400  # 17 KiB
+    tool = {"name": "t", "description": text, "parameters": {"type": "object"}}
+    expected = (enc.count(text), enc.count_many([text, "x"]), enc.count_json(tool))
+    before = _ctxbudget.offload_pool()[2]
+
+    async def main() -> tuple[tuple[int, list[int], int], int]:
+        long = (
+            await _bridge.run(enc.count, text),
+            await _bridge.run(enc.count_many, [text, "x"]),
+            await _bridge.run(enc.count_json, tool),
+        )
+        return long, await _bridge.run(enc.count, "short")
+
+    long, short = asyncio.run(main())
+    assert long == expected and short == enc.count("short")
+    assert _ctxbudget.offload_pool()[2] - before == 3
+
+
 def test_wraps_only_sessions() -> None:
     with pytest.raises(TypeError, match="wraps a Session"):
         AsyncSession(object())  # type: ignore[arg-type]

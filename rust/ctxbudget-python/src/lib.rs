@@ -106,6 +106,12 @@ impl PyEncoding {
 
     fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
         let text = text_of(text, "count()")?;
+        if offload::offload_count(text.len()) {
+            let (enc, text) = (self.inner.clone(), text.into_owned());
+            return no_panic(py, "count()", || {
+                offload::blocking(py, move || enc.count(&text))
+            })?;
+        }
         no_panic(py, "count()", || py.detach(|| self.inner.count(&text)))
     }
 
@@ -136,6 +142,13 @@ impl PyEncoding {
         for (i, item) in items.iter().enumerate() {
             owned.push(text_of(item, &format!("count_many() item {i}"))?);
         }
+        if offload::offload_count(owned.iter().map(|t| t.len()).sum()) {
+            let enc = self.inner.clone();
+            let owned: Vec<String> = owned.into_iter().map(Cow::into_owned).collect();
+            return no_panic(py, "count_many()", || {
+                offload::blocking(py, move || enc.count_many(&owned))
+            })?;
+        }
         no_panic(py, "count_many()", || {
             py.detach(|| self.inner.count_many(&owned))
         })
@@ -143,6 +156,13 @@ impl PyEncoding {
 
     fn count_json(&self, py: Python<'_>, json_text: &Bound<'_, PyAny>) -> PyResult<usize> {
         let text = text_of(json_text, "count_json()")?;
+        if offload::offload_count(text.len()) {
+            let (enc, text) = (self.inner.clone(), text.into_owned());
+            return no_panic(py, "count_json()", || {
+                offload::blocking(py, move || enc.count_json(&text))
+            })??
+            .map_err(|e| token_error(py, e));
+        }
         no_panic(py, "count_json()", || {
             py.detach(|| self.inner.count_json(&text))
         })?
