@@ -232,6 +232,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(offload::_offload_register, m)?)?;
     m.add_function(wrap_pyfunction!(offload::offload_pool, m)?)?;
     m.add_function(wrap_pyfunction!(offload::fsync, m)?)?;
+    m.add_function(wrap_pyfunction!(offload::_offload_active, m)?)?;
     budget::add_constants(m)?;
     m.add("BOUNDARY_SLACK", tokens::BOUNDARY_SLACK)?;
     m.add("FRAMING_TOKENS", tokens::request::FRAMING_TOKENS)?;

@@ -187,7 +187,7 @@ pub(crate) const COUNT_OFFLOAD_BYTES: usize = 4096;
 /// Whether counting `bytes` of text should go to the pool (inside a bridged call only;
 /// elsewhere counts run in place with the GIL released).
 pub(crate) fn offload_count(bytes: usize) -> bool {
-    bytes >= COUNT_OFFLOAD_BYTES && BRIDGE.with(|b| b.borrow().is_some())
+    bytes >= COUNT_OFFLOAD_BYTES && _offload_active()
 }
 
 /// The Python function that suspends the current greenlet until job `id` is done.
@@ -317,6 +317,12 @@ pub(crate) fn offload_pool(max_threads: Option<usize>) -> PyResult<(usize, usize
         running,
         JOBS_DONE.load(Ordering::Relaxed),
     ))
+}
+
+/// Whether blocking work started now would go to the pool (a bridged greenlet runs).
+#[pyfunction]
+pub(crate) fn _offload_active() -> bool {
+    BRIDGE.with(|b| b.borrow().is_some())
 }
 
 /// `os.fsync(fd)` through [`blocking`]: inside a bridged greenlet it runs on the pool
