@@ -49,6 +49,10 @@ def _wait(job: int) -> None:
     parent.switch(job)
 
 
+# Once per process, under the import lock (so threads cannot race to it).
+_ctxbudget._offload_register(_wait)
+
+
 class _Call:
     """One bridged call: its greenlet and the future of its outcome."""
 
@@ -140,13 +144,7 @@ def _settle(future: asyncio.Future[Any], error: BaseException | None, result: An
 _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
     weakref.WeakKeyDictionary()
 )
-_registered: list[bool] = []
-
-
 def _bridge_for(loop: asyncio.AbstractEventLoop) -> _LoopBridge:
-    if not _registered:
-        _ctxbudget._offload_register(_wait)
-        _registered.append(True)
     bridge = _bridges.get(loop)
     if bridge is None:
         bridge = _bridges[loop] = _LoopBridge(loop)
