@@ -144,6 +144,8 @@ def _settle(future: asyncio.Future[Any], error: BaseException | None, result: An
 _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
     weakref.WeakKeyDictionary()
 )
+
+
 def _bridge_for(loop: asyncio.AbstractEventLoop) -> _LoopBridge:
     bridge = _bridges.get(loop)
     if bridge is None:
