@@ -102,6 +102,7 @@ def test_a_step_runs_no_python_thread_but_the_loop(
     monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", no_executor)
     hook_threads: list[int] = []
     jobs_before = _ctxbudget.offload_pool()[2]
+    threads_before = set(threading.enumerate())
 
     async def main() -> int:
         s = await AsyncSession.open(tmp_path / "ws", context_window=64_000)  # fsync'ed
@@ -117,7 +118,7 @@ def test_a_step_runs_no_python_thread_but_the_loop(
         found = await s.run_tool("session_history", {"action": "search", "query": "hi"})
         await s.add_tool_results([{"call_id": "c1", "name": "memory", "output": created}])
         assert created["ok"] and found["ok"], (created, found)
-        assert threading.active_count() == 1
+        assert set(threading.enumerate()) == threads_before
         await aio.count_messages([{"role": "user", "content": "hi"}], model="gpt-4o")
         return threading.get_ident()
 
@@ -238,6 +239,7 @@ def test_loops_release_their_descriptors_and_threads_stay_bounded(tmp_path: Path
 
     asyncio.run(step(0))
     gc.collect()
+    threads_before = set(threading.enumerate())
     before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
     for i in range(1, 12):
         asyncio.run(step(i))
@@ -246,7 +248,7 @@ def test_loops_release_their_descriptors_and_threads_stay_bounded(tmp_path: Path
         assert len(os.listdir("/proc/self/fd")) == before
     max_threads, running, _ = _ctxbudget.offload_pool()
     assert 1 <= running <= max_threads
-    assert threading.active_count() == 1
+    assert set(threading.enumerate()) == threads_before
 
 
 def test_event_loops_in_several_threads(tmp_path: Path) -> None:
