@@ -63,7 +63,7 @@ class _Call:
         self.future = future
 
 
-_SLICE = 0.0005
+_SLICE = 0.0002
 """Seconds of bridged work one turn of the event loop runs before it lets timers and
 other callbacks in (the rest continues on the next turn)."""
 
