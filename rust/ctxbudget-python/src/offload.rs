@@ -148,7 +148,7 @@ fn pool() -> Arc<Pool> {
     }
 }
 
-/// Sets the bound on pool threads (threads above it end after their current job).
+/// Sets the bound on pool threads for new threads (running ones above it end once idle).
 pub(crate) fn set_max_threads(n: usize) {
     MAX_THREADS.store(n.max(1), Ordering::Relaxed);
 }
