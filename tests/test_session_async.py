@@ -332,3 +332,77 @@ def test_long_counts_run_on_the_pool_short_ones_in_place() -> None:
 def test_wraps_only_sessions() -> None:
     with pytest.raises(TypeError, match="wraps a Session"):
         AsyncSession(object())  # type: ignore[arg-type]
+
+
+def _pool_jobs() -> int:
+    return _ctxbudget.offload_pool()[2]
+
+
+def test_fold_reads_and_history_tool_calls_run_on_the_pool(tmp_path: Path) -> None:
+    """The window fold's read of new rows and a session_history call are blocking core
+    calls: inside an awaited call each is one pool job, never a wait on the loop."""
+    history = History.open(tmp_path / "ws", durability="none")
+    history.append([{"kind": "message", "role": "user", "parts": [{"type": "text", "text": "a"}]}])
+    fold = _ctxbudget.WindowFold(history._core)
+    tool = ctxbudget.SessionHistoryTool(history)
+
+    async def main() -> tuple[int, int]:
+        before = _pool_jobs()
+        rows, _ = await _bridge.run(fold.advance)
+        after_advance = _pool_jobs()
+        found = await _bridge.run(tool.call, {"action": "search", "query": "a"})
+        assert len(rows) == 1 and found["ok"], (rows, found)
+        return after_advance - before, _pool_jobs() - after_advance
+
+    assert asyncio.run(main()) == (1, 1)
+
+
+def test_a_callable_lead_in_runs_on_the_loop_thread_never_on_the_pool(tmp_path: Path) -> None:
+    """The core calls a lead-in callable under its lock; that Python code must run on
+    the thread of the awaited call (the loop's), not on a GIL-free pool thread."""
+    history = History.open(tmp_path / "ws", durability="none")
+    history.append([{"kind": "message", "role": "user", "parts": [{"type": "text", "text": "a"}]}])
+    called_on: list[int] = []
+
+    def lead_in(window_id: str, previous: str) -> str:
+        called_on.append(threading.get_ident())
+        return f"continuing {window_id} after {previous}"
+
+    async def main() -> tuple[str, int]:
+        window = await _bridge.run(
+            history.rollover, rollover_id="r1", reason="new_context", lead_in=lead_in
+        )
+        return window, threading.get_ident()
+
+    window, loop_thread = asyncio.run(main())
+    assert called_on == [loop_thread]
+    texts = [r.parts[0]["text"] for r in history.rows() if r.kind == "lead_in"]
+    assert texts == [f"continuing {window} after w:0"]
+
+
+def test_executor_is_accepted_and_ignored_with_a_warning(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def main() -> None:
+        with ThreadPoolExecutor(1) as pool:
+            with pytest.warns(DeprecationWarning, match="executor"):
+                s = await AsyncSession.open(tmp_path / "ws", durability="none", executor=pool)
+            with pytest.warns(DeprecationWarning, match="io_threads"):
+                AsyncSession(s.session, executor=pool)
+            await s.add_user("hi")
+        assert _user_texts(tmp_path / "ws") == ["hi"]
+
+    asyncio.run(main())
+
+
+def test_view_awaited(tmp_path: Path) -> None:
+    async def main() -> None:
+        s = await AsyncSession.open(tmp_path / "ws", durability="none")
+        await s.add_user("hi")
+        Session.open(tmp_path / "ws", durability="none").add_user("from another writer")
+        stale = await s.view()
+        fresh = await s.view(refresh=True)
+        assert fresh == s.session.view()
+        assert len(fresh.rows) == len(stale.rows) + 1
+
+    asyncio.run(main())

@@ -165,10 +165,12 @@ def test_count_tokens_needs_exactly_one_selector() -> None:
         ctxbudget.count_tokens("x", model="gpt-4o", encoding="o200k_base")
 
 
-def test_a_panic_in_rust_becomes_tokenizer_error() -> None:
-    with pytest.raises(ctxbudget.TokenizerError, match="deliberate test panic"):
+@pytest.mark.skipif(not _ctxbudget.FAILPOINTS, reason="needs the failpoints build")
+def test_a_panic_in_rust_becomes_internal_error() -> None:
+    with pytest.raises(ctxbudget.InternalError, match="deliberate test panic"):
         _ctxbudget._panic_for_test()
-    assert issubclass(ctxbudget.TokenizerError, ctxbudget.CtxBudgetError)
+    assert issubclass(ctxbudget.InternalError, ctxbudget.CtxBudgetError)
+    assert issubclass(ctxbudget.InternalError, RuntimeError)
 
 
 def test_counting_releases_the_gil(o200k: ctxbudget.Encoding) -> None:

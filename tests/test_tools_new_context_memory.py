@@ -61,19 +61,29 @@ def test_new_context_disabled_and_arguments() -> None:
     assert tool.call({}, window_id="w:0")["code"] == "already_requested"
     assert tool.call({}, window_id="w:5")["ok"]
     assert tool.schema("openai")["function"]["strict"] is True
-    assert NewContextTool.requested_in(
+
+
+def test_new_context_reads_a_scheduled_result_stored_as_json_text(tmp_path: Path) -> None:
+    """The window fold reads the durable request whether the output was stored as an
+    object or as its JSON text."""
+    h = History.open(tmp_path, durability="none")
+    h.append(
         [
             {
+                "kind": "message",
+                "role": "tool",
                 "parts": [
                     {
                         "type": "tool_result",
+                        "call_id": "c1",
                         "name": "new_context",
                         "output": '{"ok": true, "status": "scheduled"}',
                     }
-                ]
+                ],
             }
         ]
     )
+    assert NewContextTool(h).call({})["code"] == "already_requested"
 
 
 # ----- memory -----------------------------------------------------------------------

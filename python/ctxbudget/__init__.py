@@ -28,17 +28,17 @@ from .errors import (
 from .history import (
     AppendResult,
     Durability,
+    FileReport,
     History,
     Receipt,
     RecoveryReport,
     RotateReport,
     Row,
     RowKind,
+    Stamp,
     VerifyReport,
     WindowInfo,
 )
-from .memory import MemoryTool
-from .new_context import NewContextTool
 from .policy import Action, Budget, Claims, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
 from .session import INTERRUPTED_OUTPUT, OpenCall, RequestHook, Session, Turn
@@ -55,7 +55,8 @@ from .tokens import (
     encoding_for_model,
     encoding_names,
 )
-from .toolpolicy import RuleAction, ToolPolicy, ToolRule
+from .tools import MemoryTool, NewContextTool, RuleAction, ToolPolicy, ToolRule
+from .window import WindowView
 
 __all__ = [
     "BOUNDARY_SLACK",
@@ -75,6 +76,7 @@ __all__ = [
     "Decision",
     "Durability",
     "Encoding",
+    "FileReport",
     "History",
     "HistoryIOError",
     "InternalError",
@@ -99,6 +101,7 @@ __all__ = [
     "SessionHistoryTool",
     "Settings",
     "SettingsError",
+    "Stamp",
     "Strategy",
     "TokenCount",
     "TokenizerError",
@@ -109,6 +112,7 @@ __all__ = [
     "UnknownModelError",
     "VerifyReport",
     "WindowInfo",
+    "WindowView",
     "__version__",
     "count_messages",
     "count_tokens",

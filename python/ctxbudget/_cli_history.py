@@ -166,7 +166,7 @@ def _progress(done: int, total: int, what: str) -> None:
 def _verify(ws: Path, as_json: bool) -> int:
     report = _with_ticker(History.open(ws, recover=False).verify, ws, "verifying")
     if as_json:
-        print(json.dumps(asdict(report), indent=2))
+        print(json.dumps(report.to_dict(), indent=2))
     else:
         for name, f in (("chat.jsonl", report.chat), ("chat-archive.jsonl", report.archive)):
             damage = (
@@ -186,7 +186,7 @@ def _verify(ws: Path, as_json: bool) -> int:
 def _recover(ws: Path, as_json: bool) -> int:
     rec = History.open(ws, recover=False).recover()
     print(
-        json.dumps(asdict(rec), indent=2)
+        json.dumps(rec.to_dict(), indent=2)
         if as_json
         else (
             f"changed: {rec.changed}; torn bytes moved: "

@@ -18,6 +18,7 @@ its turn never runs.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -26,6 +27,7 @@ from .history import History
 from .policy import Budget
 from .session import OpenCall, RequestHook, Session, Turn
 from .tokens import Encoding
+from .window import WindowView
 
 __all__ = ["AsyncSession", "count_messages", "io_threads", "load_encoding"]
 
@@ -34,6 +36,17 @@ if TYPE_CHECKING:
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+_EXECUTOR_IGNORED = (
+    "AsyncSession(executor=...) is ignored: blocking work now runs on ctxbudget's own "
+    "I/O pool, not in Python worker threads; drop the argument (size the pool with "
+    "ctxbudget.aio.io_threads(max_threads=...) instead)"
+)
+
+
+def _warn_executor(executor: object) -> None:
+    if executor is not None:
+        warnings.warn(_EXECUTOR_IGNORED, DeprecationWarning, stacklevel=3)
 
 
 async def _run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -94,7 +107,8 @@ class AsyncSession:
 
     __slots__ = ("_session", "_turns")
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, executor: object = None) -> None:
+        _warn_executor(executor)
         if not isinstance(session, Session):
             raise TypeError(f"AsyncSession wraps a Session, got {type(session).__name__}")
         self._session = session
@@ -103,9 +117,13 @@ class AsyncSession:
         self._turns: asyncio.Lock | None = None
 
     @classmethod
-    async def open(cls, workspace: str | os.PathLike[str], **options: Any) -> AsyncSession:
+    async def open(
+        cls, workspace: str | os.PathLike[str], *, executor: object = None, **options: Any
+    ) -> AsyncSession:
         """Opens the session; its store, tokenizer and budget-record I/O run on the I/O
-        pool. ``options`` are those of :meth:`Session.open`."""
+        pool. ``options`` are those of :meth:`Session.open`. ``executor`` is accepted for
+        compatibility and ignored (with a ``DeprecationWarning``)."""
+        _warn_executor(executor)
         return cls(await _run(Session.open, workspace, **options))
 
     async def _call(self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -164,6 +182,15 @@ class AsyncSession:
     def unregister_hook(self, hook: RequestHook) -> None:
         """See :meth:`Session.unregister_hook`."""
         self._session.unregister_hook(hook)
+
+    async def view(self, *, refresh: bool = False) -> WindowView:
+        """See :meth:`Session.view` (with ``refresh=True`` the read of new rows runs on
+        the I/O pool)."""
+        return await self._call(self._session.view, refresh=refresh)
+
+    async def append_turn(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """See :meth:`Session.append_turn`."""
+        return await self._call(self._session.append_turn, rows)
 
     async def prepare(self) -> Turn:
         """See :meth:`Session.prepare`."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,6 +28,7 @@ __all__ = [
     "BudgetRecordError",
     "read_budgets",
     "record_budget",
+    "record_request_overhead",
     "record_session_budget",
 ]
 
@@ -43,6 +44,7 @@ class BudgetRecordError(CtxBudgetError, ValueError):
 
 class _SessionLike(Protocol):
     history: History
+    mode_active: bool
     model: str
     encoding: Encoding
     budget: Budget
@@ -61,6 +63,12 @@ class BudgetRecord:
     context_window: int
     threshold: float
     output_reserve: int
+    mode_active: bool = True
+    """Whether token-budget mode was active (user messages carry their ``[id: N]``)."""
+    request_overhead: dict[str, int] = field(default_factory=dict)
+    """Tokens of the request frame, system text and advertised tool schemas the session
+    counted in each window (by window ID), before host hooks: what ``ctxbudget plot``
+    adds to the window's messages."""
 
     def budget(self) -> Budget:
         """The :class:`~ctxbudget.Budget` this record describes."""
@@ -94,7 +102,13 @@ def read_budgets(workspace: str | os.PathLike[str]) -> list[BudgetRecord]:
 
 
 def record_budget(
-    workspace: str | os.PathLike[str], *, model: str, encoding: str, budget: Budget, window: str
+    workspace: str | os.PathLike[str],
+    *,
+    model: str,
+    encoding: str,
+    budget: Budget,
+    window: str,
+    mode_active: bool = True,
 ) -> None:
     """Appends the budget to the workspace's record unless it is already the newest
     entry. Called by :meth:`Session.open`; replaces the file atomically."""
@@ -105,6 +119,7 @@ def record_budget(
         context_window=budget.context_window,
         threshold=budget.threshold,
         output_reserve=budget.output_reserve,
+        mode_active=mode_active,
     )
     try:
         entries = read_budgets(workspace)
@@ -123,11 +138,27 @@ def record_session_budget(session: _SessionLike) -> None:
         encoding=session.encoding.name,
         budget=session.budget,
         window=session.window_id,
+        mode_active=session.mode_active,
     )
 
 
+def record_request_overhead(workspace: str | os.PathLike[str], window: str, tokens: int) -> None:
+    """Keeps ``tokens`` as the request overhead of ``window`` in the newest budget entry
+    (a session calls it once per window it enters); rewrites the file only on a change."""
+    try:
+        entries = read_budgets(workspace)
+    except BudgetRecordError:
+        return  # unreadable: the session's next open writes a fresh record
+    if not entries or entries[-1].request_overhead.get(window) == tokens:
+        return
+    newest = entries[-1]
+    entries[-1] = replace(newest, request_overhead={**newest.request_overhead, window: tokens})
+    _write_atomic(Path(workspace) / BUDGET_FILE, entries)
+
+
 def _same_budget(a: BudgetRecord, b: BudgetRecord) -> bool:
-    return {**asdict(a), "since_window": ""} == {**asdict(b), "since_window": ""}
+    ignored = {"since_window": "", "request_overhead": {}}
+    return {**asdict(a), **ignored} == {**asdict(b), **ignored}
 
 
 def _write_atomic(path: Path, entries: list[BudgetRecord]) -> None:

@@ -7,9 +7,8 @@ tail left by a crash is moved to ``history/recovered/`` on the next open, never 
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -47,7 +46,8 @@ class Durability(str, Enum):
 
 
 class RowKind(str, Enum):
-    """Kinds of transcript rows."""
+    """Kinds of transcript rows: the core's vocabulary (``_ctxbudget.ROW_KINDS``, which a
+    test keeps equal to this enum)."""
 
     MESSAGE = "message"
     BOUNDARY = "boundary"
@@ -72,133 +72,17 @@ class Row:
     ts: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """What an append committed."""
-
-    first_seq: int
-    last_seq: int
-    epoch: int
-    window: str
-
-
-@dataclass(frozen=True, slots=True)
-class WindowInfo:
-    """One contiguous run of a context window."""
-
-    window_id: str
-    boundary_kind: str
-    first_seq: int
-    item_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class Stamp:
-    """Identity, size and timestamps of a file."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    """The append receipt (``history/receipt.json``)."""
-
-    version: int
-    epoch: int
-    state: str
-    seq: int
-    committed_end: int
-    anchor_crc: int
-    chat: Stamp | None
-    archive: Stamp | None
-    floor: int = 0
-    """Seq of the newest privacy floor ever written (kept outside the rows too)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryReport:
-    """What :meth:`History.recover` did."""
-
-    changed: bool
-    chat_torn_bytes: int
-    archive_torn_bytes: int
-    moved_to: list[str]
-    rotation_completed_bytes: int
-    epoch: int | None
-    damage: str | None
-    rotation_rolled_back_bytes: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class RotateReport:
-    """What :meth:`History.rotate` moved to the archive."""
-
-    rows: int
-    bytes: int
-    epoch: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class FileReport:
-    """Findings of a full check of one transcript file."""
-
-    bytes: int
-    batches: int
-    rows: int
-    legacy_rows: int
-    malformed_lines: int
-    torn_bytes: int
-    damage: tuple[int, int, str] | None
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyReport:
-    """What :meth:`History.verify` found."""
-
-    ok: bool
-    receipt: str
-    chat: FileReport
-    archive: FileReport
-    seq_violations: int = 0
-    """Rows whose seq is not above every seq before them (archive, then chat)."""
-    first_seq_violation: str | None = None
-    floor_seq: int = 0
-
-
-def _stamp(raw: Mapping[str, int] | None) -> Stamp | None:
-    return None if raw is None else Stamp(**raw)
-
-
-def _file_report(raw: Mapping[str, Any]) -> FileReport:
-    damage = raw["damage"]
-    return FileReport(**{**raw, "damage": None if damage is None else tuple(damage)})
-
-
-def _parse_row(seq: int | None, window: str, raw: bytes) -> Row | None:
-    if seq is None:
-        return None
-    try:
-        obj = json.loads(raw.decode("utf-8", errors="replace"))
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    parts = obj.get("parts")
-    meta = obj.get("meta")
-    return Row(
-        seq=seq,
-        id=str(obj.get("id", seq)),
-        kind=str(obj.get("kind", "")),
-        role=str(obj.get("role", "")),
-        window=window,
-        parts=parts if isinstance(parts, list) else [],
-        meta=meta if isinstance(meta, dict) else {},
-        ts=obj.get("ts") if isinstance(obj.get("ts"), str) else None,
-    )
+# The store's results and reports are defined once, in Rust (frozen classes with
+# read-only attributes, ``==``, ``repr()`` and ``to_dict()``), and exported here under
+# the names they always had.
+AppendResult = _ctxbudget.AppendResult
+WindowInfo = _ctxbudget.WindowInfo
+Stamp = _ctxbudget.Stamp
+Receipt = _ctxbudget.Receipt
+RecoveryReport = _ctxbudget.RecoveryReport
+RotateReport = _ctxbudget.RotateReport
+FileReport = _ctxbudget.FileReport
+VerifyReport = _ctxbudget.VerifyReport
 
 
 def _check_seq(seq: int | None) -> int | None:
@@ -286,22 +170,18 @@ class History:
             if isinstance(rows, Mapping):
                 raise TypeError("append() takes a list of rows; wrap a single row in a list")
             rows = list(rows)
-        first, last, epoch, window = self._core.append(rows, _check_seq(if_last_seq))
-        return AppendResult(first_seq=first, last_seq=last, epoch=epoch, window=window)
+        return self._core.append(rows, _check_seq(if_last_seq))
 
     def rows(self, *, since_seq: int = 0) -> Iterator[Row]:
         """Every committed row, archive first, then chat — or only those from the first
         row whose seq is at least ``since_seq``. Malformed lines are skipped."""
         if isinstance(since_seq, bool) or not isinstance(since_seq, int) or since_seq < 0:
             raise InvalidArgumentError(f"since_seq must be a non-negative int, got {since_seq!r}")
-        for seq, window, raw in self._core.rows(since_seq):
-            row = _parse_row(seq, window, raw)
-            if row is not None:
-                yield row
+        yield from self._core.rows(since_seq)
 
     def windows(self) -> list[WindowInfo]:
         """Contiguous window runs, oldest first."""
-        return [WindowInfo(**w) for w in json.loads(self._core.windows())]
+        return self._core.windows()
 
     @property
     def current_window(self) -> str:
@@ -313,7 +193,7 @@ class History:
         *,
         rollover_id: str,
         reason: str,
-        lead_in: str,
+        lead_in: str | Callable[[str, str], str],
         requested_by: str | None = None,
         trigger: Mapping[str, Any] | None = None,
         figures: Mapping[str, Any] | None = None,
@@ -322,7 +202,13 @@ class History:
         """Seals the current window: boundary row, lead-in row and ``trigger`` (a
         message or continuation row) in one batch. Idempotent per ``rollover_id``.
         Returns the new window ID. ``if_last_seq`` makes it conditional, as for
-        :meth:`append`."""
+        :meth:`append`.
+
+        ``lead_in`` is the lead-in's text, or a callable
+        ``(window_id, previous_window_id) -> str`` that the store calls under its lock
+        with the IDs this rollover really writes, so the lead-in can never name another
+        window than its own (an exception it raises aborts the rollover, nothing is
+        written)."""
         return self._core.rollover(
             rollover_id=rollover_id,
             reason=reason,
@@ -333,9 +219,10 @@ class History:
             if_last_seq=_check_seq(if_last_seq),
         )
 
-    def clear_soft(self) -> int:
-        """``/clear --soft``: a reset boundary, the privacy floor. Returns its seq."""
-        return self._core.clear_soft()
+    def clear_soft(self, *, if_last_seq: int | None = None) -> int:
+        """``/clear --soft``: a reset boundary, the privacy floor. Returns its seq.
+        ``if_last_seq`` makes it conditional, as for :meth:`append`."""
+        return self._core.clear_soft(_check_seq(if_last_seq))
 
     def quarantine(
         self,
@@ -358,40 +245,33 @@ class History:
             _ctxbudget.encode_rows([row]), _check_seq(retracts), _check_seq(if_last_seq)
         )
 
+    def quarantine_seq(self, seq: int, *, if_last_seq: int | None = None) -> int:
+        """Quarantines stored row ``seq`` (a message or continuation): its retraction
+        and a quarantine row holding its content, read and written under one hold of
+        the lock as one batch — a crash leaves both or neither. ``if_last_seq`` makes
+        it conditional, as for :meth:`append`. Returns the quarantine row's seq."""
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise InvalidArgumentError(f"seq must be a positive int, got {seq!r}")
+        return self._core.quarantine_seq(seq, _check_seq(if_last_seq))
+
     def rotate(self) -> RotateReport:
         """Moves closed windows to ``chat-archive.jsonl`` (a new epoch)."""
-        return RotateReport(**json.loads(self._core.rotate()))
+        return self._core.rotate()
 
     def receipt(self) -> Receipt | None:
         """The append receipt, or ``None`` when it is missing or unreadable."""
-        raw = json.loads(self._core.receipt())
-        if not isinstance(raw, dict):
-            return None
-        files = raw.pop("files")
-        raw.pop("rotation", None)
-        return Receipt(**raw, chat=_stamp(files["chat"]), archive=_stamp(files["archive"]))
+        return self._core.receipt()
 
     def recover(self) -> RecoveryReport:
         """Moves torn tails to ``recovered/``, completes an interrupted rotation and
         re-establishes a stable receipt. Idempotent."""
-        raw = json.loads(self._core.recover())
-        raw["moved_to"] = [str(p) for p in raw["moved_to"]]
-        return RecoveryReport(**raw)
+        return self._core.recover()
 
     def verify(self) -> VerifyReport:
         """Checks every commit CRC of both files, torn tails, damage (including an
         acknowledged batch that is missing or fails its check), that seqs are unique and
         increasing across archive and chat, and the receipt. Changes nothing."""
-        raw = json.loads(self._core.verify())
-        return VerifyReport(
-            ok=raw["ok"],
-            receipt=raw["receipt"],
-            chat=_file_report(raw["chat"]),
-            archive=_file_report(raw["archive"]),
-            seq_violations=raw["seq_violations"],
-            first_seq_violation=raw["first_seq_violation"],
-            floor_seq=raw["floor_seq"],
-        )
+        return self._core.verify()
 
     def anchor_crc_at(self, offset: int) -> int | None:
         """CRC recorded by the commit line ending at byte ``offset`` of chat.jsonl."""

@@ -1,125 +1,13 @@
-"""The ``new_context`` tool (SPEC §7): the agent asks for a fresh window.
-
-It takes no arguments and is honoured once per window. The persisted tool result is the
-durable request: a restart re-derives it from the transcript with
-:meth:`NewContextTool.requested_in`.
-"""
+"""The ``new_context`` tool now in :mod:`ctxbudget.tools.new_context`; this
+path stays importable and *is* that module (patching one patches the other)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+import sys
 
-from ._shared import tool_definition
-from .history import History
+from .tools import new_context as _module
+from .tools.new_context import NewContextTool
 
 __all__ = ["NewContextTool"]
 
-_DESCRIPTION = (
-    "Start a fresh context window. Call it only after your checkpoint in "
-    "/memories/session/ is saved and confirmed. Takes no arguments. The current step's "
-    "other tools finish first; the next request starts in the new window, whose first "
-    "message tells you where to find your checkpoint and earlier work."
-)
-
-_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
-
-
-def _is_scheduled(output: object) -> bool:
-    if isinstance(output, str):
-        try:
-            output = json.loads(output)
-        except ValueError:
-            return False
-    return isinstance(output, Mapping) and output.get("status") == "scheduled"
-
-
-def _no_arguments(args: object) -> bool:
-    """True for ``None``, ``{}``, ``""``, ``"null"`` and ``"{}"``."""
-    if isinstance(args, str):
-        text = args.strip()
-        if text in ("", "null"):
-            return True
-        try:
-            args = json.loads(text)
-        except ValueError:
-            return False
-    return args is None or (isinstance(args, Mapping) and not args)
-
-
-class NewContextTool:
-    """``new_context`` for one workspace. ``offered=False`` answers every call with
-    ``rollover_disabled`` (the policy of SPEC §4 decides whether it is offered)."""
-
-    name = "new_context"
-
-    __slots__ = ("_history", "_offered", "_scheduled_window")
-
-    def __init__(self, history: History | None = None, *, offered: bool = True) -> None:
-        self._history = history
-        self._offered = bool(offered)
-        self._scheduled_window: str | None = None
-
-    @property
-    def description(self) -> str:
-        return _DESCRIPTION
-
-    def schema(self, flavor: str = "json") -> dict[str, Any]:
-        """``json``, ``openai``, ``openai_responses`` or ``anthropic`` tool definition."""
-        return tool_definition(flavor, self.name, _DESCRIPTION, dict(_SCHEMA), dict(_SCHEMA))
-
-    @staticmethod
-    def requested_in(rows: Iterable[Any]) -> bool:
-        """Whether ``rows`` (of one window) hold a persisted ``scheduled`` result."""
-        for row in rows:
-            parts = row.get("parts") if isinstance(row, Mapping) else getattr(row, "parts", None)
-            for part in parts or ():
-                if (
-                    isinstance(part, Mapping)
-                    and part.get("type") == "tool_result"
-                    and part.get("name") == "new_context"
-                    and _is_scheduled(part.get("output"))
-                ):
-                    return True
-        return False
-
-    def call(
-        self,
-        args: Mapping[str, Any] | str | None = None,
-        *,
-        window_id: str | None = None,
-        already_requested: bool | None = None,
-    ) -> dict[str, Any]:
-        """``{"ok": True, "status": "scheduled"}`` once per window; then
-        ``already_requested``; ``rollover_disabled`` when not offered."""
-        if not _no_arguments(args):
-            return {
-                "ok": False,
-                "code": "invalid_arguments",
-                "error": "new_context takes no arguments",
-            }
-        if not self._offered:
-            return {
-                "ok": False,
-                "code": "rollover_disabled",
-                "error": "new_context is not available now; continue the task",
-            }
-        window = window_id
-        if window is None and self._history is not None:
-            window = self._history.current_window
-        if already_requested is None:
-            already_requested = self._scheduled_window is not None and (
-                self._scheduled_window == window
-            )
-            if not already_requested and self._history is not None:
-                rows = [r for r in self._history.rows() if r.window == window]
-                already_requested = self.requested_in(rows)
-        if already_requested:
-            return {
-                "ok": False,
-                "code": "already_requested",
-                "error": "a new context window is already scheduled for this window",
-            }
-        self._scheduled_window = window
-        return {"ok": True, "status": "scheduled"}
+sys.modules[__name__] = _module

@@ -1,11 +1,15 @@
 """``ctxbudget plot``: context usage per step, with the ladder's lines and the rollovers.
 
-Usage is rebuilt from the transcript: each assistant message is a step, and the request
-at that step is the window's visible rows so far, counted with the model's encoding plus
-the framing allowances (system text and tool schemas are not stored, so they are not in
-the figure). The ladder's lines are those of the budget the workspace's session recorded
-(``budget.json``, the newest entry); arguments override it, and a workspace without a
-record falls back to the model's defaults. Needs the optional extra ``ctxbudget[plot]``
+Each assistant message is a step, plotted at the size of the request it answered as
+:class:`~ctxbudget.Session` measured it for its decisions (the figure it stamps on the
+reply, ``meta.request_tokens``: system text, messages and every tool schema, after
+hooks). A reply recorded without a session (a host writing rows itself) is estimated
+with the session's accounting: the window's rows so far rendered and counted by the
+same formula, plus the request overhead the session recorded for that window
+(``budget.json``); retractions are not replayed there. The ladder's lines are
+those of the budget the workspace's session recorded (``budget.json``, the newest
+entry); arguments override it, and a workspace without a record falls back to the
+model's defaults. Needs the optional extra ``ctxbudget[plot]``
 (matplotlib).
 """
 
@@ -20,8 +24,9 @@ from .budget_record import BudgetRecord, read_budgets
 from .errors import CtxBudgetError
 from .history import History
 from .policy import Budget
-from .session import FRAMING_TOKENS, _context_window_for
-from .tokens import Encoding
+from .session import context_window_for
+from .session.accounting import row_messages
+from .tokens import Encoding, messages_tokens, request_tokens
 
 __all__ = ["PlotUnavailableError", "UsagePoint", "plot_budget", "plot_usage", "usage_points"]
 
@@ -42,26 +47,25 @@ class UsagePoint:
 
 
 def usage_points(history: History, encoding: Encoding) -> list[UsagePoint]:
-    """Request size at each step (assistant message), window by window."""
+    """Request size at each step (assistant message), window by window, as the session
+    measured it (see the module's docstring)."""
+    records = read_budgets(history.workspace)
+    mode_active = records[-1].mode_active if records else True
+    recorded: dict[str, int] = {}
+    for record in records:
+        recorded.update(record.request_overhead)
+    bare = request_tokens(encoding, None, ())
     points: list[UsagePoint] = []
-    hidden: set[int] = set()
-    total, window, step = 1, "w:0", 0
+    window, estimate = None, 0
     for row in history.rows():
-        if row.kind == "boundary":
-            total, window = 1, row.window
-            continue
-        if row.kind == "retraction" and isinstance(row.meta.get("retracts"), int):
-            hidden.add(int(row.meta["retracts"]))
-            continue
-        if row.kind == "rejected" or row.seq in hidden:
-            continue
-        if row.role == "assistant" and row.kind == "message":
-            step += 1
-            points.append(UsagePoint(step, window, total))
-        text = "\n".join(
-            str(p.get("text") or p.get("output") or p.get("arguments") or "") for p in row.parts
-        )
-        total += FRAMING_TOKENS + encoding.count(text)
+        if row.window != window:
+            window, estimate = row.window, 0
+        if row.kind == "message" and row.role == "assistant":
+            measured = row.meta.get("request_tokens")
+            if not isinstance(measured, int) or isinstance(measured, bool):
+                measured = recorded.get(window, bare) + estimate
+            points.append(UsagePoint(len(points) + 1, window, measured))
+        estimate += messages_tokens(encoding, row_messages(row, mode_active=mode_active))
     return points
 
 
@@ -84,7 +88,7 @@ def plot_budget(
             since_window="w:0",
             model=name,
             encoding=Encoding.for_model(name).name,
-            context_window=_context_window_for(name),
+            context_window=context_window_for(name),
             threshold=0.7,
             output_reserve=-1,
         )

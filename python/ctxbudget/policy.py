@@ -5,7 +5,7 @@ the token, and claims derived from durable rows, so a restart changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -74,26 +74,11 @@ class Claims:
         ``rows`` are the rows of the current window: :class:`~ctxbudget.Row` objects or
         row dicts. An advisory row carries ``meta.stage``; older rows marked
         ``meta.final: true`` count as the final prompt. ``start`` adds to earlier
-        claims (rows seen before).
+        claims (rows seen before). The rule is the core window fold's (one
+        definition, also what :class:`~ctxbudget.Session` reads).
         """
-        warning, handoff, final = (
-            (start.warning, start.handoff, start.final) if start else (False, False, False)
-        )
-        for row in rows:
-            if isinstance(row, Mapping):
-                kind, meta = row.get("kind"), row.get("meta")
-            else:
-                kind, meta = getattr(row, "kind", None), getattr(row, "meta", None)
-            if kind != "advisory" or not isinstance(meta, Mapping):
-                continue
-            stage = meta.get("stage")
-            if stage == "final" or meta.get("final") is True:
-                final = True
-            elif stage == "handoff":
-                handoff = True
-            elif stage == "warning":
-                warning = True
-        return cls(warning=warning, handoff=handoff, final=final)
+        claims = (start.warning, start.handoff, start.final) if start else (False, False, False)
+        return cls(*_core.claims_of_rows(rows, claims))
 
     def claim(self, action: Action) -> Claims:
         """These claims plus the advisory ``action`` (others return ``self``)."""
@@ -126,6 +111,23 @@ class Decision:
     def is_advisory(self) -> bool:
         """True for WARNING, HANDOFF and FINAL."""
         return self.action in ADVISORY_STAGES
+
+
+# `Budget.evaluate` builds its Decision through the slots' own setters: a frozen
+# dataclass's __init__ routes each field through object.__setattr__, which was most of
+# the call's cost. The object is the same frozen dataclass either way.
+_new_object = object.__new__
+_SET_DECISION = tuple(
+    Decision.__dict__[name].__set__
+    for name in (
+        "action",
+        "projected",
+        "usable_limit",
+        "handoff_target",
+        "percent_used",
+        "headroom",
+    )
+)
 
 
 def _int_arg(name: str, value: object, minimum: int) -> int:
@@ -256,14 +258,15 @@ class Budget:
         except OverflowError:
             raise PolicyError(f"projected must fit in 64 bits, got {used:,}") from None
         usable = self.usable_limit
-        return Decision(
-            action=_ACTIONS[action],
-            projected=used,
-            usable_limit=usable,
-            handoff_target=self.handoff_target,
-            percent_used=round(used * 100 / usable, 2),
-            headroom=headroom,
-        )
+        d = _new_object(Decision)
+        set_action, set_projected, set_usable, set_target, set_percent, set_headroom = _SET_DECISION
+        set_action(d, _ACTIONS[action])
+        set_projected(d, used)
+        set_usable(d, usable)
+        set_target(d, self.handoff_target)
+        set_percent(d, round(used * 100 / usable, 2))
+        set_headroom(d, headroom)
+        return d
 
     def __repr__(self) -> str:
         return (

@@ -157,7 +157,7 @@ class SessionHistoryTool:
             raise ValueError(f"deadline_seconds must be >= 0, got {deadline_seconds!r}")
         self._history = history
         self._allowed = bool(allowed)
-        self._core = _ctxbudget.SessionHistory(
+        self._core = _ctxbudget.SessionHistoryTool(
             history._core, deadline_seconds=float(deadline_seconds)
         )
 

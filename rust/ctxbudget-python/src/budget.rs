@@ -1,9 +1,14 @@
 //! The budget ladder for Python: `ctxbudget.Budget` is a typed wrapper over this class.
 
 use ctxbudget::budget::{self, Budget, Claims, Threshold};
+use ctxbudget::transcript::{self, RowKind};
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::PyDict;
+use serde_json::{Map, Value};
 
 use crate::errors::budget_error;
+use crate::pyjson::encode_value;
 
 /// The ladder's points for one context window (see the typed wrapper `ctxbudget.Budget`).
 #[pyclass(module = "ctxbudget._ctxbudget", name = "BudgetCore", frozen)]
@@ -67,8 +72,46 @@ pub(crate) fn threshold_is_off(py: Python<'_>, threshold: f64) -> PyResult<bool>
         .map_err(|e| budget_error(py, e))
 }
 
-/// The ladder's constants, so Python reads them instead of restating them.
+/// `(warning, handoff, final)` plus what `rows` publish (row objects or dicts with
+/// `kind` and `meta`): the window fold's rule (`transcript::claims_of`), so
+/// `Claims.from_rows` states none of its own. Only an advisory row claims; metadata
+/// that is not a JSON object claims nothing.
+#[pyfunction]
+pub(crate) fn claims_of_rows(
+    rows: &Bound<'_, PyAny>,
+    claims: (bool, bool, bool),
+) -> PyResult<(bool, bool, bool)> {
+    let (warning, handoff, final_prompt) = claims;
+    let mut claims = Claims {
+        warning,
+        handoff,
+        final_prompt,
+    };
+    for row in rows.try_iter()? {
+        let row = row?;
+        let (kind, meta) = match row.cast::<PyDict>() {
+            Ok(dict) => (dict.get_item("kind")?, dict.get_item("meta")?),
+            Err(_) => (row.getattr_opt("kind")?, row.getattr_opt("meta")?),
+        };
+        let is_advisory = kind
+            .as_ref()
+            .and_then(|k| k.extract::<PyBackedStr>().ok())
+            .is_some_and(|k| &*k == RowKind::Advisory.as_str());
+        let Some(meta) = meta.filter(|_| is_advisory) else {
+            continue;
+        };
+        let meta = encode_value(&meta)
+            .and_then(|json| serde_json::from_slice::<Map<String, Value>>(&json).ok())
+            .unwrap_or_default();
+        claims = transcript::claims_of(&meta, claims);
+    }
+    Ok((claims.warning, claims.handoff, claims.final_prompt))
+}
+
+/// The ladder's constants, so Python reads them instead of restating them, and the
+/// claims rule (registered here, beside the ladder it feeds).
 pub(crate) fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(claims_of_rows, m)?)?;
     m.add("OUTPUT_RESERVE_MAX", budget::OUTPUT_RESERVE_MAX)?;
     m.add("WARNING_ADVANCE_MIN", budget::WARNING_ADVANCE_MIN)?;
     m.add("FINAL_ZONE", budget::FINAL_ZONE)?;

@@ -6,7 +6,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ctxbudget::history::HistoryError;
+use ctxbudget::store::HistoryError;
 use ctxbudget::TokenError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -158,18 +158,18 @@ pub(crate) fn no_panic_store<T>(py: Python<'_>, what: &str, f: impl FnOnce() -> 
     })
 }
 
-/// Runs `f`, turning a panic into `TokenizerError` so that none crosses into Python.
+/// Runs `f`, turning a panic into `ctxbudget.InternalError` (a `CtxBudgetError` and
+/// `RuntimeError`) so that none crosses into Python.
 pub(crate) fn no_panic<T>(py: Python<'_>, what: &str, f: impl FnOnce() -> T) -> PyResult<T> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
-        let detail = payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".to_owned());
         raise(
             py,
-            "TokenizerError",
-            format!("{what} failed inside the tokenizer ({detail}); no count was produced. Please report this input."),
+            "InternalError",
+            format!(
+                "{what} hit an internal error ({}); nothing was produced. Please report \
+                 this, with the input that caused it.",
+                panic_detail(payload.as_ref())
+            ),
             &[],
         )
     })

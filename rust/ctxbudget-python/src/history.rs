@@ -1,26 +1,25 @@
-//! Bindings of the transcript store. Reports cross as JSON text; the typed wrapper
-//! (`ctxbudget/history.py`) turns them into dataclasses.
+//! Bindings of the transcript store (`ctxbudget.History` wraps them). Results cross as
+//! the frozen classes of `reports.rs` and rows as `ctxbudget.Row` objects built here.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctxbudget::history::{Durability, History, NewRow, OpenOptions, ReceiptRead, RolloverSpec};
+use ctxbudget::store::{
+    Durability, History, HistoryError, LeadIn, NewRow, OpenOptions, RolloverSpec,
+};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
-use serde::Serialize;
+use pyo3::types::{PyBytes, PyList};
 use serde_json::Value;
 
 use crate::errors::{history_error, no_panic_store};
+use crate::reports::{
+    PyAppendResult, PyReceipt, PyRecoveryReport, PyRotateReport, PyVerifyReport, PyWindowInfo,
+};
 
-fn to_json<T: Serialize>(value: &T) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
-}
-
-fn parse_rows(rows_json: &[u8]) -> Result<Vec<NewRow>, ctxbudget::history::HistoryError> {
-    let values: Vec<Value> = serde_json::from_slice(rows_json).map_err(|e| {
-        ctxbudget::history::HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}"))
-    })?;
+fn parse_rows(rows_json: &[u8]) -> Result<Vec<NewRow>, HistoryError> {
+    let values: Vec<Value> = serde_json::from_slice(rows_json)
+        .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
     values
         .into_iter()
         .enumerate()
@@ -38,17 +37,53 @@ pub(crate) struct PyHistory {
 }
 
 impl PyHistory {
-    /// Runs `f` on the store without the GIL, mapping errors and panics.
-    fn run<T: Send + 'static>(
+    /// Runs `f` on the store without the GIL, mapping errors and panics: here, or on
+    /// the I/O pool inside an awaited `AsyncSession` call (`offload::blocking`).
+    pub(crate) fn run<T: Send + 'static>(
         &self,
         py: Python<'_>,
         what: &str,
-        f: impl FnOnce(&History) -> ctxbudget::history::Result<T> + Send + 'static,
+        f: impl FnOnce(&History) -> ctxbudget::store::Result<T> + Send + 'static,
     ) -> PyResult<T> {
         let store = Arc::clone(&self.inner);
         no_panic_store(py, what, || crate::offload::blocking(py, move || f(&store)))??
             .map_err(|e| history_error(py, e))
     }
+
+    /// As [`PyHistory::run`], but always on this thread with the GIL released, never on
+    /// the I/O pool: for work that calls back into Python (a lead-in callable the core
+    /// renders under its lock). A pool thread would have to take the GIL to run it,
+    /// running Python code off the event loop's thread while the loop's greenlet is
+    /// suspended; here the callback re-takes the GIL on the thread that released it.
+    fn run_in_place<T: Send>(
+        &self,
+        py: Python<'_>,
+        what: &str,
+        f: impl FnOnce(&History) -> ctxbudget::store::Result<T> + Send,
+    ) -> PyResult<T> {
+        no_panic_store(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
+    }
+}
+
+/// A Python callable `(window_id, previous_window_id) -> str` as a lead-in rendered
+/// under the store's lock. A Python exception raised by it is kept in `raised` and
+/// re-raised once the store call has returned (nothing is written then).
+fn lead_in_from_callable(render: Py<PyAny>, raised: Arc<Mutex<Option<PyErr>>>) -> LeadIn {
+    LeadIn::render(move |ctx| {
+        Python::attach(|py| {
+            let result = render
+                .call1(
+                    py,
+                    (ctx.window.to_string(), ctx.previous_window.to_string()),
+                )
+                .and_then(|text| text.extract::<String>(py));
+            result.map_err(|err| {
+                let message = err.to_string();
+                *raised.lock().unwrap_or_else(|e| e.into_inner()) = Some(err);
+                message
+            })
+        })
+    })
 }
 
 #[pymethods]
@@ -79,41 +114,58 @@ impl PyHistory {
         })
     }
 
-    /// Appends `rows` (a list of row dicts) as one batch; returns
-    /// `(first_seq, last_seq, epoch, window)`. With `if_last_seq`, only if that seq is
-    /// still the last row (else `ConflictError`, nothing written).
+    /// Appends `rows` (a list of row dicts) as one batch. With `if_last_seq`, only if
+    /// that seq is still the last row (else `ConflictError`, nothing written).
     #[pyo3(signature = (rows, if_last_seq = None))]
     fn append(
         &self,
         py: Python<'_>,
         rows: &Bound<'_, PyList>,
         if_last_seq: Option<u64>,
-    ) -> PyResult<(u64, u64, u64, String)> {
+    ) -> PyResult<PyAppendResult> {
         let rows_json = no_panic_store(py, "append()", || crate::pyjson::encode_rows(rows))??;
         self.run(py, "append()", move |h| {
             h.append_json_bytes_if(&rows_json, if_last_seq)
-                .map(|r| (r.first_seq, r.last_seq, r.epoch, r.window))
+                .map(PyAppendResult::from)
         })
     }
 
-    /// `[(seq | None, window, raw line bytes)]`, archive then chat, from `since_seq`.
+    /// `[Row]`, archive then chat, from `since_seq`, parsed in Rust (malformed lines
+    /// skipped).
     #[pyo3(signature = (since_seq = 0))]
-    fn rows<'py>(&self, py: Python<'py>, since_seq: u64) -> PyResult<Vec<RowTuple<'py>>> {
-        let rows = self.run(py, "rows()", move |h| h.rows_since(since_seq))?;
+    fn rows<'py>(&self, py: Python<'py>, since_seq: u64) -> PyResult<Bound<'py, PyList>> {
+        let rows = self.run(py, "rows()", move |h| {
+            Ok(ctxbudget::transcript::Row::parse_stored(
+                &h.rows_since(since_seq)?,
+            ))
+        })?;
+        crate::rows::list(py, &rows)
+    }
+
+    /// `[(seq | None, window, raw line bytes)]`, archive then chat, from `since_seq`:
+    /// the lines exactly as stored (export, inspection).
+    #[pyo3(signature = (since_seq = 0))]
+    fn raw_rows<'py>(&self, py: Python<'py>, since_seq: u64) -> PyResult<Vec<RowTuple<'py>>> {
+        let rows = self.run(py, "raw_rows()", move |h| h.rows_since(since_seq))?;
         Ok(rows
             .into_iter()
             .map(|r| (r.seq, r.window, PyBytes::new(py, &r.raw)))
             .collect())
     }
 
-    fn windows(&self, py: Python<'_>) -> PyResult<String> {
-        self.run(py, "windows()", |h| h.windows().map(|w| to_json(&w)))
+    fn windows(&self, py: Python<'_>) -> PyResult<Vec<PyWindowInfo>> {
+        self.run(py, "windows()", |h| {
+            Ok(h.windows()?.into_iter().map(PyWindowInfo::from).collect())
+        })
     }
 
     fn current_window(&self, py: Python<'_>) -> PyResult<String> {
         self.run(py, "current_window", |h| h.current_window())
     }
 
+    /// Seals the current window. `lead_in` is the lead-in text, or a callable
+    /// `(window_id, previous_window_id) -> str` rendered under the store's lock from
+    /// the IDs the rollover really writes.
     #[pyo3(signature = (*, rollover_id, reason, requested_by, lead_in, trigger_json, figures_json, if_last_seq = None))]
     #[allow(clippy::too_many_arguments)]
     fn rollover(
@@ -122,12 +174,25 @@ impl PyHistory {
         rollover_id: String,
         reason: String,
         requested_by: Option<String>,
-        lead_in: String,
+        lead_in: &Bound<'_, PyAny>,
         trigger_json: Option<Vec<u8>>,
         figures_json: Option<Vec<u8>>,
         if_last_seq: Option<u64>,
     ) -> PyResult<String> {
-        self.run(py, "rollover()", move |h| {
+        let raised = Arc::new(Mutex::new(None));
+        // A callable lead-in runs Python under the store's lock: that rollover stays on
+        // this thread (see `run_in_place`); a text lead-in may go to the I/O pool.
+        let calls_python = !lead_in.is_instance_of::<pyo3::types::PyString>();
+        let lead_in = if let Ok(text) = lead_in.extract::<String>() {
+            LeadIn::Text(text)
+        } else if lead_in.is_callable() {
+            lead_in_from_callable(lead_in.clone().unbind(), raised.clone())
+        } else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "lead_in must be a str or a callable (window_id, previous_window_id) -> str",
+            ));
+        };
+        let job = move |h: &History| {
             let trigger = match trigger_json {
                 Some(bytes) => parse_rows(&bytes)?.into_iter().next(),
                 None => None,
@@ -136,7 +201,7 @@ impl PyHistory {
                 Some(bytes) => match serde_json::from_slice(&bytes) {
                     Ok(Value::Object(map)) => map,
                     _ => {
-                        return Err(ctxbudget::history::HistoryError::InvalidArgument(
+                        return Err(HistoryError::InvalidArgument(
                             "figures must be a JSON object".to_owned(),
                         ))
                     }
@@ -152,11 +217,24 @@ impl PyHistory {
                 figures,
                 expected_last_seq: if_last_seq,
             })
-        })
+        };
+        let result = if calls_python {
+            self.run_in_place(py, "rollover()", job)
+        } else {
+            self.run(py, "rollover()", job)
+        };
+        let raised = raised.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match (result, raised) {
+            (Err(_), Some(err)) => Err(err),
+            (result, _) => result,
+        }
     }
 
-    fn clear_soft(&self, py: Python<'_>) -> PyResult<u64> {
-        self.run(py, "clear_soft()", |h| h.clear_soft())
+    #[pyo3(signature = (if_last_seq = None))]
+    fn clear_soft(&self, py: Python<'_>, if_last_seq: Option<u64>) -> PyResult<u64> {
+        self.run(py, "clear_soft()", move |h| {
+            ctxbudget::transcript::clear_soft(h, if_last_seq)
+        })
     }
 
     /// Quarantines a row; with `retracts`, retracts that seq in the same batch, and
@@ -172,45 +250,46 @@ impl PyHistory {
         let row_json = row_json.to_vec();
         self.run(py, "quarantine()", move |h| {
             let row = parse_rows(&row_json)?.into_iter().next().ok_or_else(|| {
-                ctxbudget::history::HistoryError::InvalidArgument(
-                    "quarantine() needs a row".to_owned(),
-                )
+                HistoryError::InvalidArgument("quarantine() needs a row".to_owned())
             })?;
             match retracts {
                 Some(seq) => h.quarantine_retracting(seq, row, if_last_seq),
-                None if if_last_seq.is_some() => {
-                    Err(ctxbudget::history::HistoryError::InvalidArgument(
-                        "quarantine(if_last_seq=…) needs retracts=<seq>: a conditional \
-                         quarantine retracts the row it quarantines"
-                            .to_owned(),
-                    ))
-                }
+                None if if_last_seq.is_some() => Err(HistoryError::InvalidArgument(
+                    "quarantine(if_last_seq=…) needs retracts=<seq>: a conditional \
+                     quarantine retracts the row it quarantines"
+                        .to_owned(),
+                )),
                 None => h.quarantine(row),
             }
         })
     }
 
-    fn rotate(&self, py: Python<'_>) -> PyResult<String> {
-        self.run(py, "rotate()", |h| h.rotate().map(|r| to_json(&r)))
-    }
-
-    /// The receipt as JSON, or `"missing"` / `"malformed"`.
-    fn receipt(&self, py: Python<'_>) -> PyResult<String> {
-        self.run(py, "receipt()", |h| {
-            Ok(match h.receipt()? {
-                ReceiptRead::Missing => "\"missing\"".to_owned(),
-                ReceiptRead::Malformed => "\"malformed\"".to_owned(),
-                ReceiptRead::Valid(r) => to_json(&r),
-            })
+    /// Quarantines stored row `seq` (its retraction and a quarantine row with its
+    /// content, one batch read and written under one hold of the lock).
+    #[pyo3(signature = (seq, if_last_seq = None))]
+    fn quarantine_seq(&self, py: Python<'_>, seq: u64, if_last_seq: Option<u64>) -> PyResult<u64> {
+        self.run(py, "quarantine_seq()", move |h| {
+            h.quarantine_seq(seq, if_last_seq)
         })
     }
 
-    fn recover(&self, py: Python<'_>) -> PyResult<String> {
-        self.run(py, "recover()", |h| h.recover().map(|r| to_json(&r)))
+    fn rotate(&self, py: Python<'_>) -> PyResult<PyRotateReport> {
+        self.run(py, "rotate()", |h| h.rotate().map(PyRotateReport::from))
     }
 
-    fn verify(&self, py: Python<'_>) -> PyResult<String> {
-        self.run(py, "verify()", |h| h.verify().map(|r| to_json(&r)))
+    /// The receipt, or `None` when it is missing or unreadable.
+    fn receipt(&self, py: Python<'_>) -> PyResult<Option<PyReceipt>> {
+        self.run(py, "receipt()", |h| {
+            h.receipt().map(crate::reports::receipt)
+        })
+    }
+
+    fn recover(&self, py: Python<'_>) -> PyResult<PyRecoveryReport> {
+        self.run(py, "recover()", |h| h.recover().map(PyRecoveryReport::from))
+    }
+
+    fn verify(&self, py: Python<'_>) -> PyResult<PyVerifyReport> {
+        self.run(py, "verify()", |h| h.verify().map(PyVerifyReport::from))
     }
 
     fn anchor_crc_at(&self, py: Python<'_>, offset: u64) -> PyResult<Option<u32>> {
@@ -220,85 +299,5 @@ impl PyHistory {
     #[getter]
     fn directory(&self) -> PathBuf {
         self.inner.paths().dir.clone()
-    }
-}
-
-/// Arms a store fail point (test builds only): `action` is `"crash"`, `"error:<errno>"`
-/// or `"torn:<bytes>"`.
-#[cfg(feature = "failpoints")]
-#[pyfunction]
-pub(crate) fn _arm_failpoint(name: &str, action: &str) -> PyResult<()> {
-    use ctxbudget::history::failpoint::{arm, Action};
-    let parsed = match action.split_once(':') {
-        None if action == "crash" => Action::Crash,
-        Some(("error", code)) => Action::Error(code.parse().unwrap_or(5)),
-        Some(("torn", n)) => Action::Torn(n.parse().unwrap_or(0)),
-        _ => {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "unknown fail point action {action:?}"
-            )))
-        }
-    };
-    arm(name, parsed);
-    Ok(())
-}
-
-/// Disarms every fail point.
-#[cfg(feature = "failpoints")]
-#[pyfunction]
-pub(crate) fn _reset_failpoints() {
-    ctxbudget::history::failpoint::reset();
-}
-
-/// The `session_history` tool over one store (see `ctxbudget.SessionHistoryTool`).
-#[pyclass(module = "ctxbudget._ctxbudget", name = "SessionHistory", frozen)]
-pub(crate) struct PySessionHistory {
-    inner: Arc<ctxbudget::scan::SessionHistory>,
-}
-
-#[pymethods]
-impl PySessionHistory {
-    #[new]
-    #[pyo3(signature = (history, *, deadline_seconds))]
-    fn new(history: &PyHistory, deadline_seconds: f64) -> Self {
-        let options = ctxbudget::scan::ScanOptions {
-            deadline: Duration::from_secs_f64(deadline_seconds.clamp(0.0, 86_400.0)),
-            ..ctxbudget::scan::ScanOptions::default()
-        };
-        PySessionHistory {
-            inner: Arc::new(ctxbudget::scan::SessionHistory::with_options(
-                history.inner.clone(),
-                options,
-            )),
-        }
-    }
-
-    /// One call: raw JSON arguments in, JSON result (at most 16 KiB) out.
-    fn call_json(&self, py: Python<'_>, args_json: &str) -> PyResult<String> {
-        let (tool, args) = (Arc::clone(&self.inner), args_json.to_owned());
-        no_panic_store(py, "session_history", || {
-            crate::offload::blocking(py, move || tool.call_json(&args))
-        })?
-    }
-
-    /// One call: arguments as JSON text or as Python objects (encoded here; anything
-    /// JSON cannot hold becomes `null`, which the tool reports as invalid arguments), the
-    /// result as Python objects built here, not serialized and parsed again.
-    fn call(&self, py: Python<'_>, args: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let encoded;
-        let text = match args.cast::<PyString>() {
-            Ok(s) => s.to_str()?,
-            Err(_) => {
-                encoded = crate::pyjson::encode_value(args)
-                    .and_then(|bytes| String::from_utf8(bytes).ok())
-                    .unwrap_or_else(|| "null".to_owned());
-                encoded.as_str()
-            }
-        };
-        let (tool, text) = (Arc::clone(&self.inner), text.to_owned());
-        let result = no_panic_store(py, "session_history", || {
-            crate::offload::blocking(py, move || tool.call_text(&text))
-        })??;
-        crate::pyvalue::to_python(py, &result)
     }
 }

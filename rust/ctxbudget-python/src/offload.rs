@@ -341,3 +341,13 @@ pub(crate) fn fsync(py: Python<'_>, fd: i32) -> PyResult<()> {
     let file = std::fs::File::from(borrowed.try_clone_to_owned()?);
     blocking(py, move || file.sync_all())?.map_err(PyErr::from)
 }
+
+/// Registers the I/O pool's classes and functions.
+pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyCompletions>()?;
+    m.add_function(wrap_pyfunction!(_offload_register, m)?)?;
+    m.add_function(wrap_pyfunction!(offload_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(fsync, m)?)?;
+    m.add_function(wrap_pyfunction!(_offload_active, m)?)?;
+    Ok(())
+}

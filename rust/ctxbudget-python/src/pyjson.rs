@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use ctxbudget::history::HistoryError;
+use ctxbudget::store::HistoryError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 

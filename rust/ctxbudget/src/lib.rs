@@ -5,18 +5,27 @@
 //!
 //! - [`tokens`]: exact, linear-time token counting over tiktoken's encodings.
 //! - [`budget`]: the token-budget ladder (SPEC §2) in integer arithmetic.
-//! - [`history`]: the crash-safe JSONL transcript store (framed O(batch) appends,
-//!   cross-process lock, receipts, recovery).
+//! - [`store`]: the crash-safe JSONL byte store behind the `Store` seam (framed O(batch)
+//!   appends, cross-process lock, receipts, recovery); `history` is its 0.1 name.
+//! - [`transcript`]: what rows mean — row kinds, the one validation rule table, typed
+//!   rows and the incremental window fold every reader shares.
 //! - [`scan`]: the `session_history` tool — bounded, fail-closed retrieval of earlier
 //!   windows with authenticated cursors.
+//! - `pg` (cargo feature `postgres`): the PostgreSQL store — conversations in a shared
+//!   database for backends on many hosts.
 //!
 //! The Python package `ctxbudget` wraps this crate and adds policy, settings and tools.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod budget;
-pub mod history;
+#[cfg(feature = "postgres")]
+pub mod pg;
+pub mod store;
+/// The byte store's 0.1 name: `ctxbudget::history::History` and the rest keep working.
+pub use store as history;
 pub mod scan;
 pub mod tokens;
+pub mod transcript;
 
 pub use tokens::{Encoding, TokenCount, TokenError};

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use ctxbudget::history::failpoint::{self, Action};
+use ctxbudget::history::failpoint::{self, Fault};
 use ctxbudget::history::{History, HistoryError, NewRow, OpenOptions, RolloverSpec};
 
 const ENOSPC: i32 = 28;
@@ -55,7 +55,7 @@ fn batch() -> Vec<NewRow> {
 }
 
 /// Arms `point`, appends a batch, restarts, and returns (append ok?, visible texts).
-fn append_with(name: &str, point: &str, action: Action) -> (bool, Vec<String>) {
+fn append_with(name: &str, point: &str, action: Fault) -> (bool, Vec<String>) {
     let ws = ws(name);
     let h = open(&ws);
     h.append(vec![NewRow::text("message", "user", "acked")])
@@ -81,16 +81,16 @@ const WITH_BATCH: &[&str] = &["acked", "in-flight-1", "in-flight-2"];
 #[test]
 fn failures_before_the_data_is_durable_lose_only_the_unacknowledged_batch() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cases: Vec<(&str, Action)> = vec![
-        ("receipt.pending.write", Action::Error(ENOSPC)),
-        ("receipt.pending.write", Action::Crash),
-        ("append.open", Action::Error(EIO)),
-        ("append.write", Action::Error(ENOSPC)),
-        ("append.write", Action::Crash),
-        ("append.write", Action::Torn(1)),
-        ("append.write", Action::Torn(60)),
-        ("append.write", Action::Torn(200)),
-        ("append.fsync", Action::Error(EIO)),
+    let cases: Vec<(&str, Fault)> = vec![
+        ("receipt.pending.write", Fault::Error(ENOSPC)),
+        ("receipt.pending.write", Fault::Crash),
+        ("append.open", Fault::Error(EIO)),
+        ("append.write", Fault::Error(ENOSPC)),
+        ("append.write", Fault::Crash),
+        ("append.write", Fault::Torn(1)),
+        ("append.write", Fault::Torn(60)),
+        ("append.write", Fault::Torn(200)),
+        ("append.fsync", Fault::Error(EIO)),
     ];
     for (i, (point, action)) in cases.into_iter().enumerate() {
         let (ok, seen) = append_with(&format!("before-{i}"), point, action.clone());
@@ -109,7 +109,7 @@ fn failures_before_the_data_is_durable_lose_only_the_unacknowledged_batch() {
 fn torn_writes_at_every_length_are_cut_on_restart() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for n in (0..400).step_by(7) {
-        let (ok, seen) = append_with("torn-all", "append.write", Action::Torn(n));
+        let (ok, seen) = append_with("torn-all", "append.write", Fault::Torn(n));
         assert!(!ok);
         assert_eq!(seen, ACKED, "torn at {n}");
     }
@@ -118,10 +118,10 @@ fn torn_writes_at_every_length_are_cut_on_restart() {
 #[test]
 fn failures_after_the_data_is_durable_keep_the_whole_batch() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cases: Vec<(&str, Action, bool)> = vec![
-        ("append.after_fsync", Action::Crash, false),
-        ("receipt.stable.write", Action::Error(ENOSPC), true),
-        ("receipt.stable.write", Action::Crash, true),
+    let cases: Vec<(&str, Fault, bool)> = vec![
+        ("append.after_fsync", Fault::Crash, false),
+        ("receipt.stable.write", Fault::Error(ENOSPC), true),
+        ("receipt.stable.write", Fault::Crash, true),
     ];
     for (i, (point, action, append_ok)) in cases.into_iter().enumerate() {
         let (ok, seen) = append_with(&format!("after-{i}"), point, action);
@@ -155,13 +155,13 @@ fn rotated_ws(name: &str) -> (Ws, Vec<String>) {
 fn rotation_interrupted_anywhere_loses_and_duplicates_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let points = [
-        ("receipt.pending.fsync", Action::Error(EIO)),
-        ("rotate.archive", Action::Error(ENOSPC)),
-        ("rotate.chat.write", Action::Crash),
-        ("rotate.chat.fsync", Action::Error(EIO)),
-        ("rotate.chat.rename", Action::Crash),
-        ("dir.fsync", Action::Crash),
-        ("receipt.stable.write", Action::Crash),
+        ("receipt.pending.fsync", Fault::Error(EIO)),
+        ("rotate.archive", Fault::Error(ENOSPC)),
+        ("rotate.chat.write", Fault::Crash),
+        ("rotate.chat.fsync", Fault::Error(EIO)),
+        ("rotate.chat.rename", Fault::Crash),
+        ("dir.fsync", Fault::Crash),
+        ("receipt.stable.write", Fault::Crash),
     ];
     for (i, (point, action)) in points.into_iter().enumerate() {
         let (ws, before) = rotated_ws(&format!("rotate-{i}"));
@@ -197,7 +197,7 @@ fn recovery_interrupted_anywhere_never_loses_the_torn_bytes() {
         );
         fs::write(&chat, &bytes).unwrap_or_else(|e| panic!("{e}"));
         drop(h);
-        failpoint::arm(point, Action::Crash);
+        failpoint::arm(point, Fault::Crash);
         let first = History::open(&ws.0, OpenOptions::default());
         failpoint::reset();
         assert!(first.is_err(), "{point}: recovery was interrupted");
@@ -239,7 +239,7 @@ fn a_batch_written_to_a_file_replaced_meanwhile_is_not_acknowledged() {
     h.append(vec![NewRow::text("message", "user", "acked")])
         .unwrap_or_else(|e| panic!("{e}"));
     *REPLACED_WS.lock().unwrap_or_else(|e| e.into_inner()) = Some(ws.0.clone());
-    failpoint::arm("append.write", Action::Run(replace_chat));
+    failpoint::arm("append.write", Fault::Run(replace_chat));
     let result = h.append(batch());
     failpoint::reset();
     let message = result.err().map(|e| e.to_string()).unwrap_or_default();
@@ -269,7 +269,7 @@ fn a_rotation_cut_short_in_the_archive_rolls_back_on_open_and_verify_sees_no_dup
     for n in (0..=moved).step_by(7).chain([moved]) {
         let (ws, before) = rotated_ws(&format!("rotate-torn-{n}"));
         let h = open(&ws);
-        failpoint::arm("rotate.archive.write", Action::Torn(n));
+        failpoint::arm("rotate.archive.write", Fault::Torn(n));
         assert!(h.rotate().is_err(), "cut at {n}");
         failpoint::reset();
         drop(h);
@@ -301,7 +301,7 @@ fn io_errors_name_the_operation_the_file_and_what_to_do() {
         (13, "permission"),
         (EIO, "verify"),
     ] {
-        failpoint::arm("append.open", Action::Error(code));
+        failpoint::arm("append.open", Fault::Error(code));
         let message = h
             .append(batch())
             .err()
@@ -313,5 +313,46 @@ fn io_errors_name_the_operation_the_file_and_what_to_do() {
             "{message}"
         );
         assert!(message.contains(advice), "{code}: {message}");
+    }
+}
+
+/// Quarantine is one batch: a crash anywhere in its write — between the retraction and
+/// the quarantine row included — leaves both rows or neither, never the user's message
+/// hidden without its quarantine record.
+#[test]
+fn a_crash_inside_a_quarantine_leaves_both_rows_or_neither() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for n in (1..600).step_by(11) {
+        let ws = ws("quarantine-torn");
+        let h = open(&ws);
+        let seq = h
+            .append(vec![NewRow::text("message", "user", "too big")])
+            .unwrap_or_else(|e| panic!("{e}"))
+            .first_seq;
+        failpoint::arm("append.write", Fault::Torn(n));
+        let result = h.quarantine_seq(seq, Some(seq));
+        failpoint::reset();
+        drop(h);
+        let reopened = open(&ws);
+        let kinds: Vec<String> = reopened
+            .rows()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .iter()
+            .filter_map(|r| {
+                let v: serde_json::Value = serde_json::from_slice(&r.raw).ok()?;
+                v["kind"].as_str().map(str::to_owned)
+            })
+            .collect();
+        // A cut past the batch's end wrote it whole before the "crash": kept whole.
+        let both = kinds == ["message", "retraction", "rejected"];
+        assert!(both || kinds == ["message"], "cut at {n}: {kinds:?}");
+        assert!(result.is_err() || both, "cut at {n}");
+        let windows = reopened.windows().unwrap_or_else(|e| panic!("{e}"));
+        let visible: u64 = windows.iter().map(|w| w.item_count).sum();
+        assert_eq!(
+            visible,
+            u64::from(!both),
+            "cut at {n}: the message is hidden only with its record"
+        );
     }
 }

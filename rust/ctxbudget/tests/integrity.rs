@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ctxbudget::history::{Durability, History, HistoryError, NewRow, OpenOptions, RolloverSpec};
-use ctxbudget::scan::{SessionHistory, RESULT_MAX};
+use ctxbudget::scan::{SessionHistoryTool, RESULT_MAX};
 use serde_json::{json, Value};
 
 struct Ws(PathBuf);
@@ -50,7 +50,7 @@ fn ok<T>(r: Result<T, HistoryError>) -> T {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn call(tool: &SessionHistory, args: Value) -> Value {
+fn call(tool: &SessionHistoryTool, args: Value) -> Value {
     let out = tool.call_json(&args.to_string());
     assert!(out.len() <= RESULT_MAX, "result of {} bytes", out.len());
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
@@ -60,7 +60,7 @@ fn rollover(h: &History, id: &str) {
     ok(h.rollover(RolloverSpec {
         rollover_id: id.into(),
         reason: "usable_limit".into(),
-        lead_in: format!("LEAD-IN {id}"),
+        lead_in: format!("LEAD-IN {id}").into(),
         ..RolloverSpec::default()
     }));
 }
@@ -87,7 +87,7 @@ fn offset_of(path: &Path, needle: &[u8]) -> usize {
 }
 
 /// Everything the tool shows for `query` and in a full listing, as one string.
-fn everything_visible(tool: &SessionHistory, query: &str) -> String {
+fn everything_visible(tool: &SessionHistoryTool, query: &str) -> String {
     let mut seen = String::new();
     for args in [
         json!({"action": "search", "query": query}),
@@ -118,7 +118,7 @@ fn cleared(ws: &Ws) {
 
 fn assert_floor_holds(ws: &Ws, visible_after: u64) {
     let h = open(ws);
-    let tool = SessionHistory::new(h.clone());
+    let tool = SessionHistoryTool::new(h.clone());
     let seen = everything_visible(&tool, "hunter2");
     assert!(!seen.contains("hunter2"), "pre-clear row returned: {seen}");
     let windows = call(&tool, json!({"action": "list_windows"}));
@@ -199,7 +199,7 @@ fn a_cursor_from_before_a_soft_clear_with_nothing_after_it_ends_cleanly() {
     for i in 0..3 {
         ok(h.append(vec![msg(&format!("m{i}"))]));
     }
-    let tool = SessionHistory::new(h.clone());
+    let tool = SessionHistoryTool::new(h.clone());
     let args = json!({"action": "list_items", "limit": 1});
     let first = call(&tool, args.clone());
     let cursor = first["cursor"].as_str().unwrap_or_default().to_owned();
@@ -294,7 +294,7 @@ fn verify_reports_seqs_duplicated_across_archive_and_chat() {
     assert!(!report.ok, "{report:?}");
     assert!(report.seq_violations >= 3, "{report:?}");
     // And a reader never shows a row twice.
-    let tool = SessionHistory::new(Arc::new(h));
+    let tool = SessionHistoryTool::new(Arc::new(h));
     let r = call(&tool, json!({"action": "list_items", "limit": 25}));
     let ids: Vec<&str> = r["items"]
         .as_array()
@@ -331,7 +331,7 @@ fn a_torn_tail_mentioning_boundary_and_reset_is_not_a_floor() {
         windows.iter().all(|w| w.boundary_kind != "reset"),
         "{windows:?}"
     );
-    let tool = SessionHistory::new(h);
+    let tool = SessionHistoryTool::new(h);
     let r = call(&tool, json!({"action": "search", "query": "earlier"}));
     assert_eq!(r["items"].as_array().map(Vec::len), Some(1), "{r}");
 }
@@ -386,7 +386,7 @@ fn an_external_line_reusing_a_seq_is_malformed_and_reported() {
     let report = ok(h.verify());
     assert!(!report.ok, "{report:?}");
     assert_eq!(report.seq_violations, 1, "{report:?}");
-    let tool = SessionHistory::new(h.clone());
+    let tool = SessionHistoryTool::new(h.clone());
     let seen = everything_visible(&tool, "impostor");
     assert!(!seen.contains("impostor"), "{seen}");
     assert_eq!(ok(h.append(vec![msg("four")])).first_seq, 4);
@@ -408,7 +408,7 @@ fn list_items_gets_past_a_row_that_cannot_fit() {
     fs::write(ws.file("chat.jsonl"), body).unwrap_or_else(|e| panic!("{e}"));
     let h = open(&ws);
     ok(h.append(vec![msg("t6")])); // publishes a receipt, so cursors can be minted
-    let tool = SessionHistory::new(h);
+    let tool = SessionHistoryTool::new(h);
     let mut args = json!({"action": "list_items", "limit": 1});
     let mut ids = Vec::new();
     for _ in 0..20 {
@@ -435,7 +435,7 @@ fn a_window_of_more_than_500_rows_is_listed_once_with_its_full_count() {
     ok(h.append(rows));
     rollover(&h, "r1");
     ok(h.append(vec![msg("new")]));
-    let tool = SessionHistory::new(h);
+    let tool = SessionHistoryTool::new(h);
     for recent_first in [false, true] {
         let mut args = json!({"action": "list_windows", "limit": 1, "recent_first": recent_first});
         let mut windows = Vec::new();
@@ -476,7 +476,7 @@ fn search_finds_greek_sigma_and_snippets_contain_their_match() {
     ok(h.append(vec![msg("ΟΔΟΣΑ"), msg("ΟΔΟΣ ΑΘΗΝΑ")]));
     let tail = format!("{}needle-here", "İ".repeat(3_000));
     ok(h.append(vec![msg(&tail)]));
-    let tool = SessionHistory::new(h);
+    let tool = SessionHistoryTool::new(h);
     let found = |q: &str| -> Vec<String> {
         let r = call(
             &tool,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctxbudget::history::{Durability, History, NewRow, OpenOptions, RolloverSpec};
-use ctxbudget::scan::{Clock, ScanOptions, SessionHistory, RESULT_MAX};
+use ctxbudget::scan::{Clock, ScanOptions, SessionHistoryTool, RESULT_MAX};
 use serde_json::{json, Value};
 
 struct Ws(PathBuf);
@@ -39,7 +39,7 @@ fn msg(text: &str) -> NewRow {
     NewRow::text("message", "user", text)
 }
 
-fn call(tool: &SessionHistory, args: Value) -> Value {
+fn call(tool: &SessionHistoryTool, args: Value) -> Value {
     let out = tool.call_json(&args.to_string());
     assert!(out.len() <= RESULT_MAX, "result of {} bytes", out.len());
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
@@ -61,7 +61,7 @@ fn rollover(h: &History, id: &str) -> String {
     h.rollover(RolloverSpec {
         rollover_id: id.into(),
         reason: "usable_limit".into(),
-        lead_in: format!("LEAD-IN {id}"),
+        lead_in: format!("LEAD-IN {id}").into(),
         ..RolloverSpec::default()
     })
     .unwrap_or_else(|e| panic!("{e}"))
@@ -83,7 +83,7 @@ fn windows_items_search_and_read() {
         "after the rollover",
     )])
     .unwrap_or_else(|e| panic!("{e}"));
-    let tool = SessionHistory::new(h.clone());
+    let tool = SessionHistoryTool::new(h.clone());
 
     let windows = call(&tool, json!({"action": "list_windows"}));
     assert_eq!(windows["ok"], true);
@@ -142,7 +142,7 @@ fn error_codes() {
     let ws = ws("errors");
     let h = open(&ws);
     h.append(vec![msg("x")]).unwrap_or_else(|e| panic!("{e}"));
-    let tool = SessionHistory::new(h);
+    let tool = SessionHistoryTool::new(h);
     let code = |args: Value| call(&tool, args)["code"].as_str().unwrap_or("").to_owned();
     assert_eq!(code(json!({"action": "search"})), "query_required");
     assert_eq!(
@@ -199,7 +199,7 @@ fn nothing_at_or_before_the_newest_reset_is_visible() {
     let floor = h.clear_soft().unwrap_or_else(|e| panic!("{e}"));
     h.append(vec![msg("public gamma")])
         .unwrap_or_else(|e| panic!("{e}"));
-    let tool = SessionHistory::new(h);
+    let tool = SessionHistoryTool::new(h);
     let all = call(&tool, json!({"action": "search", "query": "a"}));
     assert_eq!(texts(&all), ["public gamma"]);
     let windows = call(&tool, json!({"action": "list_windows"}));
@@ -225,7 +225,7 @@ fn cursors_continue_after_appends_and_fail_closed_otherwise() {
         h.append(vec![msg(&format!("note {i}"))])
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    let tool = SessionHistory::new(h.clone());
+    let tool = SessionHistoryTool::new(h.clone());
     let args = json!({"action": "list_items", "limit": 10});
     let first = call(&tool, args.clone());
     let cursor = first["cursor"].as_str().unwrap_or("").to_owned();
@@ -280,7 +280,7 @@ fn untracked_edits_expire_cursors() {
         h.append(vec![msg(&format!("row {i}"))])
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    let tool = SessionHistory::new(h.clone());
+    let tool = SessionHistoryTool::new(h.clone());
     let first = call(&tool, json!({"action": "list_items", "limit": 2}));
     let cursor = first["cursor"].as_str().unwrap_or("").to_owned();
     let chat = ws.0.join("history/chat.jsonl");
@@ -313,7 +313,7 @@ fn budgets_bound_every_call() {
             .collect();
         h.append(rows).unwrap_or_else(|e| panic!("{e}"));
     }
-    let tool = SessionHistory::new(h.clone());
+    let tool = SessionHistoryTool::new(h.clone());
     let r = call(&tool, json!({"action": "search", "query": "no such text"}));
     assert_eq!(r["has_more"], true, "500 rows examined, 100 left");
     let r2 = call(
@@ -334,7 +334,7 @@ fn budgets_bound_every_call() {
         h2.append(vec![msg(&format!("{i} {}", "y".repeat(300 * 1024)))])
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    let tool2 = SessionHistory::new(h2.clone());
+    let tool2 = SessionHistoryTool::new(h2.clone());
     let r = call(&tool2, json!({"action": "search", "query": "zzz"}));
     assert_eq!(r["has_more"], true);
 
@@ -377,7 +377,7 @@ fn the_deadline_returns_history_timeout_without_partial_data() {
         clock,
         ..ScanOptions::default()
     };
-    let tool = SessionHistory::with_options(h.clone(), options);
+    let tool = SessionHistoryTool::with_options(h.clone(), options);
     let r = call(
         &tool,
         json!({"action": "search", "query": "needle", "limit": 25}),
@@ -386,7 +386,7 @@ fn the_deadline_returns_history_timeout_without_partial_data() {
     assert_eq!(r["code"], "history_timeout");
     assert!(r.get("items").is_none());
     // With a clock that stays put, the same call completes.
-    let fast = SessionHistory::new(h);
+    let fast = SessionHistoryTool::new(h);
     assert_eq!(
         call(&fast, json!({"action": "search", "query": "needle"}))["ok"],
         true
@@ -399,7 +399,7 @@ fn huge_items_are_paged_within_16_kib_and_reassemble() {
     let h = open(&ws);
     let text: String = "日本語 \"quoted\" \\ tab\t emoji 😀 nul \u{0} ".repeat(3_000);
     h.append(vec![msg(&text)]).unwrap_or_else(|e| panic!("{e}"));
-    let tool = SessionHistory::new(h);
+    let tool = SessionHistoryTool::new(h);
     let mut rebuilt = String::new();
     let mut offset = 0u64;
     loop {

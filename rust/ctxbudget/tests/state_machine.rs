@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ctxbudget::history::failpoint::{self, Action};
+use ctxbudget::history::failpoint::{self, Fault};
 use ctxbudget::history::{Durability, History, NewRow, OpenOptions, RolloverSpec};
-use ctxbudget::scan::{SessionHistory, RESULT_MAX};
+use ctxbudget::scan::{SessionHistoryTool, RESULT_MAX};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -177,7 +177,7 @@ impl Model {
                 let _ = self.h.rotate();
             }
             Op::TornAppend(share) => {
-                failpoint::arm("append.write", Action::Torn(usize::from(share) * 3));
+                failpoint::arm("append.write", Fault::Torn(usize::from(share) * 3));
                 let ok = self.append(2);
                 failpoint::reset();
                 if !ok {
@@ -185,7 +185,7 @@ impl Model {
                 }
             }
             Op::CrashAt(which, point) => {
-                failpoint::arm(POINTS[usize::from(point)], Action::Crash);
+                failpoint::arm(POINTS[usize::from(point)], Fault::Crash);
                 let ok = match which {
                     0 => self.append(1),
                     1 => self.h.rotate().is_ok(),
@@ -206,7 +206,7 @@ impl Model {
                 }
             }
             Op::TornRotate(share) => {
-                failpoint::arm("rotate.archive.write", Action::Torn(usize::from(share) * 2));
+                failpoint::arm("rotate.archive.write", Fault::Torn(usize::from(share) * 2));
                 let ok = self.h.rotate().is_ok();
                 failpoint::reset();
                 if !ok {
@@ -251,7 +251,7 @@ impl Model {
 
     /// Every action, followed through its cursors to the end.
     fn query(&self, k: u8) {
-        let tool = SessionHistory::new(self.h.clone());
+        let tool = SessionHistoryTool::new(self.h.clone());
         let actions = [
             json!({"action": "list_items", "limit": 3}),
             json!({"action": "list_items", "limit": 2, "recent_first": true}),

@@ -44,7 +44,6 @@ _STORE_ONLY_KEYS = ("created_by", "_agents_tool_description", "_agents_tool_titl
 
 _TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text", "summary_text"})
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
-_INVISIBLE_KINDS = frozenset({"boundary", "rejected", "retraction"})
 
 
 def plain(item: Any) -> dict[str, Any]:
@@ -193,13 +192,11 @@ def _text(parts: Sequence[Mapping[str, Any]]) -> str:
 
 
 def items_of_row(row: Row, continued: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The SDK items a row shows (none for bookkeeping rows and empty rows).
+    """The SDK items a row the window fold says is sent shows (none for empty rows).
 
     ``continued`` is the stored item of the row a continuation repeats, if known: the
     new window then opens with the user's own item, media and all.
     """
-    if row.kind in _INVISIBLE_KINDS or "rejected" in row.meta:
-        return []
     stored = row.meta.get("agents_item")
     if isinstance(stored, dict):
         return [stored]

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ...errors import CtxBudgetError
+from ...errors import ConflictError, CtxBudgetError
 from ...history import Row
-from ...session import Session, Turn
+from ...session import Session, Turn, WindowView
 from .items import CALL_TO_OUTPUT, fingerprint, for_model, items_of_row, plain, rows_for
 
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["AgentsSession", "NotSentError", "SessionClosedError"]
 
 _T = TypeVar("_T")
+_MAX_REREADS = 64
+"""Times pop_item reads the window again after another writer appended first."""
 
 
 class NotSentError(CtxBudgetError, RuntimeError):
@@ -178,24 +180,21 @@ class AgentsSession:
 
     # ----- what get_items shows -------------------------------------------------------
 
-    def _entries(self) -> list[_Entry]:
-        """The items of the active window, oldest first, each with its row."""
-        s = self.session
-        s._sync()
-        if s.window_id != self._cache_window:
+    def _entries(self) -> tuple[WindowView, list[_Entry]]:
+        """The session's window (read up to date) and its items, oldest first, each with
+        its row: the items of the window's visible rows, as the session sends them."""
+        view = self.session.view(refresh=True)
+        if view.window_id != self._cache_window:
             self._row_items.clear()
-            self._cache_window = s.window_id
-        hidden = s._hidden
+            self._cache_window = view.window_id
         out: list[_Entry] = []
-        for row in s._window_rows:
-            if row.seq in hidden:
-                continue
+        for row in view.rows:
             items = self._row_items.get(row.seq)
             if items is None:
                 items = items_of_row(row, self._continued(row))
                 self._row_items[row.seq] = items
             out.extend(_Entry(row, n, item) for n, item in enumerate(items))
-        return out
+        return view, out
 
     def _continued(self, row: Row) -> dict[str, Any] | None:
         """The stored SDK item a continuation row repeats (it lies in an earlier window)."""
@@ -212,7 +211,7 @@ class AgentsSession:
         names: dict[str, str] = {}
         if not any(i.get("type") == "function_call_output" for i in items):
             return names
-        for row in self.session._window_rows:
+        for row in self.session.view().rows:
             for p in row.parts:
                 if p.get("type") == "tool_call":
                     names[str(p.get("id"))] = str(p.get("name"))
@@ -228,15 +227,15 @@ class AgentsSession:
     # ----- the session protocol -------------------------------------------------------
 
     def _get_items(self, limit: int | None) -> list[dict[str, Any]]:
-        entries = self._entries()
+        view, entries = self._entries()
         n = _resolve_limit(limit, self.session_settings)
         shown = entries if n is None else entries[max(len(entries) - n, 0) :] if n else []
         floor = None
         if n is not None:
-            floor = shown[0].position if shown else (self.session._last_seq + 1, 0)
+            floor = shown[0].position if shown else (view.last_seq + 1, 0)
         self._mark = _RunMark(
             floor=floor,
-            read_upto=self.session._last_seq,
+            read_upto=view.last_seq,
             held=[e.item for e in shown],
             pending=[],
         )
@@ -266,18 +265,27 @@ class AgentsSession:
         await self._run(self._add_items, items)
 
     def _pop_item(self) -> dict[str, Any] | None:
-        entries = self._entries()
-        if not entries:
-            return None
-        last = entries[-1]
-        rest = [e.item for e in entries if e.row.seq == last.row.seq and e is not last]
-        rows: list[dict[str, Any]] = [
-            {"kind": "retraction", "role": "system", "meta": {"retracts": last.row.seq}}
-        ]
-        # A row of ctxbudget's own that shows several items keeps the others.
-        rows += rows_for(rest, self._call_names(rest))
-        self.session.history.append(rows)
-        self.session._sync()
+        for attempt in range(_MAX_REREADS + 1):
+            view, entries = self._entries()
+            if not entries:
+                return None
+            last = entries[-1]
+            rest = [e.item for e in entries if e.row.seq == last.row.seq and e is not last]
+            rows: list[dict[str, Any]] = [
+                {"kind": "retraction", "role": "system", "meta": {"retracts": last.row.seq}}
+            ]
+            # A row of ctxbudget's own that shows several items keeps the others.
+            rows += rows_for(rest, self._call_names(rest))
+            try:
+                # Only if the window is still as read: another writer's new last item
+                # is read again rather than a stale one retracted.
+                self.session.history.append(rows, if_last_seq=view.last_seq)
+            except ConflictError:
+                if attempt == _MAX_REREADS:
+                    raise
+                continue
+            break
+        self.session.refresh()
         if self._mark is not None:
             held = self._mark.held
             if held and held[-1] == last.item:
@@ -291,7 +299,7 @@ class AgentsSession:
 
     def _clear(self) -> None:
         self.session.history.clear_soft()
-        self.session._sync()
+        self.session.refresh()
         self._mark = None
 
     async def clear_session(self) -> None:
@@ -323,7 +331,7 @@ class AgentsSession:
                 strict_json_schema=False,
             )
 
-        return [make(d) for d in self.session._tools()]
+        return [make(d) for d in self.session.own_tools]
 
     # ----- the model-input filter -----------------------------------------------------
 
@@ -338,9 +346,8 @@ class AgentsSession:
         from agents.run_config import ModelInputData
 
         s = self.session
-        s._sync()
         if self._mark is None:  # a run without session=: the SDK holds no history
-            self._mark = _RunMark(None, s._last_seq, [], [])
+            self._mark = _RunMark(None, s.view(refresh=True).last_seq, [], [])
         mark = self._mark
         sent = [plain(i) for i in data.model_data.input]
         unsaved = _unsaved(sent, mark.held)
@@ -359,7 +366,7 @@ class AgentsSession:
         return ModelInputData(input=cast(Any, items), instructions=instructions)
 
     def _model_input(self, turn: Turn, *, omit_reasoning_ids: bool) -> list[dict[str, Any]]:
-        entries = self._entries()
+        _, entries = self._entries()
         mark = self._mark
         if mark is not None and mark.floor is not None:
             floor = mark.floor

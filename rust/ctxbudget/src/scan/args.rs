@@ -6,7 +6,7 @@ use super::{Failure, MAX_CHARS_LIMIT, MAX_ITEMS_LIMIT, MAX_WINDOWS_LIMIT, QUERY_
 
 /// The four actions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub enum Operation {
     /// Contiguous window runs.
     ListWindows,
     /// Items of the history or of one window.
@@ -17,14 +17,14 @@ pub enum Action {
     ReadItem,
 }
 
-impl Action {
+impl Operation {
     /// The action's name in arguments.
     pub fn name(self) -> &'static str {
         match self {
-            Action::ListWindows => "list_windows",
-            Action::ListItems => "list_items",
-            Action::Search => "search",
-            Action::ReadItem => "read_item",
+            Operation::ListWindows => "list_windows",
+            Operation::ListItems => "list_items",
+            Operation::Search => "search",
+            Operation::ReadItem => "read_item",
         }
     }
 }
@@ -33,7 +33,7 @@ impl Action {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Args {
     /// What to do.
-    pub action: Action,
+    pub action: Operation,
     /// Search text (literal, case-insensitive).
     pub query: Option<String>,
     /// Restrict to one window, e.g. `w:12`.
@@ -161,10 +161,10 @@ pub fn parse(value: &Value) -> Result<Args, Failure> {
     }
     let action = match obj.get("action") {
         Some(Value::String(s)) => match s.as_str() {
-            "list_windows" => Action::ListWindows,
-            "list_items" => Action::ListItems,
-            "search" => Action::Search,
-            "read_item" => Action::ReadItem,
+            "list_windows" => Operation::ListWindows,
+            "list_items" => Operation::ListItems,
+            "search" => Operation::Search,
+            "read_item" => Operation::ReadItem,
             other => {
                 return Err(invalid(format!(
                     "action {:?} is not one of list_windows, list_items, search, read_item",
@@ -226,7 +226,7 @@ pub fn parse(value: &Value) -> Result<Args, Failure> {
             )))
         }
     };
-    let max_limit = if action == Action::ListWindows {
+    let max_limit = if action == Operation::ListWindows {
         MAX_WINDOWS_LIMIT
     } else {
         MAX_ITEMS_LIMIT
@@ -240,13 +240,13 @@ pub fn parse(value: &Value) -> Result<Args, Failure> {
         .unwrap_or(super::DEFAULT_READ_CHARS);
     let cursor = string(obj, "cursor", 4096)?;
     match action {
-        Action::Search if query.as_deref().is_none_or(str::is_empty) => {
+        Operation::Search if query.as_deref().is_none_or(str::is_empty) => {
             return Err(Failure::new(
                 "query_required",
                 "search needs a non-empty query (1 to 1024 characters)",
             ));
         }
-        Action::ReadItem if item_id.is_none() => {
+        Operation::ReadItem if item_id.is_none() => {
             return Err(Failure::new(
                 "item_id_required",
                 "read_item needs item_id, e.g. \"42\"",

@@ -44,7 +44,7 @@ fn key() -> &'static [u8; 64] {
         if getrandom::fill(&mut key).is_err() {
             // Without OS randomness, still never reuse a key across processes.
             for (i, chunk) in key.chunks_mut(8).enumerate() {
-                let mix = crate::history::random_fallback(i as u64);
+                let mix = crate::store::random_fallback(i as u64);
                 chunk.copy_from_slice(&mix.to_le_bytes());
             }
         }

@@ -10,17 +10,17 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ctxbudget::history::{History, NewRow, OpenOptions};
-//! use ctxbudget::scan::SessionHistory;
+//! use ctxbudget::store::{History, NewRow, OpenOptions};
+//! use ctxbudget::scan::SessionHistoryTool;
 //!
 //! let ws = std::env::temp_dir().join(format!("ctxbudget-scan-doc-{}", std::process::id()));
 //! let history = Arc::new(History::open(&ws, OpenOptions::default())?);
 //! history.append(vec![NewRow::text("message", "user", "The deploy key is in vault/prod")])?;
-//! let tool = SessionHistory::new(history);
+//! let tool = SessionHistoryTool::new(history);
 //! let result = tool.call_json(r#"{"action": "search", "query": "DEPLOY KEY"}"#);
 //! assert!(result.contains("vault/prod"));
 //! # std::fs::remove_dir_all(&ws).ok();
-//! # Ok::<(), ctxbudget::history::HistoryError>(())
+//! # Ok::<(), ctxbudget::store::HistoryError>(())
 //! ```
 
 mod args;
@@ -28,7 +28,7 @@ mod cursor;
 mod prefilter;
 mod project;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
@@ -36,9 +36,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::history::{commit_crc_before, Entry, History, Snapshot};
+use crate::store::{commit_crc_before, Entry, History, Snapshot};
+use crate::transcript::{BoundaryKind, WindowFold, WindowId};
 
-pub use args::{Action, Args};
+pub use args::{Args, Operation};
+
+/// The former name of [`Operation`] (one of three `Action` types in 0.1).
+#[deprecated(since = "0.2.0", note = "renamed `Operation`")]
+pub type Action = Operation;
+
+/// The former name of [`SessionHistoryTool`].
+#[deprecated(since = "0.2.0", note = "renamed `SessionHistoryTool`, as in Python")]
+pub type SessionHistory = SessionHistoryTool;
 use cursor::Payload;
 use prefilter::Prefilter;
 use project::{fit_item, project, Item};
@@ -159,15 +168,15 @@ impl Failure {
 }
 
 /// The `session_history` tool over one workspace's store.
-pub struct SessionHistory {
+pub struct SessionHistoryTool {
     history: Arc<History>,
     options: ScanOptions,
     workspace_hash: u64,
 }
 
-impl std::fmt::Debug for SessionHistory {
+impl std::fmt::Debug for SessionHistoryTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionHistory")
+        f.debug_struct("SessionHistoryTool")
             .field("history", &self.history)
             .field("options", &self.options)
             .finish()
@@ -177,16 +186,16 @@ impl std::fmt::Debug for SessionHistory {
 /// One row position: which file (0 archive, 1 chat) and its index entry.
 type Pos<'a> = (u8, &'a Entry);
 
-impl SessionHistory {
+impl SessionHistoryTool {
     /// The tool over `history` with the SPEC bounds.
-    pub fn new(history: Arc<History>) -> SessionHistory {
-        SessionHistory::with_options(history, ScanOptions::default())
+    pub fn new(history: Arc<History>) -> SessionHistoryTool {
+        SessionHistoryTool::with_options(history, ScanOptions::default())
     }
 
     /// The tool with other bounds or clock (tests).
-    pub fn with_options(history: Arc<History>, options: ScanOptions) -> SessionHistory {
+    pub fn with_options(history: Arc<History>, options: ScanOptions) -> SessionHistoryTool {
         let dir = history.paths().dir.to_string_lossy().into_owned();
-        SessionHistory {
+        SessionHistoryTool {
             workspace_hash: xxhash_rust::xxh3::xxh3_64(dir.as_bytes()),
             history,
             options,
@@ -333,7 +342,7 @@ fn changed() -> Failure {
 
 /// One call's bounded walk over the rows after the privacy floor.
 struct Page<'a> {
-    tool: &'a SessionHistory,
+    tool: &'a SessionHistoryTool,
     snap: &'a Snapshot<'a>,
     args: &'a Args,
     start: Instant,
@@ -344,7 +353,8 @@ struct Page<'a> {
     window: Vec<u64>,
     /// Boundary kind of each window.
     window_kind: HashMap<u64, &'static str>,
-    retracted: HashSet<u64>,
+    /// The fold of the rows past the floor (retractions).
+    fold: WindowFold,
     warnings: Vec<&'static str>,
     rows_examined: usize,
     bytes_read: u64,
@@ -361,7 +371,7 @@ enum Stop {
 
 impl<'a> Page<'a> {
     fn new(
-        tool: &'a SessionHistory,
+        tool: &'a SessionHistoryTool,
         snap: &'a Snapshot<'a>,
         args: &'a Args,
         start: Instant,
@@ -374,19 +384,16 @@ impl<'a> Page<'a> {
             .collect();
         let floor = floor_position(&rows, snap);
         let visible_start = floor.map_or(0, |f| f + 1);
-        let mut window_kind = HashMap::new();
-        let mut current = match floor {
-            None => 0,
+        let floor_window = match floor {
+            None => None,
             Some(f) if is_reset(rows[f].1) && rows[f].1.head.is_some() => {
-                let seq = rows[f].1.head.as_ref().map_or(0, |h| h.seq);
-                window_kind.insert(seq, "reset");
-                seq
+                rows[f].1.head.as_ref().map(|h| h.seq)
             }
-            Some(f) => {
-                // The floor is a reset that does not parse, a recorded floor whose row
-                // is gone, or damage: name the window after the first readable row past
-                // it, which keeps IDs unique and never points before the floor.
-                let seq = rows[f + 1..]
+            // The floor is a reset that does not parse, a recorded floor whose row is
+            // gone, or damage: name the window after the first readable row past it,
+            // which keeps IDs unique and never points before the floor.
+            Some(f) => Some(
+                rows[f + 1..]
                     .iter()
                     .find_map(|(_, e)| e.head.as_ref().map(|h| h.seq))
                     .or_else(|| {
@@ -395,32 +402,24 @@ impl<'a> Page<'a> {
                             .rev()
                             .find_map(|(_, e)| e.head.as_ref().map(|h| h.seq + 1))
                     })
-                    .unwrap_or(1);
-                window_kind.insert(seq, "reset");
-                seq
-            }
+                    .unwrap_or(1),
+            ),
         };
-        window_kind.entry(0).or_insert("root");
+        // What the rows past the floor mean is the window fold's to say.
+        let mut fold = match floor_window {
+            None => WindowFold::new(),
+            Some(seq) => WindowFold::starting_at(WindowId(seq), BoundaryKind::Reset),
+        };
+        let mut window_kind = HashMap::new();
+        window_kind.insert(fold.window().seq(), fold.window_kind_name());
         let mut window = Vec::with_capacity(rows.len() - visible_start);
-        let mut retracted = HashSet::new();
         for (_, e) in &rows[visible_start..] {
             if let Some(h) = &e.head {
-                if h.kind == "boundary" {
-                    current = h.seq;
-                    window_kind.insert(
-                        h.seq,
-                        if h.boundary_kind.as_deref() == Some("rollover") {
-                            "rollover"
-                        } else {
-                            "reset"
-                        },
-                    );
-                }
-                if let Some(r) = h.retracts {
-                    retracted.insert(r);
+                if fold.note_head(h.as_head()) {
+                    window_kind.insert(fold.window().seq(), fold.window_kind_name());
                 }
             }
-            window.push(current);
+            window.push(fold.window().seq());
         }
         Page {
             tool,
@@ -431,7 +430,7 @@ impl<'a> Page<'a> {
             visible_start,
             window,
             window_kind,
-            retracted,
+            fold,
             warnings: Vec::new(),
             rows_examined: 0,
             bytes_read: 0,
@@ -457,10 +456,11 @@ impl<'a> Page<'a> {
     }
 
     fn visible(&self, p: usize) -> bool {
-        self.rows[p].1.head.as_ref().is_some_and(|h| {
-            matches!(h.kind.as_str(), "message" | "continuation")
-                && !self.retracted.contains(&h.seq)
-        })
+        self.rows[p]
+            .1
+            .head
+            .as_ref()
+            .is_some_and(|h| h.as_head().is_item() && !self.fold.is_retracted(h.seq))
     }
 
     fn check_deadline(&self) -> Result<(), Failure> {
@@ -483,9 +483,9 @@ impl<'a> Page<'a> {
     fn run(mut self, cursor: Option<&Payload>) -> Result<Value, Failure> {
         let begin = self.resume(cursor)?;
         let result = match self.args.action {
-            Action::ListWindows => self.list_windows(begin),
-            Action::ListItems | Action::Search => self.list_items(begin),
-            Action::ReadItem => self.read_item(),
+            Operation::ListWindows => self.list_windows(begin),
+            Operation::ListItems | Operation::Search => self.list_items(begin),
+            Operation::ReadItem => self.read_item(),
         }?;
         // The lock was held throughout, but an untracked writer may still have touched
         // the files: never hand out data from a page that changed under us.
@@ -644,7 +644,7 @@ impl<'a> Page<'a> {
             } else {
                 &self.snap.paths.chat
             };
-            let f = crate::history::open_read(path).map_err(|e| {
+            let f = crate::store::open_read(path).map_err(|e| {
                 Failure::new(
                     "history_unavailable",
                     format!("cannot open the transcript: {e}"),
@@ -868,10 +868,10 @@ impl<'a> Page<'a> {
     }
 }
 
-fn stat(path: &std::path::Path) -> Option<crate::history::Stamp> {
+fn stat(path: &std::path::Path) -> Option<crate::store::Stamp> {
     std::fs::symlink_metadata(path)
         .ok()
-        .map(|m| crate::history::Stamp::of_metadata(&m))
+        .map(|m| crate::store::Stamp::of_metadata(&m))
 }
 
 /// Appends the case fold of `c` used for matching: its lowercase taken character by

@@ -5,22 +5,9 @@ use serde_json::{Map, Value};
 
 use super::error::{HistoryError, Result};
 
-/// Row kinds (SPEC §5).
-pub const KINDS: &[&str] = &[
-    "message",
-    "boundary",
-    "lead_in",
-    "advisory",
-    "continuation",
-    "rejected",
-    "retraction",
-];
-
-/// Row roles.
-pub const ROLES: &[&str] = &["user", "assistant", "system", "tool"];
-
-/// Part types.
-pub const PART_TYPES: &[&str] = &["text", "tool_call", "tool_result", "media"];
+use crate::transcript::rules::{self, Field, RuleError};
+use crate::transcript::{Role, RowKind};
+pub use crate::transcript::{KINDS, PART_TYPES, ROLES};
 
 /// Default bound on one serialized row (the scanner skips longer lines).
 pub const DEFAULT_MAX_ROW_BYTES: usize = 1 << 20;
@@ -64,17 +51,10 @@ impl NewRow {
             return Err(HistoryError::row(index, "", "must be an object"));
         };
         for key in obj.keys() {
-            if !matches!(key.as_str(), "kind" | "role" | "parts" | "meta") {
-                let why = if matches!(key.as_str(), "seq" | "id" | "window" | "ts") {
-                    "is assigned by the store; leave it out"
-                } else {
-                    "is not a row field (expected kind, role, parts, meta)"
-                };
-                return Err(HistoryError::row(index, key.as_str(), why));
-            }
+            rules::check_row_field(key).map_err(|e| at(index, e))?;
         }
-        let kind = one_of(index, "kind", obj.remove("kind"), KINDS)?;
-        let role = one_of(index, "role", obj.remove("role"), ROLES)?;
+        let kind = name_of::<RowKind>(index, "kind", obj.remove("kind"))?;
+        let role = name_of::<Role>(index, "role", obj.remove("role"))?;
         let parts = match obj.remove("parts") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(parts)) => parts,
@@ -86,8 +66,8 @@ impl NewRow {
             Some(_) => return Err(HistoryError::row(index, "meta", "must be an object")),
         };
         let row = NewRow {
-            kind,
-            role,
+            kind: kind.as_str().to_owned(),
+            role: role.as_str().to_owned(),
             parts,
             meta,
         };
@@ -96,99 +76,66 @@ impl NewRow {
     }
 
     /// Checks a row built in Rust against the rules every append applies (`index` names
-    /// it in errors): kind and role from [`KINDS`] and [`ROLES`], well-formed parts, and
-    /// the metadata its kind requires. [`History::append`](super::History::append) and
-    /// every other write run it, so a Rust host cannot store a row Python would refuse.
+    /// it in errors) — the one rule table of [`crate::transcript::rules`]: kind and role
+    /// from [`KINDS`] and [`ROLES`], well-formed parts, and the metadata its kind
+    /// requires. [`History::append`](super::History::append) and every other write run
+    /// it, so a Rust host cannot store a row Python would refuse.
     pub fn validate(&self, index: usize) -> Result<()> {
-        member(index, "kind", &self.kind, KINDS)?;
-        member(index, "role", &self.role, ROLES)?;
+        let kind =
+            rules::check_name::<RowKind>("kind", Some(&self.kind)).map_err(|e| at(index, e))?;
+        rules::check_name::<Role>("role", Some(&self.role)).map_err(|e| at(index, e))?;
         for (i, part) in self.parts.iter().enumerate() {
-            validate_part(index, i, part)?;
-        }
-        self.validate_kind_meta(index)
-    }
-
-    fn validate_kind_meta(&self, index: usize) -> Result<()> {
-        match self.kind.as_str() {
-            "boundary" => {
-                let bk = self.meta.get("boundary_kind").and_then(Value::as_str);
-                if !matches!(bk, Some("rollover" | "reset")) {
-                    return Err(HistoryError::row(
-                        index,
-                        "meta.boundary_kind",
-                        "must be \"rollover\" or \"reset\" on a boundary row",
-                    ));
-                }
-            }
-            "retraction" if !self.meta.get("retracts").is_some_and(Value::is_u64) => {
+            let Value::Object(p) = part else {
                 return Err(HistoryError::row(
                     index,
-                    "meta.retracts",
-                    "must be the seq (an integer) of the row to hide",
+                    format!("parts[{i}]"),
+                    "must be an object",
                 ));
-            }
-            _ => {}
+            };
+            rules::check_part(i, p.get("type").and_then(Value::as_str), |name| {
+                field_of(p.get(name))
+            })
+            .map_err(|e| at(index, e))?;
         }
-        Ok(())
+        rules::check_kind_meta(
+            kind,
+            self.meta.get("boundary_kind").and_then(Value::as_str),
+            self.meta.get("retracts").and_then(Value::as_u64),
+        )
+        .map_err(|e| at(index, e))
     }
 }
 
-fn one_of(index: usize, field: &str, value: Option<Value>, allowed: &[&str]) -> Result<String> {
+/// A broken rule of row `index` as the store's error.
+fn at(index: usize, e: RuleError) -> HistoryError {
+    HistoryError::row(index, e.field, e.reason)
+}
+
+fn field_of(value: Option<&Value>) -> Field {
     match value {
-        Some(Value::String(s)) => member(index, field, &s, allowed).map(|()| s),
+        None => Field::Missing,
+        Some(Value::String(_)) => Field::Str,
+        Some(_) => Field::Other,
+    }
+}
+
+fn raw_field(value: Option<&&serde_json::value::RawValue>) -> Field {
+    match value {
+        None => Field::Missing,
+        Some(r) if r.get().starts_with('"') => Field::Str,
+        Some(_) => Field::Other,
+    }
+}
+
+fn name_of<T: std::str::FromStr<Err = crate::transcript::UnknownName>>(
+    index: usize,
+    field: &str,
+    value: Option<Value>,
+) -> Result<T> {
+    match value {
+        Some(Value::String(s)) => rules::check_name(field, Some(&s)).map_err(|e| at(index, e)),
         Some(_) => Err(HistoryError::row(index, field, "must be a string")),
         None => Err(HistoryError::row(index, field, "is required")),
-    }
-}
-
-fn member(index: usize, field: &str, value: &str, allowed: &[&str]) -> Result<()> {
-    if allowed.contains(&value) {
-        Ok(())
-    } else {
-        Err(HistoryError::row(
-            index,
-            field,
-            format!("is {value:?}; expected one of {}", allowed.join(", ")),
-        ))
-    }
-}
-
-fn validate_part(index: usize, i: usize, part: &Value) -> Result<()> {
-    let field = |name: &str| format!("parts[{i}].{name}");
-    let Value::Object(p) = part else {
-        return Err(HistoryError::row(
-            index,
-            format!("parts[{i}]"),
-            "must be an object",
-        ));
-    };
-    let require_str = |name: &str| -> Result<()> {
-        match p.get(name) {
-            Some(Value::String(_)) => Ok(()),
-            Some(_) => Err(HistoryError::row(index, field(name), "must be a string")),
-            None => Err(HistoryError::row(index, field(name), "is required")),
-        }
-    };
-    let ty = p.get("type").and_then(Value::as_str).unwrap_or("");
-    match ty {
-        "text" => require_str("text"),
-        "tool_call" => {
-            require_str("id")?;
-            require_str("name")
-        }
-        "tool_result" => {
-            require_str("call_id")?;
-            if !p.contains_key("output") {
-                return Err(HistoryError::row(index, field("output"), "is required"));
-            }
-            Ok(())
-        }
-        "media" => require_str("media_type"),
-        other => Err(HistoryError::row(
-            index,
-            field("type"),
-            format!("is {other:?}; expected one of {}", PART_TYPES.join(", ")),
-        )),
     }
 }
 
@@ -270,6 +217,8 @@ pub(crate) struct HeadMeta {
     pub boundary_kind: Option<String>,
     pub rollover_id: Option<String>,
     pub retracts: Option<u64>,
+    /// `meta.rejected` is present and not null.
+    pub rejected: bool,
 }
 
 type RawMap<'a> =
@@ -286,18 +235,6 @@ fn raw_str(
         Some(r) => serde_json::from_str::<String>(r.get())
             .map(Some)
             .map_err(|_| HistoryError::row(index, field, "must be a string")),
-    }
-}
-
-fn require_str(
-    index: usize,
-    field: String,
-    raw: Option<&&serde_json::value::RawValue>,
-) -> Result<()> {
-    match raw {
-        Some(r) if r.get().starts_with('"') => Ok(()),
-        Some(_) => Err(HistoryError::row(index, field, "must be a string")),
-        None => Err(HistoryError::row(index, field, "is required")),
     }
 }
 
@@ -347,25 +284,27 @@ impl<'a> RawRow<'a> {
             rollover_id: Option<std::borrow::Cow<'a, str>>,
             #[serde(default)]
             retracts: Option<u64>,
+            #[serde(default)]
+            rejected: Option<serde::de::IgnoredAny>,
         }
         let f: Fields<'a> = serde_json::from_str(raw.get()).ok()?;
-        if !KINDS.contains(&f.kind) || !ROLES.contains(&f.role) {
-            return None;
-        }
-        let is_str = |v: Option<&RawValue>| v.is_some_and(|r| r.get().starts_with('"'));
+        let kind = f.kind.parse::<RowKind>().ok()?;
+        let role = f.role.parse::<Role>().ok()?;
         let parts = f.parts.map_or("[]", RawValue::get);
         let part_list: Vec<Part<'_>> = serde_json::from_str(parts).ok()?;
-        for p in &part_list {
-            let ok = match p.ty {
-                "text" => is_str(p.text),
-                "tool_call" => is_str(p.id) && is_str(p.name),
-                "tool_result" => is_str(p.call_id) && p.output.is_some(),
-                "media" => is_str(p.media_type),
-                _ => false,
+        for (i, p) in part_list.iter().enumerate() {
+            let field = |name: &str| {
+                raw_field(match name {
+                    "text" => p.text.as_ref(),
+                    "id" => p.id.as_ref(),
+                    "name" => p.name.as_ref(),
+                    "call_id" => p.call_id.as_ref(),
+                    "output" => p.output.as_ref(),
+                    "media_type" => p.media_type.as_ref(),
+                    _ => None,
+                })
             };
-            if !ok {
-                return None;
-            }
+            rules::check_part(i, Some(p.ty), field).ok()?;
         }
         let meta = f.meta.map_or("{}", RawValue::get);
         if !meta.trim_start().starts_with('{') {
@@ -376,18 +315,13 @@ impl<'a> RawRow<'a> {
             boundary_kind: m.boundary_kind.map(|c| c.into_owned()),
             rollover_id: m.rollover_id.map(|c| c.into_owned()),
             retracts: m.retracts,
+            rejected: m.rejected.is_some(),
         };
-        let valid_kind_meta = match f.kind {
-            "boundary" => matches!(
-                head_meta.boundary_kind.as_deref(),
-                Some("rollover" | "reset")
-            ),
-            "retraction" => head_meta.retracts.is_some(),
-            _ => true,
-        };
-        valid_kind_meta.then(|| RawRow {
-            kind: f.kind.to_owned(),
-            role: f.role.to_owned(),
+        rules::check_kind_meta(kind, head_meta.boundary_kind.as_deref(), head_meta.retracts)
+            .ok()?;
+        Some(RawRow {
+            kind: kind.as_str().to_owned(),
+            role: role.as_str().to_owned(),
             parts,
             meta,
             head_meta,
@@ -398,28 +332,14 @@ impl<'a> RawRow<'a> {
         let obj: RawMap<'a> = serde_json::from_str(raw.get())
             .map_err(|_| HistoryError::row(index, "", "must be an object"))?;
         for key in obj.keys() {
-            if !matches!(key.as_ref(), "kind" | "role" | "parts" | "meta") {
-                let why = if matches!(key.as_ref(), "seq" | "id" | "window" | "ts") {
-                    "is assigned by the store; leave it out"
-                } else {
-                    "is not a row field (expected kind, role, parts, meta)"
-                };
-                return Err(HistoryError::row(index, key.as_ref(), why));
-            }
+            rules::check_row_field(key).map_err(|e| at(index, e))?;
         }
-        let pick = |field: &str, allowed: &[&str]| -> Result<String> {
-            match raw_str(index, field, obj.get(field))? {
-                Some(v) if allowed.contains(&v.as_str()) => Ok(v),
-                Some(v) => Err(HistoryError::row(
-                    index,
-                    field,
-                    format!("is {v:?}; expected one of {}", allowed.join(", ")),
-                )),
-                None => Err(HistoryError::row(index, field, "is required")),
-            }
-        };
-        let kind = pick("kind", KINDS)?;
-        let role = pick("role", ROLES)?;
+        let kind_text = raw_str(index, "kind", obj.get("kind"))?;
+        let kind =
+            rules::check_name::<RowKind>("kind", kind_text.as_deref()).map_err(|e| at(index, e))?;
+        let role_text = raw_str(index, "role", obj.get("role"))?;
+        let role =
+            rules::check_name::<Role>("role", role_text.as_deref()).map_err(|e| at(index, e))?;
         let parts = match obj.get("parts").map(|r| r.get()) {
             None | Some("null") => "[]",
             Some(p) => p,
@@ -427,29 +347,9 @@ impl<'a> RawRow<'a> {
         let part_list: Vec<RawMap<'a>> = serde_json::from_str(parts)
             .map_err(|_| HistoryError::row(index, "parts", "must be a list of objects"))?;
         for (i, p) in part_list.iter().enumerate() {
-            let field = |name: &str| format!("parts[{i}].{name}");
-            let ty = raw_str(index, &field("type"), p.get("type"))?.unwrap_or_default();
-            match ty.as_str() {
-                "text" => require_str(index, field("text"), p.get("text"))?,
-                "tool_call" => {
-                    require_str(index, field("id"), p.get("id"))?;
-                    require_str(index, field("name"), p.get("name"))?;
-                }
-                "tool_result" => {
-                    require_str(index, field("call_id"), p.get("call_id"))?;
-                    if !p.contains_key("output") {
-                        return Err(HistoryError::row(index, field("output"), "is required"));
-                    }
-                }
-                "media" => require_str(index, field("media_type"), p.get("media_type"))?,
-                other => {
-                    return Err(HistoryError::row(
-                        index,
-                        field("type"),
-                        format!("is {other:?}; expected one of {}", PART_TYPES.join(", ")),
-                    ))
-                }
-            }
+            let ty = raw_str(index, &format!("parts[{i}].type"), p.get("type"))?;
+            rules::check_part(i, ty.as_deref(), |name| raw_field(p.get(name)))
+                .map_err(|e| at(index, e))?;
         }
         let meta = match obj.get("meta").map(|r| r.get()) {
             None | Some("null") => "{}",
@@ -467,32 +367,13 @@ impl<'a> RawRow<'a> {
             retracts: meta_map
                 .get("retracts")
                 .and_then(|r| r.get().parse::<u64>().ok()),
+            rejected: meta_map.get("rejected").is_some_and(|r| r.get() != "null"),
         };
-        match kind.as_str() {
-            "boundary"
-                if !matches!(
-                    head_meta.boundary_kind.as_deref(),
-                    Some("rollover" | "reset")
-                ) =>
-            {
-                return Err(HistoryError::row(
-                    index,
-                    "meta.boundary_kind",
-                    "must be \"rollover\" or \"reset\" on a boundary row",
-                ));
-            }
-            "retraction" if head_meta.retracts.is_none() => {
-                return Err(HistoryError::row(
-                    index,
-                    "meta.retracts",
-                    "must be the seq (an integer) of the row to hide",
-                ));
-            }
-            _ => {}
-        }
+        rules::check_kind_meta(kind, head_meta.boundary_kind.as_deref(), head_meta.retracts)
+            .map_err(|e| at(index, e))?;
         Ok(RawRow {
-            kind,
-            role,
+            kind: kind.as_str().to_owned(),
+            role: role.as_str().to_owned(),
             parts,
             meta,
             head_meta,
@@ -571,6 +452,7 @@ impl Incoming<'_> {
                         .and_then(Value::as_str)
                         .map(str::to_owned),
                     retracts: r.meta.get("retracts").and_then(Value::as_u64),
+                    rejected: r.meta.get("rejected").is_some_and(|v| !v.is_null()),
                 },
             ),
             Incoming::Raw(r) => (r.role.clone(), r.head_meta.clone()),
@@ -583,6 +465,41 @@ impl Incoming<'_> {
             boundary_kind: meta.boundary_kind,
             rollover_id: meta.rollover_id,
             retracts: meta.retracts,
+            rejected: meta.rejected,
         }
+    }
+}
+
+/// Fuzzing entry point (not API): a row given as JSON text is judged the same way by
+/// every write path — the value path ([`NewRow::from_value`]) and the raw-text path the
+/// binding uses (fast and thorough) — down to the field and reason of a refusal.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzz_rules(input: &[u8]) {
+    let Ok(raw) = serde_json::from_slice::<&serde_json::value::RawValue>(input) else {
+        return;
+    };
+    let Ok(value) = serde_json::from_str::<Value>(raw.get()) else {
+        return;
+    };
+    let key = |r: Result<()>| match r {
+        Ok(()) => None,
+        Err(HistoryError::InvalidRow { field, reason, .. }) => Some((field, reason)),
+        Err(other) => Some(("?".to_owned(), other.to_string())),
+    };
+    let by_value = key(NewRow::from_value(0, value).map(|_| ()));
+    let by_text = key(RawRow::parse(0, raw).map(|_| ()));
+    if by_value.is_none() || by_text.is_none() {
+        // Duplicate keys are legal JSON that the two parsers resolve alike (the last
+        // wins); both must then accept or refuse together.
+        assert_eq!(by_value.is_none(), by_text.is_none(), "{}", raw.get());
+    }
+    if let Some(fast) = RawRow::parse_fast(raw) {
+        assert!(
+            by_value.is_none(),
+            "fast path accepted what the rules refuse: {}",
+            raw.get()
+        );
+        let _ = fast;
     }
 }

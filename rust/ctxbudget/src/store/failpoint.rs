@@ -8,7 +8,8 @@
 
 /// What an armed fail point does.
 #[derive(Clone, Debug)]
-pub enum Action {
+#[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
+pub enum Fault {
     /// Return this raw OS error (e.g. `libc` ENOSPC = 28, EIO = 5).
     Error(i32),
     /// Stop here as if the process died: the operation returns
@@ -22,14 +23,14 @@ pub enum Action {
 
 #[cfg(feature = "failpoints")]
 mod imp {
-    use super::Action;
+    use super::Fault;
     use std::collections::HashMap;
     use std::sync::Mutex;
 
-    static POINTS: Mutex<Option<HashMap<String, Action>>> = Mutex::new(None);
+    static POINTS: Mutex<Option<HashMap<String, Fault>>> = Mutex::new(None);
 
     /// Arms `name`; it fires once.
-    pub fn arm(name: &str, action: Action) {
+    pub fn arm(name: &str, action: Fault) {
         let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
         points
             .get_or_insert_with(HashMap::new)
@@ -41,7 +42,7 @@ mod imp {
         *POINTS.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    pub(crate) fn take(name: &str) -> Option<Action> {
+    pub(crate) fn take(name: &str) -> Option<Fault> {
         let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
         points.as_mut().and_then(|p| p.remove(name))
     }
@@ -52,7 +53,7 @@ pub use imp::{arm, reset};
 
 /// The action armed at `name`, consuming it.
 #[inline]
-pub(crate) fn take(_name: &str) -> Option<Action> {
+pub(crate) fn take(_name: &str) -> Option<Fault> {
     #[cfg(feature = "failpoints")]
     {
         imp::take(_name)
@@ -67,13 +68,13 @@ pub(crate) fn take(_name: &str) -> Option<Action> {
 #[inline]
 pub(crate) fn hit(name: &str) -> std::io::Result<()> {
     match take(name) {
-        None | Some(Action::Torn(_)) => Ok(()),
-        Some(Action::Run(f)) => {
+        None | Some(Fault::Torn(_)) => Ok(()),
+        Some(Fault::Run(f)) => {
             f();
             Ok(())
         }
-        Some(Action::Error(code)) => Err(std::io::Error::from_raw_os_error(code)),
-        Some(Action::Crash) => Err(crashed(name)),
+        Some(Fault::Error(code)) => Err(std::io::Error::from_raw_os_error(code)),
+        Some(Fault::Crash) => Err(crashed(name)),
     }
 }
 

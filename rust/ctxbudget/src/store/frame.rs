@@ -70,6 +70,8 @@ pub(crate) struct RowHead {
     pub boundary_kind: Option<String>,
     pub rollover_id: Option<String>,
     pub retracts: Option<u64>,
+    /// `meta.rejected` is present and not null (a quarantined request).
+    pub rejected: bool,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +95,8 @@ struct RawMeta {
     rollover_id: Option<String>,
     #[serde(default)]
     retracts: Option<u64>,
+    #[serde(default)]
+    rejected: Option<serde::de::IgnoredAny>,
 }
 
 /// Parses what the store needs from a row line; `None` if it is not a row.
@@ -107,6 +111,7 @@ pub(crate) fn parse_head(line: &[u8]) -> Option<RowHead> {
         boundary_kind: meta.boundary_kind,
         rollover_id: meta.rollover_id,
         retracts: meta.retracts,
+        rejected: meta.rejected.is_some(),
     })
 }
 
@@ -114,7 +119,20 @@ impl RowHead {
     /// Whether this row is a privacy floor: a boundary that is not a rollover (a reset,
     /// or a boundary whose kind is missing or unknown — fail closed).
     pub(crate) fn is_floor(&self) -> bool {
-        self.kind == "boundary" && self.boundary_kind.as_deref() != Some("rollover")
+        crate::transcript::rules::is_floor(&self.kind, self.boundary_kind.as_deref())
+    }
+
+    /// What the window fold reads of this row.
+    pub(crate) fn as_head(&self) -> crate::transcript::Head<'_> {
+        crate::transcript::Head {
+            seq: self.seq,
+            kind: &self.kind,
+            role: self.role.as_deref(),
+            boundary_kind: self.boundary_kind.as_deref(),
+            rollover_id: self.rollover_id.as_deref(),
+            retracts: self.retracts,
+            rejected: self.rejected,
+        }
     }
 }
 

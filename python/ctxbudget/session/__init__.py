@@ -1,0 +1,29 @@
+"""The agent-loop integration (:class:`Session`), in layers:
+
+- :mod:`.loop` — the loop API a backend calls (open, record, ``prepare``, tools);
+- :mod:`ctxbudget.window` — the window fold and the public :class:`WindowView`, the one
+  reading of what the transcript's rows mean for the current window;
+- :mod:`.accounting` — what a request counts, the one formula (also the plot's);
+- :mod:`.steps` — the writes ``prepare`` decides on (advisory, rollover, quarantine,
+  interrupted results), each one conditional store operation;
+- :mod:`.types` — the turn, hooks and constants.
+"""
+
+from __future__ import annotations
+
+from ..tokens import FRAMING_TOKENS
+from ..window import OpenCall, WindowView
+from .loop import Session
+from .types import CONTEXT_WINDOWS, INTERRUPTED_OUTPUT, RequestHook, Turn, context_window_for
+
+__all__ = [
+    "CONTEXT_WINDOWS",
+    "FRAMING_TOKENS",
+    "INTERRUPTED_OUTPUT",
+    "OpenCall",
+    "RequestHook",
+    "Session",
+    "Turn",
+    "WindowView",
+    "context_window_for",
+]

@@ -1,0 +1,251 @@
+"""What a request counts: the one formula for the session's decisions and the plot.
+
+A request is the system text (the host's, ctxbudget's window addition and whatever
+context-only hooks add), every visible message of the window, and every advertised tool
+schema (the host's and ctxbudget's), passed through the unrestricted hooks; it counts by
+SPEC §1 (:func:`~ctxbudget.tokens.request_tokens`). :func:`row_messages` is the one rule
+for what a transcript row sends, and :class:`WindowTokens` keeps the window's messages
+and their tokens as the window fold reads rows, so a step costs O(new rows).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from ..history import Row
+from ..prompts import Capabilities, PromptContext, Prompts
+from ..tokens import Encoding, messages_tokens, request_tokens
+from ..window import WindowChange, WindowFold
+from .types import RequestHook
+
+__all__ = ["Requests", "WindowTokens", "row_messages", "text_of"]
+
+_SENT_AS_USER = ("lead_in", "advisory", "continuation")
+
+
+def text_of(parts: Sequence[Mapping[str, Any]]) -> str:
+    """The text parts of a row, joined by newlines."""
+    return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+
+
+def _tool_output_text(output: object) -> str:
+    """A tool result as sent: the host's text as given, anything else as JSON that keeps
+    non-ASCII characters as they are."""
+    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+
+
+def row_messages(row: Row, *, mode_active: bool) -> list[dict[str, Any]]:
+    """The provider-neutral messages a row sends, if the window fold says it is sent
+    (other kinds render none). In token-budget mode a user message ends with its item
+    ID (``[id: N]``)."""
+    text = text_of(row.parts)
+    if row.kind != "message" and row.kind not in _SENT_AS_USER:
+        return []
+    if row.kind in _SENT_AS_USER:
+        return [{"role": "user", "content": text, "item_id": row.id, "kind": row.kind}]
+    if row.role == "tool":
+        return [
+            {
+                "role": "tool",
+                "tool_call_id": p.get("call_id"),
+                "name": p.get("name"),
+                "content": _tool_output_text(p.get("output")),
+            }
+            for p in row.parts
+            if p.get("type") == "tool_result"
+        ]
+    message: dict[str, Any] = {"role": row.role, "content": text, "item_id": row.id}
+    if row.role == "user" and mode_active:
+        message["content"] = f"{text}\n\n[id: {row.id}]"
+    calls = [p for p in row.parts if p.get("type") == "tool_call"]
+    if calls:
+        message["tool_calls"] = [
+            {"id": c.get("id"), "name": c.get("name"), "arguments": c.get("arguments")}
+            for c in calls
+        ]
+    if any(p.get("type") == "media" for p in row.parts):
+        message["media"] = [p for p in row.parts if p.get("type") == "media"]
+    reasoning = row.meta.get("reasoning")
+    if row.role == "assistant" and isinstance(reasoning, list) and reasoning:
+        message["reasoning"] = reasoning
+    return [message]
+
+
+class WindowTokens:
+    """The window's visible messages and their tokens (without request framing or
+    system text), updated from each :class:`~ctxbudget.window.WindowChange`."""
+
+    __slots__ = ("_encoding", "_messages", "_mode_active", "_tokens", "_total", "_visible")
+
+    def __init__(self, encoding: Encoding, *, mode_active: bool) -> None:
+        self._encoding = encoding
+        self._mode_active = mode_active
+        self._messages: dict[int, list[dict[str, Any]]] = {}
+        self._tokens: dict[int, int] = {}
+        self._total = 0
+        # The visible messages in order, extended as rows arrive (None: rebuild).
+        self._visible: list[dict[str, Any]] | None = []
+
+    def apply(self, change: WindowChange, fold: WindowFold) -> None:
+        """Counts the rows a fold step found sent, and uncounts the rows its
+        retractions hid."""
+        if change.reset:
+            self._messages.clear()
+            self._tokens.clear()
+            self._total = 0
+            self._visible = []
+        for row in change.visible:
+            messages = row_messages(row, mode_active=self._mode_active)
+            tokens = messages_tokens(self._encoding, messages)
+            self._messages[row.seq] = messages
+            self._tokens[row.seq] = tokens
+            self._total += tokens
+            if self._visible is not None:
+                self._visible.extend(messages)
+        if change.retracts:
+            for seq in [s for s in self._tokens if fold.is_retracted(s)]:
+                self._total -= self._tokens.pop(seq)
+                del self._messages[seq]
+                self._visible = None
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the visible messages, framing included."""
+        return self._total
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The visible messages (a fresh list; rebuilt only after a retraction)."""
+        if self._visible is None:
+            self._visible = [m for ms in self._messages.values() for m in ms]
+        return list(self._visible)
+
+
+class _Owner(Protocol):
+    """What a request is assembled from (the session's public settings)."""
+
+    mode_active: bool
+    system_prompt: str
+    prompts: Prompts
+
+
+class Requests:
+    """Assembles and counts the session's requests (the only formula)."""
+
+    __slots__ = ("_base", "_capabilities", "_encoding", "_fixed", "_host_tools", "_own_tools")
+
+    def __init__(
+        self,
+        encoding: Encoding,
+        capabilities: Capabilities,
+        host_tools: Sequence[Mapping[str, Any]],
+        own_tools: Sequence[Mapping[str, Any]],
+    ) -> None:
+        self._encoding = encoding
+        self._capabilities = capabilities
+        self._host_tools = [dict(t) for t in host_tools]
+        self._own_tools = [dict(t) for t in own_tools]
+        self._fixed: tuple[tuple[str, int], int] | None = None
+        self._base: tuple[tuple[str, str | None, str, int], str] | None = None
+
+    # ----- the parts ------------------------------------------------------------------
+
+    def tools(self) -> list[dict[str, Any]]:
+        """Every tool a request advertises: the host's, then ctxbudget's (fresh copies,
+        since callers may edit them)."""
+        return [*(dict(t) for t in self._host_tools), *(dict(t) for t in self._own_tools)]
+
+    def own_tools(self) -> list[dict[str, Any]]:
+        """ctxbudget's tools (fresh copies)."""
+        return [dict(t) for t in self._own_tools]
+
+    def system(
+        self, owner: _Owner, fold: WindowFold, hooks: Sequence[RequestHook] | None = None
+    ) -> str:
+        """The system text: the host's, ctxbudget's window addition (rendered once per
+        window), then what context-only hooks add."""
+        base = self._base_system(owner, fold)
+        extra = [str(h.fn(fold.window_id)) for h in (hooks or ()) if h.context_only]
+        return "\n\n".join([base, *extra]) if extra else base
+
+    def _base_system(self, owner: _Owner, fold: WindowFold) -> str:
+        if not owner.mode_active:
+            return owner.system_prompt
+        key = (fold.window_id, fold.previous_window_id, owner.system_prompt, id(owner.prompts))
+        if self._base is not None and self._base[0] == key:
+            return self._base[1]
+        addition = owner.prompts.render(
+            "system",
+            self._capabilities,
+            PromptContext(window_id=fold.window_id, previous_window_id=fold.previous_window_id),
+        )
+        text = f"{owner.system_prompt}\n\n{addition}" if owner.system_prompt else addition
+        self._base = (key, text)
+        return text
+
+    # ----- counting -------------------------------------------------------------------
+
+    def count(
+        self,
+        system: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+    ) -> int:
+        """Tokens of a request: SPEC §1 framing (8 per message and tool schema, 1 per
+        request), text counts, tool-call JSON, media allowances."""
+        return request_tokens(self._encoding, system, messages, tools)
+
+    def overhead(self, system: str) -> int:
+        """Tokens of the request frame, the system text and every advertised tool schema
+        (cached while they do not change)."""
+        key = (system, len(self._host_tools) + len(self._own_tools))
+        if self._fixed is not None and self._fixed[0] == key:
+            return self._fixed[1]
+        total = request_tokens(self._encoding, system, (), self.tools())
+        self._fixed = (key, total)
+        return total
+
+    def projected(
+        self, owner: _Owner, fold: WindowFold, window: WindowTokens, hooks: Sequence[RequestHook]
+    ) -> int:
+        """Tokens of the next request before unrestricted hooks: frame, system, tools and
+        every visible row of the window (a running sum)."""
+        return self.overhead(self.system(owner, fold, hooks)) + window.tokens
+
+    def assemble(
+        self, owner: _Owner, fold: WindowFold, window: WindowTokens, hooks: Sequence[RequestHook]
+    ) -> dict[str, Any]:
+        """The request as sent: assembled, then passed through the unrestricted hooks
+        (each gets copies, so editing in place cannot reach the session's caches)."""
+        request: dict[str, Any] = {
+            "system": self.system(owner, fold, hooks),
+            "messages": window.messages(),
+            "tools": self.tools(),
+        }
+        for hook in hooks:
+            if not hook.context_only:
+                request = hook.fn(
+                    {
+                        "system": request["system"],
+                        "messages": [dict(m) for m in request["messages"]],
+                        "tools": [dict(t) for t in request["tools"]],
+                    }
+                )
+        return request
+
+    def measure(
+        self,
+        owner: _Owner,
+        fold: WindowFold,
+        window: WindowTokens,
+        hooks: Sequence[RequestHook],
+        count: Callable[[str, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], int],
+    ) -> tuple[dict[str, Any] | None, int]:
+        """The request to send (``None`` when no unrestricted hook can change it; it is
+        built later) and its tokens — of the request after the hooks ran (``count``
+        counts an assembled request)."""
+        if all(h.context_only for h in hooks):
+            return None, self.projected(owner, fold, window, hooks)
+        request = self.assemble(owner, fold, window, hooks)
+        return request, count(request["system"], request["messages"], request["tools"])

@@ -1,0 +1,469 @@
+"""The loop API: what a backend calls, and the state it keeps between calls.
+
+A backend calls :meth:`Session.prepare` before every provider request. The session
+reads the window through the core's fold (:mod:`ctxbudget.window`: only the rows
+appended since the last step), counts the request with the accounting
+(:mod:`.accounting`: system text, every message and every advertised tool schema, after
+the hooks), and :mod:`.decide` applies the ladder — each write one step of
+:mod:`.steps` — before it returns the :class:`Turn` to send. Everything that decides
+behaviour is read back from the transcript, so a new process opening the same
+workspace continues where the old one stopped.
+
+Threads and other writers: every public method holds the session's lock, so one
+``Session`` may be shared by threads. Decisions (advisories, rollovers, quarantines,
+interrupted tool results) are written on condition that the transcript still ends where
+the decision was made (``if_last_seq``); when another writer — a second ``Session`` in
+this process or another — appended first, ``prepare()`` reads the new rows and decides
+again, so no stage is published twice and no window is sealed twice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from .. import providers
+from ..budget_record import record_request_overhead, record_session_budget
+from ..errors import ConflictError, InvalidArgumentError
+from ..history import Durability, History
+from ..policy import Budget
+from ..prompts import DEFAULT_PROMPTS, Capabilities, Prompts
+from ..settings import Settings, Strategy
+from ..tokens import Encoding
+from ..tools import OWN_TOOL_NAMES, ToolPolicy, Toolset
+from ..window import OpenCall, WindowFold, WindowView
+from . import rows as make
+from . import steps
+from .accounting import Requests, WindowTokens
+from .decide import decide
+from .types import RequestHook, Turn, context_window_for, encoding_for
+
+__all__ = ["Session"]
+
+_OPEN_CALL_POLICIES = ("interrupt", "wait")
+_MAX_RESYNCS = 64
+"""Conflicts one call re-decides before it gives up (each one means another writer
+made progress, so this bound is only reached by a transcript this session cannot read)."""
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(
+    method: Callable[Concatenate[Session, _P], _R],
+) -> Callable[Concatenate[Session, _P], _R]:
+    """Runs ``method`` holding the session's (reentrant) lock."""
+
+    def run(self: Session, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    run.__name__ = method.__name__
+    run.__qualname__ = method.__qualname__
+    run.__doc__ = method.__doc__
+    return run
+
+
+class Session:
+    """An agent's token-budget session over one workspace. Create with :meth:`open`.
+
+    Safe to share between threads: every public method holds the session's lock, and
+    the store and the tokenizer release the GIL while they work.
+    """
+
+    def __init__(
+        self,
+        history: History,
+        *,
+        model: str,
+        encoding: Encoding,
+        budget: Budget,
+        mode_active: bool,
+        tool_policy: ToolPolicy,
+        system: str,
+        prompts: Prompts,
+        read_only: bool,
+        tools: Sequence[Mapping[str, Any]] = (),
+        open_calls: str = "interrupt",
+    ) -> None:
+        if open_calls not in _OPEN_CALL_POLICIES:
+            raise InvalidArgumentError(
+                f"open_calls must be one of {list(_OPEN_CALL_POLICIES)}, got {open_calls!r}"
+            )
+        self._lock = threading.RLock()
+        self._open_call_policy = open_calls
+        host_tools = [providers.normalize_tool(t) for t in tools]
+        names = [t["name"] for t in host_tools]
+        clash = sorted({n for n in names if n in OWN_TOOL_NAMES or names.count(n) > 1})
+        if clash:
+            raise InvalidArgumentError(
+                f"host tool names must be unique and differ from ctxbudget's own "
+                f"({', '.join(OWN_TOOL_NAMES)}); rename {', '.join(map(repr, clash))}"
+            )
+        self.history = history
+        self.model = model
+        self.encoding = encoding
+        self.budget = budget
+        self.mode_active = mode_active
+        self.tool_policy = tool_policy
+        self.system_prompt = system
+        self.prompts = prompts
+        self._hooks: list[RequestHook] = []
+        self._fresh_checked: set[int] = set()
+        self._toolset = Toolset(
+            history,
+            tool_policy=tool_policy,
+            mode_active=mode_active,
+            threshold=budget.threshold,
+            read_only=read_only,
+        )
+        self.session_history = self._toolset.session_history
+        self.memory = self._toolset.memory
+        self.new_context = self._toolset.new_context
+        # The window: read once by the core's fold, counted once by the accounting.
+        self._fold = WindowFold(history)
+        self._requests = Requests(
+            encoding, self._toolset.capabilities, host_tools, self._toolset.definitions()
+        )
+        self._window = WindowTokens(encoding, mode_active=mode_active)
+        self._view: WindowView | None = None
+        self._overhead_window: str | None = None
+        self._sent: tuple[str, int] | None = None
+        """Window and tokens of the last request ``prepare`` sent (the reply's stamp)."""
+        self._sync()
+        # Calls already open now were left by a process that stopped mid-step; calls made
+        # while this session runs are the host's to answer.
+        self._left_open = {c.id for c in self._fold.open_calls}
+        record_session_budget(self)
+        self._record_overhead()
+
+    @classmethod
+    def open(
+        cls,
+        workspace: str | os.PathLike[str],
+        *,
+        model: str = "gpt-4o",
+        context_window: int | None = None,
+        threshold: float | None = None,
+        settings: Settings | None = None,
+        tool_policy: ToolPolicy | None = None,
+        system: str = "",
+        output_reserve: int | None = None,
+        durability: Durability | str = Durability.FSYNC,
+        prompts: Prompts = DEFAULT_PROMPTS,
+        read_only: bool = False,
+        tools: Sequence[Mapping[str, Any]] = (),
+        encoding: str | Encoding | None = None,
+        open_calls: str = "interrupt",
+    ) -> Session:
+        """Opens (or continues) the session stored in ``workspace``.
+
+        Token-budget mode is active unless ``settings`` say otherwise (its effective
+        strategy). ``threshold`` defaults to the settings' value for ``model`` (0.7).
+
+        ``tools`` are the host's own tool definitions (neutral ``{"name",
+        "description", "parameters"}``, or an OpenAI or Anthropic definition): every
+        :class:`Turn` advertises them beside ctxbudget's, and the budget counts them.
+        ``encoding`` (a name such as ``"o200k_base"`` or an :class:`Encoding`) counts
+        for any model name — a local model needs it and ``context_window``; without it
+        the model's tokenizer is looked up (:class:`~ctxbudget.UnknownModelError` if
+        there is none). ``open_calls`` says what :meth:`prepare` does with tool calls
+        that already had no result when the session opened (a process stopped between
+        :meth:`add_assistant` and :meth:`add_tool_results`): ``"interrupt"`` records
+        :data:`INTERRUPTED_OUTPUT` for each, so call/result pairs stay whole; ``"wait"``
+        returns ``pause`` while any call of the window has no result (another worker is
+        still running it). Calls made while the session runs are the host's to answer.
+        """
+        if not isinstance(model, str):
+            raise TypeError(f"model must be str, got {type(model).__name__}")
+        window = context_window if context_window is not None else context_window_for(model)
+        if settings is not None and threshold is None:
+            threshold = settings.threshold_for(model)
+        mode_active = settings is None or settings.effective_strategy is Strategy.TOKEN_BUDGET
+        return cls(
+            History.open(workspace, durability=durability),
+            model=model,
+            encoding=encoding_for(model, encoding, window),
+            budget=Budget(window, 0.7 if threshold is None else threshold, output_reserve),
+            mode_active=mode_active,
+            tool_policy=tool_policy if tool_policy is not None else ToolPolicy.preset("exec"),
+            system=system,
+            prompts=prompts,
+            read_only=read_only,
+            tools=tools,
+            open_calls=open_calls,
+        )
+
+    # ----- the window, read back from the transcript ---------------------------------
+
+    @_locked
+    def _sync(self, full: bool = False) -> None:
+        """Brings the window up to date: the core's fold reads only the rows appended
+        since it last looked (by this session or any other writer) and the accounting
+        counts only those, so a step costs O(new rows). ``full`` starts over from the
+        current window."""
+        if full:
+            self._fold = WindowFold(self.history)
+            self._window = WindowTokens(self.encoding, mode_active=self.mode_active)
+        change = self._fold.advance()
+        if change.read:
+            self._window.apply(change, self._fold)
+            self._view = None
+            if change.reset and self._overhead_window is not None:
+                self._record_overhead()
+
+    def _record_overhead(self) -> None:
+        """Keeps the request overhead (frame, system text, tool schemas) this window
+        counts in the workspace's budget record, for ``ctxbudget plot``."""
+        fold = self._fold
+        self._overhead_window = fold.window_id
+        system = self._requests.system(self, fold)
+        record_request_overhead(
+            self.history.workspace, fold.window_id, self._requests.overhead(system)
+        )
+
+    @_locked
+    def view(self, *, refresh: bool = False) -> WindowView:
+        """A read-only snapshot of the current window as this session has read it (with
+        ``refresh=True``, after reading other writers' new rows): its visible rows,
+        claims, open calls, floor and the next request's tokens. Integrations and the
+        plot read the window here, never the session's private state."""
+        if refresh:
+            self._sync()
+        tokens = self._projected()  # hooks may change the system text between calls
+        if self._view is None:
+            self._view = self._fold.view(tokens)
+        elif self._view.tokens != tokens:
+            self._view = replace(self._view, tokens=tokens)
+        return self._view
+
+    @property
+    def window_id(self) -> str:
+        """The current window."""
+        return self._fold.window_id
+
+    @property
+    def previous_window_id(self) -> str | None:
+        """The window before the current one, from its boundary row."""
+        return self._fold.previous_window_id
+
+    @property
+    def settled(self) -> bool:
+        """True when every tool call of the window has its result."""
+        with self._lock:
+            return not self._fold.open_calls
+
+    @property
+    def open_calls(self) -> list[OpenCall]:
+        """The tool calls of the current window that have no result yet, oldest first
+        (as of the rows this session has read; :meth:`refresh` reads new ones)."""
+        with self._lock:
+            return list(self._fold.open_calls)
+
+    @_locked
+    def refresh(self) -> None:
+        """Reads rows other writers appended since this session last looked."""
+        self._sync()
+
+    def _capabilities(self) -> Capabilities:
+        return self._toolset.capabilities
+
+    # ----- request hooks --------------------------------------------------------------
+
+    @_locked
+    def register_hook(self, fn: Callable[..., Any], *, context_only: bool) -> RequestHook:
+        """Registers a request hook; it applies from the next :meth:`prepare` on."""
+        hook = RequestHook(fn, bool(context_only))
+        self._hooks.append(hook)
+        return hook
+
+    @_locked
+    def unregister_hook(self, hook: RequestHook) -> None:
+        """Removes a hook (later requests only)."""
+        self._hooks = [h for h in self._hooks if h is not hook]
+
+    # ----- recording ------------------------------------------------------------------
+
+    @_locked
+    def add_user(self, content: str | Sequence[Mapping[str, Any]]) -> str:
+        """Records a user message (durably); returns its item ID."""
+        return str(self.append_turn([make.user_row(content)])[-1])
+
+    @_locked
+    def append_turn(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Appends ``rows`` as one batch and returns their seqs. If they start a new turn
+        (they hold a user message) while calls left open by a stopped process are still
+        unanswered, those calls are resolved first, in the same batch, under the default
+        ``open_calls="interrupt"``: each gets its interrupted result right after it,
+        before the new message, so the provider never sees a call, a user message and
+        then the call's result. Calls the batch answers itself, and calls made while this
+        session runs, are left to the host."""
+        for attempt in range(_MAX_RESYNCS + 1):
+            self._sync()
+            resolve = []
+            if self._open_call_policy == "interrupt":
+                resolve = make.calls_a_turn_interrupts(rows, self._fold, self._left_open)
+            try:
+                if resolve:
+                    r = self.history.append(
+                        [*steps.interrupted_rows(resolve), *rows],
+                        if_last_seq=self._fold.last_seq,
+                    )
+                else:
+                    r = self.history.append(list(rows))
+            except ConflictError:
+                if attempt == _MAX_RESYNCS:
+                    raise
+                continue
+            self._sync()
+            return list(range(r.last_seq - len(rows) + 1, r.last_seq + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def add_assistant(
+        self, text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] = ()
+    ) -> str:
+        """Records the model's reply: text and/or tool calls (``id``, ``name``,
+        ``arguments``)."""
+        return self._add_assistant(text, tool_calls, None)
+
+    @_locked
+    def _add_assistant(
+        self,
+        text: str | None,
+        tool_calls: Sequence[Mapping[str, Any]],
+        meta: Mapping[str, Any] | None,
+    ) -> str:
+        stamp = dict(meta or {})
+        sent, self._sent = self._sent, None
+        if sent is not None and sent[0] == self._fold.window_id:
+            # What this session counted for the request the reply answers (the plot's
+            # figure): measured once, never recounted.
+            stamp["request_tokens"] = sent[1]
+        r = self.history.append([make.assistant_row(text, tool_calls, stamp)])
+        self._sync()
+        return str(r.first_seq)
+
+    def add_assistant_from_openai(self, message: Any) -> str:
+        """Records an OpenAI ``ChatCompletionMessage`` (or its dict), tool calls included.
+        A Responses API reply goes to :meth:`add_assistant_from_openai_responses`."""
+        text, calls = providers.from_openai_message(message)
+        return self.add_assistant(text, calls)
+
+    def add_assistant_from_openai_responses(self, response: Any) -> str:
+        """Records an OpenAI Responses API reply (a ``Response``, its dict or its
+        ``output`` list): output text and refusals as text, ``function_call`` items as
+        tool calls (keyed by ``call_id``), and ``reasoning`` items kept whole so that
+        :meth:`Turn.to_openai_responses` sends them back. Any other output item is an
+        :class:`~ctxbudget.InvalidArgumentError` naming it."""
+        reply = providers.from_openai_response(response)
+        meta: dict[str, Any] = {}
+        if reply.reasoning:
+            meta["reasoning"] = reply.reasoning
+        if reply.refusal:
+            meta["refusal"] = True
+        return self._add_assistant(reply.text, reply.tool_calls, meta)
+
+    def add_assistant_from_anthropic(self, message: Any) -> str:
+        """Records an Anthropic ``Message`` (or its dict), tool uses included."""
+        text, calls = providers.from_anthropic_message(message)
+        return self.add_assistant(text, calls)
+
+    @_locked
+    def run_tool(self, name: str, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+        """Executes a ctxbudget-owned tool (``session_history``, ``memory``,
+        ``new_context``) and returns its JSON result."""
+        self._sync()  # new rows only: whether this window already scheduled new_context
+        return self._toolset.run(
+            name,
+            arguments,
+            window_id=self._fold.window_id,
+            new_context_scheduled=self._fold.new_context_scheduled,
+        )
+
+    @_locked
+    def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> None:
+        """Records tool results (``call_id``, ``name``, ``output``); settles the step.
+
+        ``output`` is sent as given: a string unchanged, anything else as JSON that
+        keeps non-ASCII characters. A result for a call that already has one in this
+        window (e.g. recorded as interrupted) is an
+        :class:`~ctxbudget.InvalidArgumentError` and nothing is written; the check and
+        the write are one conditional append, so it holds against other writers too."""
+        for attempt in range(_MAX_RESYNCS + 1):
+            self._sync()
+            rows = make.result_rows(results, self._fold)
+            if not rows:
+                return
+            try:
+                self.history.append(rows, if_last_seq=self._fold.last_seq)
+            except ConflictError:
+                if attempt == _MAX_RESYNCS:
+                    raise
+                continue
+            self._sync()
+            return
+
+    @_locked
+    def interrupt_open_calls(self) -> list[OpenCall]:
+        """Records :data:`INTERRUPTED_OUTPUT` as the result of every open call of the
+        window (one batch, only if no other writer appended meanwhile; else re-read and
+        retried) and returns the calls it resolved. :meth:`prepare` does this itself
+        under the default ``open_calls="interrupt"``."""
+        for attempt in range(_MAX_RESYNCS + 1):
+            self._sync()
+            try:
+                return steps.interrupt(self, list(self._fold.open_calls))
+            except ConflictError:
+                if attempt == _MAX_RESYNCS:
+                    raise
+        return []  # pragma: no cover - the loop returns or raises
+
+    # ----- counting and deciding ------------------------------------------------------
+
+    def count_request(
+        self, system: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+    ) -> int:
+        """Tokens of a request: SPEC §1 framing (8 per message and tool schema, 1 per
+        request), text counts, tool-call JSON, media allowances (the rule of
+        :func:`ctxbudget.count_messages`)."""
+        return self._requests.count(system, messages, tools)
+
+    def _projected(self) -> int:
+        """Tokens of the next request before unrestricted hooks (a running sum)."""
+        return self._requests.projected(self, self._fold, self._window, self._hooks)
+
+    def _measure(self) -> tuple[dict[str, Any] | None, int]:
+        return self._requests.measure(
+            self, self._fold, self._window, self._hooks, self.count_request
+        )
+
+    @_locked
+    def prepare(self) -> Turn:
+        """Decides the next provider request (call before every request).
+
+        Every write it makes is conditional on the rows it decided on; if another
+        writer appended first it reads the new rows and decides again (``resync`` in
+        the turn's events)."""
+        events: list[str] = []
+        for attempt in range(_MAX_RESYNCS + 1):
+            self._sync()
+            try:
+                return decide(self, events)
+            except ConflictError:
+                if attempt == _MAX_RESYNCS:
+                    raise
+                events.append("resync")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @property
+    def own_tools(self) -> list[dict[str, Any]]:
+        """ctxbudget's tools this session offers (``{"name", "description",
+        "parameters"}``, fresh copies; fixed for the session)."""
+        return self._requests.own_tools()
+
+    def __repr__(self) -> str:
+        return f"Session({str(Path(self.history.workspace))!r}, window={self.window_id!r})"

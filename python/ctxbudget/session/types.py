@@ -1,0 +1,129 @@
+"""The session's value types: the turn it decides, hooks, constants."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import providers
+from ..errors import InvalidArgumentError, UnknownModelError
+from ..policy import Decision
+from ..tokens import Encoding
+
+__all__ = [
+    "CONTEXT_WINDOWS",
+    "INTERRUPTED_OUTPUT",
+    "RequestHook",
+    "Turn",
+    "context_window_for",
+    "encoding_for",
+]
+
+CONTEXT_WINDOWS: dict[str, int] = {
+    "gpt-5": 400_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4o": 128_000,
+    "gpt-4-turbo": 128_000,
+    "gpt-4": 8_192,
+    "gpt-3.5-turbo": 16_385,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o4-mini": 200_000,
+    "claude-": 200_000,
+    "gemini-": 1_048_576,
+}
+"""Context windows by model name prefix (longest match wins); pass ``context_window``
+for anything else."""
+
+INTERRUPTED_OUTPUT: dict[str, Any] = {
+    "ok": False,
+    "code": "interrupted",
+    "error": "this tool call was interrupted: the process stopped before its result was "
+    "recorded, so it may or may not have run; check its effects and call it again if it "
+    "is still needed",
+}
+"""The result recorded for a tool call left open by a stopped process (see
+:meth:`Session.interrupt_open_calls`)."""
+
+
+def context_window_for(model: str) -> int:
+    """The context window of ``model`` by its name's prefix (:data:`CONTEXT_WINDOWS`)."""
+    best = max((p for p in CONTEXT_WINDOWS if model.startswith(p)), key=len, default=None)
+    if best is None:
+        raise InvalidArgumentError(
+            f"no known context window for model {model!r}; pass context_window=N"
+        )
+    return CONTEXT_WINDOWS[best]
+
+
+def encoding_for(model: str, encoding: str | Encoding | None, window: int) -> Encoding:
+    """The :class:`~ctxbudget.Encoding` a session of ``model`` counts with: the one
+    given (a name or an instance), else the model's (a clear error for a model without
+    a known tokenizer, naming the fix)."""
+    if isinstance(encoding, Encoding):
+        return encoding
+    if encoding is not None:
+        return Encoding(encoding)
+    try:
+        return Encoding.for_model(model)
+    except UnknownModelError as exc:
+        err = UnknownModelError(
+            f"no tokenizer is known for model {model!r}; a local or custom model "
+            f"needs its encoding, e.g. Session.open(..., model={model!r}, "
+            f"encoding='o200k_base', context_window={window})"
+        )
+        err.model = model
+        raise err from exc
+
+
+@dataclass(frozen=True)
+class RequestHook:
+    """A host hook that edits requests (SPEC §2).
+
+    A *context-only* hook is called as ``fn(window_id) -> str`` and may only add system
+    text. An *unrestricted* hook is called as ``fn(request) -> request`` on
+    ``{"system", "messages", "tools"}`` (copies: editing them in place is safe) and
+    could change anything, tools included, so while one is registered a rollover
+    pauses rather than seal a window with a changed toolset. The budget counts the
+    request the hooks return.
+    """
+
+    fn: Callable[..., Any]
+    context_only: bool
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What :meth:`Session.prepare` decided for the next provider request."""
+
+    status: str
+    """``send``, ``reject`` (input quarantined), ``block`` (Off at the limit) or
+    ``pause`` (admission failed; the window stays open)."""
+    decision: Decision
+    window_id: str
+    previous_window_id: str | None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    system: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """Every advertised tool: the host's (``Session.open(tools=...)``) and ctxbudget's."""
+    events: list[str] = field(default_factory=list)
+    """What this call did, e.g. ``advisory:handoff``, ``rollover:w:12``,
+    ``interrupted:<call id>``, ``resync`` (another writer appended first)."""
+    hooks: tuple[RequestHook, ...] = ()
+    """The hooks captured for this turn (already applied; reuse the turn for retries)."""
+
+    def to_openai_chat(self) -> dict[str, Any]:
+        """``messages`` and ``tools`` for OpenAI Chat Completions (``**`` them in)."""
+        return providers.to_openai_chat(self.system, self.messages, self.tools)
+
+    def to_openai_responses(self) -> dict[str, Any]:
+        """``instructions``, ``input`` and ``tools`` for the OpenAI Responses API."""
+        return providers.to_openai_responses(self.system, self.messages, self.tools)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """``system``, ``messages`` and ``tools`` for Anthropic Messages."""
+        return providers.to_anthropic(self.system, self.messages, self.tools)
+
+    reason: str | None = None
+    """Why the status is not ``send``."""

@@ -1,0 +1,188 @@
+"""The current context window, as the core's window fold reads it.
+
+The core (``ctxbudget::transcript::WindowFold``) is the one place that knows what rows
+mean for the window they are in: which window is current and which came before, the
+privacy floor, which rows are retracted, which rows a request carries, the advisories
+already claimed, the tool calls still open, whether ``new_context`` was scheduled and
+the last user message. :class:`WindowFold` is its Python face over one store: each
+:meth:`WindowFold.advance` reads only the rows appended since the last one (one store
+call, the GIL released), so a step costs O(new rows). :class:`~ctxbudget.Session`, its
+public :class:`WindowView` and the Agents SDK integration read the window through it;
+nothing here decides what a row means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import _ctxbudget
+from .history import History, Row
+from .policy import Claims
+
+__all__ = ["OpenCall", "WindowChange", "WindowFold", "WindowView"]
+
+
+@dataclass(frozen=True)
+class OpenCall:
+    """A tool call of the current window that has no result yet."""
+
+    id: str
+    name: str
+    arguments: Any
+    seq: int
+    """The seq of the assistant row that made the call."""
+
+
+@dataclass(frozen=True)
+class WindowView:
+    """A read-only snapshot of the current window (:meth:`Session.view
+    <ctxbudget.Session.view>`): what the next request is built from.
+
+    Snapshots do not change; ask the session for a new one after it reads new rows.
+    """
+
+    window_id: str
+    previous_window_id: str | None
+    """The window before this one, from its boundary row (``None`` in the first)."""
+    last_seq: int
+    """The store's last seq as of the session's last read: the condition
+    (``if_last_seq``) for a decision made on this view."""
+    floor: int
+    """Seq of the newest privacy floor (a soft clear), 0 if none: nothing at or before
+    it is ever sent, counted or searched."""
+    rows: tuple[Row, ...]
+    """The rows of the window a request carries, oldest first: messages, lead-ins,
+    advisories and continuations that are not retracted."""
+    retracted: frozenset[int]
+    """Seqs hidden by retraction rows."""
+    claims: Claims
+    """Advisories already published in this window."""
+    open_calls: tuple[OpenCall, ...]
+    """Tool calls of the window without a result, oldest first."""
+    new_context_scheduled: bool
+    """Whether a ``new_context`` call of this window has its ``scheduled`` result."""
+    last_user: Row | None
+    """The window's last user message row (retracted or not)."""
+    tokens: int
+    """Tokens of the next request as the session counts it before unrestricted hooks:
+    the request frame, system text, every advertised tool schema and :attr:`rows`."""
+
+    @property
+    def settled(self) -> bool:
+        """True when every tool call of the window has its result."""
+        return not self.open_calls
+
+
+@dataclass(frozen=True, slots=True)
+class WindowChange:
+    """What one :meth:`WindowFold.advance` read."""
+
+    reset: bool
+    """The current window is another one than before: nothing counted before belongs
+    to it."""
+    visible: tuple[Row, ...]
+    """Rows of the current window read by this step that a request carries."""
+    retracts: bool
+    """Whether this step read a retraction (rows counted before may be hidden now)."""
+    read: bool
+    """Whether this step read any row."""
+
+
+class WindowFold:
+    """The core's window fold over ``history``, with the current window's rows kept as
+    :class:`~ctxbudget.Row` objects (each row read once)."""
+
+    __slots__ = ("_calls", "_core", "_rows")
+
+    def __init__(self, history: History) -> None:
+        self._core = _ctxbudget.WindowFold(history._core)
+        self._rows: dict[int, Row] = {}
+        self._calls: tuple[OpenCall, ...] | None = ()
+
+    def advance(self) -> WindowChange:
+        """Reads the rows appended since the last step (the current window's rows on the
+        first) and notes them."""
+        rows, changed = self._core.advance()
+        if not rows and not changed:
+            return WindowChange(False, (), False, False)
+        self._calls = None
+        if changed:
+            self._rows = {}
+        window = self._core.window_id
+        fresh = [r for r in rows if r.window == window]
+        for row in fresh:
+            self._rows[row.seq] = row
+        visible: tuple[Row, ...] = ()
+        if fresh:
+            # The newest visible seqs are the tail of the fold's list: no new row can
+            # be visible beyond the last len(fresh) of them.
+            shown = set(self._core.visible_seqs[-len(fresh) :])
+            visible = tuple(r for r in fresh if r.seq in shown)
+        retracts = any(r.kind == "retraction" for r in rows)
+        return WindowChange(changed, visible, retracts, True)
+
+    # ----- reading --------------------------------------------------------------------
+
+    @property
+    def window_id(self) -> str:
+        return self._core.window_id
+
+    @property
+    def previous_window_id(self) -> str | None:
+        return self._core.previous_window_id
+
+    @property
+    def last_seq(self) -> int:
+        return self._core.last_seq
+
+    @property
+    def floor(self) -> int:
+        return self._core.floor_seq
+
+    @property
+    def claims(self) -> Claims:
+        warning, handoff, final = self._core.claims
+        return Claims(warning, handoff, final)
+
+    @property
+    def open_calls(self) -> tuple[OpenCall, ...]:
+        if self._calls is None:
+            self._calls = tuple(OpenCall(*c) for c in self._core.open_calls)
+        return self._calls
+
+    def is_answered(self, call_id: str) -> bool:
+        return self._core.is_answered(call_id)
+
+    def is_retracted(self, seq: int) -> bool:
+        return self._core.is_retracted(seq)
+
+    @property
+    def new_context_scheduled(self) -> bool:
+        return self._core.new_context_requested
+
+    @property
+    def last_user(self) -> Row | None:
+        seq = self._core.last_user_seq
+        return None if seq is None else self._rows.get(seq)
+
+    def visible_rows(self) -> list[Row]:
+        """The rows of the window a request carries, oldest first."""
+        rows = self._rows
+        return [rows[s] for s in self._core.visible_seqs if s in rows]
+
+    def view(self, tokens: int) -> WindowView:
+        """A snapshot (``tokens``: the request's count, the accounting's figure)."""
+        return WindowView(
+            window_id=self.window_id,
+            previous_window_id=self.previous_window_id,
+            last_seq=self.last_seq,
+            floor=self.floor,
+            rows=tuple(self.visible_rows()),
+            retracted=frozenset(self._core.retracted),
+            claims=self.claims,
+            open_calls=self.open_calls,
+            new_context_scheduled=self.new_context_scheduled,
+            last_user=self.last_user,
+            tokens=tokens,
+        )

@@ -1,0 +1,195 @@
+//! Token counting (`ctxbudget.Encoding` wraps `_ctxbudget.Encoding`): the GIL is
+//! released around every count; inside an awaited `AsyncSession` call, encoding loads
+//! and long counts run on the I/O pool (`offload.rs`).
+
+use std::borrow::Cow;
+
+use ctxbudget::tokens::{self, Encoding};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString, PyTuple};
+
+use crate::errors::{no_panic, token_error};
+use crate::offload::offload_count;
+
+/// Text of a Python `str`; lone surrogates become U+FFFD exactly as tiktoken does it
+/// (through UTF-16 with `surrogatepass`, which also joins a split surrogate pair).
+fn text_of<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, str>> {
+    let Ok(s) = obj.cast::<PyString>() else {
+        let kind = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        let hint = if kind == "bytes" || kind == "bytearray" {
+            "; decode it first, e.g. data.decode(\"utf-8\")"
+        } else {
+            ""
+        };
+        return Err(PyTypeError::new_err(format!(
+            "{what} expects str, got {kind}{hint}"
+        )));
+    };
+    match s.to_str() {
+        Ok(text) => Ok(Cow::Borrowed(text)),
+        Err(_) => {
+            let fixed = s
+                .call_method1("encode", ("utf-16", "surrogatepass"))?
+                .call_method1("decode", ("utf-16", "replace"))?;
+            Ok(Cow::Owned(fixed.cast::<PyString>()?.to_str()?.to_owned()))
+        }
+    }
+}
+
+/// A tokenizer for one encoding (see the typed wrapper `ctxbudget.Encoding`).
+#[pyclass(module = "ctxbudget._ctxbudget", name = "Encoding", frozen)]
+pub(crate) struct PyEncoding {
+    inner: Encoding,
+}
+
+#[pymethods]
+impl PyEncoding {
+    /// `chunk_bytes` sets a chunk bound (cuts at exact boundaries only); it exists for
+    /// tests that chunking never changes a count.
+    #[new]
+    #[pyo3(signature = (name, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY, chunk_bytes = None))]
+    fn new(
+        py: Python<'_>,
+        name: &str,
+        cache_size: usize,
+        chunk_bytes: Option<usize>,
+    ) -> PyResult<Self> {
+        let name = name.to_owned();
+        let inner = no_panic(py, "loading the encoding", || {
+            crate::offload::blocking(py, move || Encoding::new(&name))
+        })??
+        .map_err(|e| token_error(py, e))?;
+        let inner = match chunk_bytes {
+            Some(bytes) => inner.with_chunk_bytes(bytes),
+            None => inner,
+        };
+        Ok(PyEncoding {
+            inner: inner.with_cache_capacity(cache_size),
+        })
+    }
+
+    /// The encoding that counts for `model` (an estimate for some families).
+    #[staticmethod]
+    #[pyo3(signature = (model, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY))]
+    fn for_model(py: Python<'_>, model: &str, cache_size: usize) -> PyResult<Self> {
+        let model = model.to_owned();
+        let inner = no_panic(py, "loading the encoding", || {
+            crate::offload::blocking(py, move || Encoding::for_model(&model))
+        })??
+        .map_err(|e| token_error(py, e))?;
+        Ok(PyEncoding {
+            inner: inner.with_cache_capacity(cache_size),
+        })
+    }
+
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    #[getter]
+    fn estimate_scale_bp(&self) -> Option<u32> {
+        self.inner.estimate_scale_bp()
+    }
+
+    fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let text = text_of(text, "count()")?;
+        if offload_count(text.len()) {
+            let (enc, text) = (self.inner.clone(), text.into_owned());
+            return no_panic(py, "count()", || {
+                crate::offload::blocking(py, move || enc.count(&text))
+            })?;
+        }
+        no_panic(py, "count()", || py.detach(|| self.inner.count(&text)))
+    }
+
+    /// `(tokens, exact, forced_cuts)`.
+    fn count_detail(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+    ) -> PyResult<(usize, bool, usize)> {
+        let text = text_of(text, "count_detail()")?;
+        let c = if offload_count(text.len()) {
+            let (enc, text) = (self.inner.clone(), text.into_owned());
+            no_panic(py, "count_detail()", || {
+                crate::offload::blocking(py, move || enc.count_detail(&text))
+            })??
+        } else {
+            no_panic(py, "count_detail()", || {
+                py.detach(|| self.inner.count_detail(&text))
+            })?
+        };
+        Ok((c.tokens, c.exact, c.forced_cuts))
+    }
+
+    fn count_many(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+        let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = texts.cast::<PyList>() {
+            list.iter().collect()
+        } else if let Ok(tuple) = texts.cast::<PyTuple>() {
+            tuple.iter().collect()
+        } else {
+            return Err(PyTypeError::new_err(
+                "count_many() expects a list or tuple of str",
+            ));
+        };
+        let mut owned = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            owned.push(text_of(item, &format!("count_many() item {i}"))?);
+        }
+        if offload_count(owned.iter().map(|t| t.len()).sum()) {
+            let enc = self.inner.clone();
+            let owned: Vec<String> = owned.into_iter().map(Cow::into_owned).collect();
+            return no_panic(py, "count_many()", || {
+                crate::offload::blocking(py, move || enc.count_many(&owned))
+            })?;
+        }
+        no_panic(py, "count_many()", || {
+            py.detach(|| self.inner.count_many(&owned))
+        })
+    }
+
+    fn count_json(&self, py: Python<'_>, json_text: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let text = text_of(json_text, "count_json()")?;
+        if offload_count(text.len()) {
+            let (enc, text) = (self.inner.clone(), text.into_owned());
+            return no_panic(py, "count_json()", || {
+                crate::offload::blocking(py, move || enc.count_json(&text))
+            })??
+            .map_err(|e| token_error(py, e));
+        }
+        no_panic(py, "count_json()", || {
+            py.detach(|| self.inner.count_json(&text))
+        })?
+        .map_err(|e| token_error(py, e))
+    }
+
+    fn cache_len(&self) -> usize {
+        self.inner.cache_len()
+    }
+
+    fn clear_cache(&self) {
+        self.inner.clear_cache()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Encoding({:?})", self.inner.name())
+    }
+}
+
+/// Names of every encoding shipped.
+#[pyfunction]
+pub(crate) fn encoding_names() -> Vec<&'static str> {
+    tokens::encoding_names().collect()
+}
+
+/// `(encoding, estimate_scale_bp)` for `model`, or `None` if nothing is known.
+#[pyfunction]
+pub(crate) fn model_encoding(model: &str) -> Option<(&'static str, Option<u32>)> {
+    tokens::model_encoding(model).map(|m| (m.encoding, m.estimate_scale_bp))
+}

@@ -1,0 +1,314 @@
+//! The store's reports and results as frozen Python classes, built from the core's
+//! structs (no JSON text in between, one definition of each field). `ctxbudget` exports
+//! them under the names it always had (`ctxbudget.VerifyReport`, …).
+
+use ctxbudget::store::{self as core, ReceiptRead, ReceiptState};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::IntoPyObjectExt;
+
+/// Conversion of a field to plain Python data (`to_dict`, as `dataclasses.asdict` did).
+trait Plain {
+    fn plain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+}
+
+macro_rules! plain_by_value {
+    ($($t:ty),*) => {$(
+        impl Plain for $t {
+            fn plain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                self.clone().into_bound_py_any(py)
+            }
+        }
+    )*};
+}
+plain_by_value!(u64, i64, u32, bool, String);
+
+impl<T: Plain> Plain for Option<T> {
+    fn plain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Some(v) => v.plain(py),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+}
+
+impl<T: Plain> Plain for Vec<T> {
+    fn plain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let list = PyList::empty(py);
+        for item in self {
+            list.append(item.plain(py)?)?;
+        }
+        Ok(list.into_any())
+    }
+}
+
+impl Plain for (u64, u64, String) {
+    fn plain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(PyTuple::new(
+            py,
+            [self.0.plain(py)?, self.1.plain(py)?, self.2.plain(py)?],
+        )?
+        .into_any())
+    }
+}
+
+/// A frozen report class with read-only attributes, `==`, `repr()` and `to_dict()`.
+macro_rules! report {
+    ($(#[$doc:meta])* $pyname:literal $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[pyclass(module = "ctxbudget._ctxbudget", name = $pyname, frozen, eq, get_all)]
+        #[derive(Clone, Debug, PartialEq)]
+        pub(crate) struct $name {
+            $($(#[$fdoc])* pub(crate) $field: $ty),*
+        }
+
+        impl Plain for $name {
+            fn plain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                Ok(self.to_dict(py)?.into_any())
+            }
+        }
+
+        #[pymethods]
+        impl $name {
+            /// The fields as a dict, nested reports as dicts (what `dataclasses.asdict`
+            /// gave for the former dataclass).
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                let d = PyDict::new(py);
+                $(d.set_item(stringify!($field), self.$field.plain(py)?)?;)*
+                Ok(d)
+            }
+
+            fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+                let fields: Vec<String> = vec![$(
+                    format!(
+                        "{}={}",
+                        stringify!($field),
+                        self.$field.clone().into_bound_py_any(py)?.repr()?
+                    )
+                ),*];
+                Ok(format!("{}({})", $pyname, fields.join(", ")))
+            }
+        }
+    };
+}
+
+report!(
+    /// What an append committed.
+    "AppendResult" PyAppendResult {
+        first_seq: u64,
+        last_seq: u64,
+        epoch: u64,
+        window: String,
+    }
+);
+
+report!(
+    /// One contiguous run of a context window.
+    "WindowInfo" PyWindowInfo {
+        window_id: String,
+        boundary_kind: String,
+        first_seq: u64,
+        item_count: u64,
+    }
+);
+
+report!(
+    /// Identity, size and timestamps of a file.
+    "Stamp" PyStamp {
+        dev: u64,
+        ino: u64,
+        size: u64,
+        mtime_ns: i64,
+        ctime_ns: i64,
+    }
+);
+
+report!(
+    /// The append receipt (`history/receipt.json`).
+    "Receipt" PyReceipt {
+        version: u32,
+        epoch: u64,
+        state: String,
+        seq: u64,
+        committed_end: u64,
+        anchor_crc: u32,
+        chat: Option<PyStamp>,
+        archive: Option<PyStamp>,
+        floor: u64,
+    }
+);
+
+report!(
+    /// What `History.recover` did.
+    "RecoveryReport" PyRecoveryReport {
+        changed: bool,
+        chat_torn_bytes: u64,
+        archive_torn_bytes: u64,
+        moved_to: Vec<String>,
+        rotation_completed_bytes: u64,
+        epoch: Option<u64>,
+        damage: Option<String>,
+        rotation_rolled_back_bytes: u64,
+    }
+);
+
+report!(
+    /// What `History.rotate` moved to the archive.
+    "RotateReport" PyRotateReport {
+        rows: u64,
+        bytes: u64,
+        epoch: Option<u64>,
+    }
+);
+
+report!(
+    /// Findings of a full check of one transcript file.
+    "FileReport" PyFileReport {
+        bytes: u64,
+        batches: u64,
+        rows: u64,
+        legacy_rows: u64,
+        malformed_lines: u64,
+        torn_bytes: u64,
+        damage: Option<(u64, u64, String)>,
+    }
+);
+
+report!(
+    /// What `History.verify` found.
+    "VerifyReport" PyVerifyReport {
+        ok: bool,
+        receipt: String,
+        chat: PyFileReport,
+        archive: PyFileReport,
+        seq_violations: u64,
+        first_seq_violation: Option<String>,
+        floor_seq: u64,
+    }
+);
+
+impl From<core::AppendResult> for PyAppendResult {
+    fn from(r: core::AppendResult) -> Self {
+        PyAppendResult {
+            first_seq: r.first_seq,
+            last_seq: r.last_seq,
+            epoch: r.epoch,
+            window: r.window,
+        }
+    }
+}
+
+impl From<core::WindowInfo> for PyWindowInfo {
+    fn from(w: core::WindowInfo) -> Self {
+        PyWindowInfo {
+            window_id: w.window_id,
+            boundary_kind: w.boundary_kind,
+            first_seq: w.first_seq,
+            item_count: w.item_count,
+        }
+    }
+}
+
+impl From<core::Stamp> for PyStamp {
+    fn from(s: core::Stamp) -> Self {
+        PyStamp {
+            dev: s.dev,
+            ino: s.ino,
+            size: s.size,
+            mtime_ns: s.mtime_ns,
+            ctime_ns: s.ctime_ns,
+        }
+    }
+}
+
+/// The receipt, or `None` when it is missing or unreadable.
+pub(crate) fn receipt(read: ReceiptRead) -> Option<PyReceipt> {
+    let ReceiptRead::Valid(r) = read else {
+        return None;
+    };
+    Some(PyReceipt {
+        version: r.version,
+        epoch: r.epoch,
+        state: match r.state {
+            ReceiptState::Pending => "pending",
+            ReceiptState::Stable => "stable",
+        }
+        .to_owned(),
+        seq: r.seq,
+        committed_end: r.committed_end,
+        anchor_crc: r.anchor_crc,
+        chat: r.files.chat.map(PyStamp::from),
+        archive: r.files.archive.map(PyStamp::from),
+        floor: r.floor,
+    })
+}
+
+impl From<core::RecoveryReport> for PyRecoveryReport {
+    fn from(r: core::RecoveryReport) -> Self {
+        PyRecoveryReport {
+            changed: r.changed,
+            chat_torn_bytes: r.chat_torn_bytes,
+            archive_torn_bytes: r.archive_torn_bytes,
+            moved_to: r
+                .moved_to
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+            rotation_completed_bytes: r.rotation_completed_bytes,
+            epoch: r.epoch,
+            damage: r.damage,
+            rotation_rolled_back_bytes: r.rotation_rolled_back_bytes,
+        }
+    }
+}
+
+impl From<core::RotateReport> for PyRotateReport {
+    fn from(r: core::RotateReport) -> Self {
+        PyRotateReport {
+            rows: r.rows,
+            bytes: r.bytes,
+            epoch: r.epoch,
+        }
+    }
+}
+
+impl From<core::FileReport> for PyFileReport {
+    fn from(f: core::FileReport) -> Self {
+        PyFileReport {
+            bytes: f.bytes,
+            batches: f.batches,
+            rows: f.rows,
+            legacy_rows: f.legacy_rows,
+            malformed_lines: f.malformed_lines,
+            torn_bytes: f.torn_bytes,
+            damage: f.damage,
+        }
+    }
+}
+
+impl From<core::VerifyReport> for PyVerifyReport {
+    fn from(v: core::VerifyReport) -> Self {
+        PyVerifyReport {
+            ok: v.ok,
+            receipt: v.receipt,
+            chat: v.chat.into(),
+            archive: v.archive.into(),
+            seq_violations: v.seq_violations,
+            first_seq_violation: v.first_seq_violation,
+            floor_seq: v.floor_seq,
+        }
+    }
+}
+
+/// Registers the report classes.
+pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyAppendResult>()?;
+    m.add_class::<PyWindowInfo>()?;
+    m.add_class::<PyStamp>()?;
+    m.add_class::<PyReceipt>()?;
+    m.add_class::<PyRecoveryReport>()?;
+    m.add_class::<PyRotateReport>()?;
+    m.add_class::<PyFileReport>()?;
+    m.add_class::<PyVerifyReport>()?;
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! Connection settings: the URL, TLS, the pool and the schema.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use native_tls::{Certificate, TlsConnector};
+use postgres_native_tls::MakeTlsConnector;
+
+use super::error::{PgError, Result};
+
+/// Default of [`PgOptions::idle_in_transaction_timeout`].
+pub const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How a [`PgStore`](super::PgStore) connects.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    /// Most connections the pool opens (default 8).
+    pub pool_size: usize,
+    /// Longest wait for a free pooled connection (default 30 s).
+    pub pool_timeout: Duration,
+    /// Longest wait for the server to accept a connection (default 10 s).
+    pub connect_timeout: Duration,
+    /// How long an operation keeps reconnecting and retrying when the connection breaks or
+    /// the server restarts (default 30 s; zero = no retry). Appends are retried under their
+    /// batch id, so a retry never commits a batch twice.
+    pub reconnect_for: Duration,
+    /// The PostgreSQL schema holding the tables (created if missing); `None` = the
+    /// connection's `search_path` (normally `public`).
+    pub schema: Option<String>,
+    /// Longest a session may sit idle inside a transaction before the server ends it
+    /// (default 60 s), so that a client that hangs while holding a conversation's lock
+    /// cannot stop the other hosts; its transaction is rolled back. At least 1 ms.
+    pub idle_in_transaction_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            pool_size: 8,
+            pool_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            reconnect_for: Duration::from_secs(30),
+            schema: None,
+            idle_in_transaction_timeout: IDLE_IN_TRANSACTION_TIMEOUT,
+        }
+    }
+}
+
+/// How TLS is used, as libpq's `sslmode` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// TLS when the server offers it, not verified (libpq's default).
+    Prefer,
+    /// TLS required; the certificate is not verified (libpq's `require`).
+    Require,
+    /// TLS required; the certificate chain is verified, not the host name.
+    VerifyCa,
+    /// TLS required; the certificate chain and the host name are verified.
+    VerifyFull,
+}
+
+/// A parsed connection URL and the TLS connector it asks for.
+pub(crate) struct Target {
+    pub config: postgres::Config,
+    pub tls: MakeTlsConnector,
+    pub ssl_mode: SslMode,
+}
+
+/// Parses `postgres://` / `postgresql://` URLs. Besides libpq's usual parameters it takes
+/// `sslmode` (`disable|prefer|require|verify-ca|verify-full`) and `sslrootcert` (a PEM file
+/// of trusted roots for the verify modes; the system's roots otherwise).
+pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(PgError::Config(format!(
+            "expected a postgresql://user@host:port/database URL, got {:?}",
+            redact(url)
+        )));
+    }
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, q),
+        None => (url, ""),
+    };
+    let mut ssl_mode = SslMode::Prefer;
+    let mut root_cert: Option<String> = None;
+    let mut kept: Vec<&str> = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "sslmode" => {
+                ssl_mode = match value {
+                    "disable" => SslMode::Disable,
+                    "allow" | "prefer" => SslMode::Prefer,
+                    "require" => SslMode::Require,
+                    "verify-ca" => SslMode::VerifyCa,
+                    "verify-full" => SslMode::VerifyFull,
+                    other => {
+                        return Err(PgError::Config(format!(
+                            "sslmode={other} is not one of disable, prefer, require, \
+                             verify-ca, verify-full"
+                        )))
+                    }
+                }
+            }
+            "sslrootcert" => root_cert = Some(percent_decode(value)?),
+            _ => kept.push(pair),
+        }
+    }
+    let driver_mode = match ssl_mode {
+        SslMode::Disable => "disable",
+        SslMode::Prefer => "prefer",
+        _ => "require",
+    };
+    kept.push(match driver_mode {
+        "disable" => "sslmode=disable",
+        "prefer" => "sslmode=prefer",
+        _ => "sslmode=require",
+    });
+    let rebuilt = format!("{base}?{}", kept.join("&"));
+    let mut config = postgres::Config::from_str(&rebuilt)
+        .map_err(|e| PgError::Config(format!("cannot parse the URL {:?}: {e}", redact(url))))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(options.connect_timeout);
+    }
+    // Server settings for every session, after any `options` the URL gives.
+    let mut settings: Vec<String> = config
+        .get_options()
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    settings.push(format!(
+        "-c idle_in_transaction_session_timeout={}",
+        options.idle_in_transaction_timeout.as_millis().max(1)
+    ));
+    if let Some(schema) = &options.schema {
+        if schema.is_empty() || schema.len() > 63 || schema.contains('\0') {
+            return Err(PgError::Config(format!(
+                "schema name {schema:?} must be 1 to 63 bytes without NUL"
+            )));
+        }
+        let quoted = super::schema::quote_ident(schema);
+        // The options string is split on spaces; a backslash escapes one.
+        settings.push(format!("-c search_path={}", quoted.replace(' ', "\\ ")));
+    }
+    config.options(&settings.join(" "));
+    if config.get_application_name().is_none() {
+        config.application_name("ctxbudget");
+    }
+    let mut builder = TlsConnector::builder();
+    match ssl_mode {
+        SslMode::Disable | SslMode::Prefer | SslMode::Require => {
+            builder
+                .danger_accept_invalid_certs(true)
+                .danger_accept_invalid_hostnames(true);
+        }
+        SslMode::VerifyCa => {
+            builder.danger_accept_invalid_hostnames(true);
+        }
+        SslMode::VerifyFull => {}
+    }
+    if let Some(path) = root_cert {
+        let pem = std::fs::read(&path)
+            .map_err(|e| PgError::Config(format!("cannot read sslrootcert {path:?}: {e}")))?;
+        let cert = Certificate::from_pem(&pem).map_err(|e| {
+            PgError::Config(format!(
+                "sslrootcert {path:?} is not a PEM certificate: {e}"
+            ))
+        })?;
+        builder.add_root_certificate(cert);
+    }
+    let tls = MakeTlsConnector::new(builder.build()?);
+    Ok(Target {
+        config,
+        tls,
+        ssl_mode,
+    })
+}
+
+/// The URL without its password, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (auth, host) = match rest.rsplit_once('@') {
+        Some((a, h)) => (a, h),
+        None => return url.to_string(),
+    };
+    let user = auth.split_once(':').map_or(auth, |(u, _)| u);
+    if auth.contains(':') {
+        format!("{scheme}://{user}:***@{host}")
+    } else {
+        format!("{scheme}://{user}@{host}")
+    }
+}
+
+fn percent_decode(value: &str) -> Result<String> {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+            let byte = u8::from_str_radix(hex, 16)
+                .map_err(|_| PgError::Config(format!("bad percent escape in {value:?}")))?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| PgError::Config(format!("{value:?} is not UTF-8")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_the_password() {
+        assert_eq!(
+            redact("postgresql://bob:secret@db:5432/x"),
+            "postgresql://bob:***@db:5432/x"
+        );
+        assert_eq!(redact("postgresql://bob@db/x"), "postgresql://bob@db/x");
+    }
+
+    #[test]
+    fn parses_ssl_modes() {
+        let o = PgOptions::default();
+        for (mode, want) in [
+            ("disable", SslMode::Disable),
+            ("prefer", SslMode::Prefer),
+            ("require", SslMode::Require),
+            ("verify-full", SslMode::VerifyFull),
+        ] {
+            let t = parse(&format!("postgresql://u@h/db?sslmode={mode}"), &o);
+            assert_eq!(t.map(|t| t.ssl_mode).ok(), Some(want), "{mode}");
+        }
+        assert!(matches!(
+            parse("postgresql://u@h/db?sslmode=sometimes", &o),
+            Err(PgError::Config(_))
+        ));
+        assert!(matches!(
+            parse("mysql://u@h/db", &o),
+            Err(PgError::Config(_))
+        ));
+        assert_eq!(
+            percent_decode("%2Ftmp%2Fa.pem").ok().as_deref(),
+            Some("/tmp/a.pem")
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! A small connection pool: at most `size` connections, each with its prepared statements.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+use postgres::{Client, Statement};
+
+use super::config::{PgOptions, Target};
+use super::error::{PgError, Result};
+
+/// One connection and the statements prepared on it.
+pub(crate) struct Conn {
+    pub client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl Conn {
+    /// The prepared statement for `sql` (prepared on first use on this connection).
+    pub fn statement(&mut self, sql: &'static str) -> Result<Statement> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self
+            .client
+            .prepare(sql)
+            .map_err(PgError::db("preparing a statement"))?;
+        self.statements.insert(sql, s.clone());
+        Ok(s)
+    }
+}
+
+struct State {
+    idle: Vec<Conn>,
+    /// Connections handed out or being opened.
+    busy: usize,
+}
+
+pub(crate) struct Pool {
+    target: Target,
+    size: usize,
+    options: PgOptions,
+    state: Mutex<State>,
+    freed: Condvar,
+}
+
+/// A connection checked out of the pool; back in the pool when dropped, unless broken.
+pub(crate) struct Pooled<'a> {
+    pool: &'a Pool,
+    conn: Option<Conn>,
+}
+
+impl Pool {
+    pub fn new(target: Target, options: &PgOptions) -> Pool {
+        Pool {
+            target,
+            size: options.pool_size.max(1),
+            options: options.clone(),
+            state: Mutex::new(State {
+                idle: Vec::new(),
+                busy: 0,
+            }),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens a connection outside the pool (migrations, tests of the seam).
+    pub fn open(&self) -> Result<Conn> {
+        let client = self
+            .target
+            .config
+            .connect(self.target.tls.clone())
+            .map_err(PgError::connect)?;
+        Ok(Conn {
+            client,
+            statements: HashMap::new(),
+        })
+    }
+
+    /// A connection: an idle one, a new one while under `size`, or the next one freed.
+    pub fn get(&self) -> Result<Pooled<'_>> {
+        let start = Instant::now();
+        let mut state = self.lock();
+        loop {
+            while let Some(conn) = state.idle.pop() {
+                if conn.client.is_closed() {
+                    continue;
+                }
+                state.busy += 1;
+                return Ok(Pooled {
+                    pool: self,
+                    conn: Some(conn),
+                });
+            }
+            if state.busy < self.size {
+                state.busy += 1;
+                drop(state);
+                return match self.open() {
+                    Ok(conn) => Ok(Pooled {
+                        pool: self,
+                        conn: Some(conn),
+                    }),
+                    Err(e) => {
+                        self.release(None);
+                        Err(e)
+                    }
+                };
+            }
+            let waited = start.elapsed();
+            let Some(left) = self.options.pool_timeout.checked_sub(waited) else {
+                return Err(PgError::PoolTimeout {
+                    waited_ms: waited.as_millis(),
+                    size: self.size,
+                });
+            };
+            state = self
+                .freed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn release(&self, conn: Option<Conn>) {
+        let mut state = self.lock();
+        state.busy = state.busy.saturating_sub(1);
+        if let Some(conn) = conn {
+            if !conn.client.is_closed() {
+                state.idle.push(conn);
+            }
+        }
+        drop(state);
+        self.freed.notify_one();
+    }
+
+    /// Closes every idle connection (the next use opens fresh ones).
+    pub fn clear_idle(&self) {
+        self.lock().idle.clear();
+    }
+}
+
+impl Pooled<'_> {
+    /// The connection (present until the guard is consumed or dropped).
+    pub fn conn(&mut self) -> Result<&mut Conn> {
+        self.conn
+            .as_mut()
+            .ok_or_else(|| PgError::Config("a pooled connection was used after release".into()))
+    }
+
+    /// Drops the connection instead of returning it (it broke or is in an unknown state).
+    pub fn discard(mut self) {
+        self.conn = None;
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        let conn = self.conn.take();
+        self.pool.release(conn);
+    }
+}

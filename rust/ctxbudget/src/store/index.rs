@@ -1,0 +1,257 @@
+//! The in-memory index of both files: entries, seqs, the window fold of their heads,
+//! damage; kept in step with appends at O(batch).
+
+use super::frame::{self, Entry, Scan};
+use super::fsutil::Stamp;
+use super::receipt::{self, Files, Receipt, ReceiptRead, ReceiptState};
+use super::Paths;
+use crate::transcript::WindowFold;
+
+/// The in-memory index of both files, valid for the stamps it records.
+#[derive(Default)]
+pub(super) struct Index {
+    pub(super) epoch: Option<u64>,
+    pub(super) chat_stamp: Option<Stamp>,
+    pub(super) archive_stamp: Option<Stamp>,
+    pub(super) archive: Scan,
+    pub(super) chat: Scan,
+    /// Highest seq handed out: the rows' and the receipt's, whichever is higher, so a
+    /// seq is never handed out twice.
+    pub(super) last_seq: u64,
+    /// Highest seq of a readable row, in file order.
+    pub(super) max_row_seq: u64,
+    /// What the rows mean so far (windows, floor, retractions, rollover IDs), folded
+    /// from the heads of readable rows in file order; its floor is raised to the
+    /// receipt's.
+    pub(super) fold: WindowFold,
+    /// Rows whose seq is not above every seq before them (archive then chat).
+    pub(super) seq_violations: u64,
+    /// Where the first of them is.
+    pub(super) first_seq_violation: Option<String>,
+}
+
+impl Index {
+    pub(super) fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.archive.entries.iter().chain(self.chat.entries.iter())
+    }
+
+    /// Recomputes the derived fields from all entries (after a full load), judging them
+    /// against what the receipt acknowledges.
+    pub(super) fn derive(&mut self, receipt: &ReceiptRead) {
+        self.last_seq = 0;
+        self.max_row_seq = 0;
+        self.seq_violations = 0;
+        self.first_seq_violation = None;
+        self.fold = WindowFold::new();
+        let mut archive = std::mem::take(&mut self.archive);
+        let mut chat = std::mem::take(&mut self.chat);
+        self.note(&mut archive, 0, "chat-archive.jsonl");
+        self.note(&mut chat, 0, "chat.jsonl");
+        if archive.torn_bytes > 0 {
+            // The archive only ever receives whole committed batches from chat.jsonl,
+            // all acknowledged; an interrupted rotation is rolled back from its recorded
+            // intent. Anything after its last valid commit is damage, never torn.
+            let (offset, line) = (archive.committed_end, archive.lines + 1);
+            archive.damage_offsets.push(offset);
+            archive.tail_acked = true;
+            if archive.damage.is_none() {
+                archive.damage = Some(frame::Damage {
+                    offset,
+                    line,
+                    reason: "the archive holds only acknowledged batches, and the one here \
+                             is cut short or fails its check"
+                        .to_owned(),
+                });
+            }
+        }
+        if let Some(r) = receipt.valid() {
+            self.fold.raise_floor(r.floor);
+            self.last_seq = self.last_seq.max(r.seq);
+            if r.seq > self.max_row_seq {
+                // The receipt vouches for rows that are not readable: the last
+                // acknowledged batch was cut or fails its check. That is damage (writes
+                // refused, location named), never a torn tail to cut away.
+                let reason = format!(
+                    "the receipt acknowledges rows up to seq {} but the last readable row \
+                     is seq {}: an acknowledged batch after this point is missing or fails \
+                     its check",
+                    r.seq, self.max_row_seq
+                );
+                let (offset, line) = (chat.committed_end, chat.lines + 1);
+                chat.damage_offsets.push(offset);
+                chat.tail_acked = true;
+                if chat.damage.is_none() {
+                    chat.damage = Some(frame::Damage {
+                        offset,
+                        line,
+                        reason,
+                    });
+                }
+            }
+        }
+        self.archive = archive;
+        self.chat = chat;
+    }
+
+    /// Updates the derived fields with the entries of `scan` from index `from` on, which
+    /// follow the ones already noted: appends cost O(batch), not O(history). A row whose
+    /// seq is not above every earlier one is malformed for indexing (kept as a floor if it
+    /// is one); inside a committed batch that is damage (a batch present twice).
+    pub(super) fn note(&mut self, scan: &mut Scan, from: usize, file: &str) {
+        let ranges = std::mem::take(&mut scan.batch_ranges);
+        for e in &mut scan.entries[from..] {
+            let Some(h) = e.head.as_ref() else { continue };
+            if h.seq <= self.max_row_seq {
+                self.seq_violations += 1;
+                if self.first_seq_violation.is_none() {
+                    self.first_seq_violation = Some(format!(
+                        "{file} byte {}: seq {} follows seq {}",
+                        e.offset, h.seq, self.max_row_seq
+                    ));
+                }
+                let framed = ranges
+                    .binary_search_by(|&(start, end)| {
+                        if end <= e.offset {
+                            std::cmp::Ordering::Less
+                        } else if start > e.offset {
+                            std::cmp::Ordering::Greater
+                        } else {
+                            std::cmp::Ordering::Equal
+                        }
+                    })
+                    .is_ok();
+                if framed {
+                    scan.damage_offsets.push(e.offset);
+                    if scan.damage.is_none() {
+                        scan.damage = Some(frame::Damage {
+                            offset: e.offset,
+                            line: 0,
+                            reason: format!(
+                                "seq {} repeats or goes back after seq {}: a batch is present \
+                                 twice",
+                                h.seq, self.max_row_seq
+                            ),
+                        });
+                    }
+                }
+                e.reset_like = h.is_floor();
+                e.head = None;
+                scan.malformed += 1;
+                continue;
+            }
+            self.max_row_seq = h.seq;
+            self.last_seq = self.last_seq.max(h.seq);
+            self.fold.note_head(h.as_head());
+        }
+        scan.batch_ranges = ranges;
+    }
+
+    /// A receipt describing the files as this index knows them.
+    pub(super) fn receipt(&self, epoch: u64, state: ReceiptState) -> Receipt {
+        Receipt {
+            version: receipt::RECEIPT_VERSION,
+            epoch,
+            state,
+            seq: self.last_seq,
+            committed_end: self.chat.committed_end,
+            anchor_crc: self.chat.last_crc.unwrap_or(0),
+            files: Files {
+                chat: self.chat_stamp,
+                archive: self.archive_stamp,
+            },
+            floor: self.fold.floor_seq(),
+            rotation: None,
+        }
+    }
+
+    /// Absorbs the scan of bytes appended to `chat.jsonl` and notes its rows.
+    pub(super) fn absorb_chat(&mut self, next: Scan) {
+        let first_new = self.chat.entries.len();
+        let mut chat = std::mem::take(&mut self.chat);
+        chat.absorb(next);
+        self.note(&mut chat, first_new, "chat.jsonl");
+        self.chat = chat;
+    }
+
+    /// The damage that makes the store refuse writes, if any: `(which file, damage)`.
+    pub(super) fn damage(&self) -> Option<(bool, &frame::Damage)> {
+        self.chat
+            .damage
+            .as_ref()
+            .map(|d| (true, d))
+            .or_else(|| self.archive.damage.as_ref().map(|d| (false, d)))
+    }
+}
+
+/// A read-only view of the store under the history lock (see `History::with_snapshot`).
+pub(crate) struct Snapshot<'a> {
+    pub paths: &'a Paths,
+    pub receipt: ReceiptRead,
+    pub chat_stamp: Option<Stamp>,
+    pub archive_stamp: Option<Stamp>,
+    pub archive: &'a [Entry],
+    pub chat: &'a [Entry],
+    pub chat_committed_end: u64,
+    pub chat_last_crc: Option<u32>,
+    /// Seq of the newest privacy floor known (rows or receipt).
+    pub floor_seq: u64,
+    /// Offset of the last damaged region of the archive, if any (a possible floor).
+    pub archive_damage: Option<u64>,
+    /// Offset of the last damaged region of `chat.jsonl`, if any (a possible floor).
+    pub chat_damage: Option<u64>,
+}
+
+impl Snapshot<'_> {
+    /// Whether the receipt is stable and matches the files: only then can a cursor be
+    /// minted or continued.
+    pub fn receipt_vouches(&self) -> Option<u64> {
+        let r = self.receipt.valid()?;
+        (r.state == ReceiptState::Stable
+            && r.files.chat == self.chat_stamp
+            && r.files.archive == self.archive_stamp)
+            .then_some(r.epoch)
+    }
+}
+
+/// Fuzzing entry point (not API): scans `chat` and `archive` as the store's files with
+/// `receipt` as its receipt, derives the index as a reader would, and checks the
+/// scanner's own invariants.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
+    let receipt = match serde_json::from_slice::<Receipt>(receipt) {
+        Ok(r) => ReceiptRead::Valid(r),
+        Err(_) => ReceiptRead::Malformed,
+    };
+    let mut ix = Index {
+        archive: frame::scan(archive, 0, 0),
+        chat: frame::scan(chat, 0, 0),
+        ..Index::default()
+    };
+    for (s, bytes) in [(&ix.chat, chat), (&ix.archive, archive)] {
+        assert!(s.committed_end as usize <= bytes.len());
+        assert_eq!(
+            s.torn_bytes as usize,
+            bytes.len() - s.committed_end as usize
+        );
+        assert!(s.entries.windows(2).all(|w| w[0].offset < w[1].offset));
+        assert!(s
+            .entries
+            .iter()
+            .all(|e| (e.offset + u64::from(e.len)) < s.committed_end.max(1)));
+    }
+    let _ = frame::tail_has_floor(chat);
+    ix.derive(&receipt);
+    let seqs: Vec<u64> = ix
+        .entries()
+        .filter_map(|e| e.head.as_ref().map(|h| h.seq))
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert!(ix.last_seq >= seqs.last().copied().unwrap_or(0));
+    // An incremental scan from any committed line boundary agrees with the full one.
+    let cut = ix.chat.batch_ranges.first().map_or(0, |r| r.1);
+    let head = frame::scan(&chat[..cut as usize], 0, 0);
+    let mut joined = head.clone();
+    joined.absorb(frame::scan(&chat[cut as usize..], cut, head.lines));
+    assert_eq!(joined.committed_end, frame::scan(chat, 0, 0).committed_end);
+}

@@ -1,0 +1,181 @@
+//! Reading: rows from a seq (or from the current window), window runs, the floor, the
+//! receipt, and consistent snapshots for `session_history`.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+
+use super::frame::Entry;
+use super::index::Snapshot;
+use super::receipt::{self, ReceiptRead};
+use super::{
+    commit_crc_before, open_read, History, HistoryError, ReadFrom, Result, RowsRead, StoredRow,
+    WindowInfo,
+};
+use crate::transcript::{BoundaryKind, WindowFold};
+
+impl History {
+    // ----- reading ---------------------------------------------------------------
+
+    /// Every committed row, archive then chat, with its derived window.
+    pub fn rows(&self) -> Result<Vec<StoredRow>> {
+        self.rows_since(0)
+    }
+
+    /// Committed rows from the first one whose seq is at least `first_seq` to the end,
+    /// reading only their bytes: an agent loop that keeps the rows it has seen fetches
+    /// just the new ones each step.
+    pub fn rows_since(&self, first_seq: u64) -> Result<Vec<StoredRow>> {
+        Ok(self.read(ReadFrom::Seq(first_seq))?.rows)
+    }
+
+    /// Rows from `from` to the end, with the store's last seq and privacy floor, all
+    /// under one hold of the lock (a consistent cut: every row up to `last_seq` is
+    /// in `rows` or before `from`).
+    pub fn read(&self, from: ReadFrom) -> Result<RowsRead> {
+        let mut locked = self.lock()?;
+        self.refresh(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        let first_seq = match from {
+            ReadFrom::Seq(seq) => seq,
+            ReadFrom::CurrentWindow => ix.fold.window().seq(),
+        };
+        // Walk back from the end to the first row read: O(rows returned), however long
+        // the transcript (an agent loop asks for the few rows appended since its last
+        // step). Malformed lines just before that row are not part of the answer.
+        let (chat, archive) = (self.paths.chat.as_path(), self.paths.archive.as_path());
+        let mut all: Vec<(&Path, &Entry)> = (ix.chat.entries.iter().rev().map(|e| (chat, e)))
+            .chain(ix.archive.entries.iter().rev().map(|e| (archive, e)))
+            .take_while(|(_, e)| e.head.as_ref().is_none_or(|h| h.seq >= first_seq))
+            .collect();
+        while all.last().is_some_and(|(_, e)| e.head.is_none()) {
+            all.pop();
+        }
+        all.reverse();
+        // The window a row belongs to is the fold's to say: the one open before the
+        // first row read, then boundaries as they come.
+        let mut window = all
+            .iter()
+            .find_map(|(_, e)| e.head.as_ref())
+            .map_or(ix.fold.window(), |h| {
+                ix.fold.window_of(h.seq.saturating_sub(1))
+            });
+        let mut out = Vec::with_capacity(all.len());
+        let mut files: HashMap<&Path, File> = HashMap::new();
+        for (path, e) in &all {
+            if let Some(h) = e.head.as_ref() {
+                window = WindowFold::next_window(window, h.seq, &h.kind);
+            }
+            let file = match files.entry(path) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(open_read(path).map_err(|err| HistoryError::io("open", *path, err))?)
+                }
+            };
+            let mut raw = vec![0u8; e.len as usize];
+            use std::os::unix::fs::FileExt;
+            if file.read_exact_at(&mut raw, e.offset).is_err() {
+                continue; // the file shrank under us; the index is refreshed next time
+            }
+            out.push(StoredRow {
+                seq: e.head.as_ref().map(|h| h.seq),
+                window: window.to_string(),
+                raw,
+            });
+        }
+        Ok(RowsRead {
+            rows: out,
+            last_seq: ix.last_seq,
+            floor_seq: ix.fold.floor_seq(),
+        })
+    }
+
+    /// Contiguous window runs, oldest first.
+    pub fn windows(&self) -> Result<Vec<WindowInfo>> {
+        let mut locked = self.lock()?;
+        self.refresh(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        // The index's fold has seen every retraction; a second fold walks the runs.
+        let retracted = &ix.fold;
+        let mut fold = WindowFold::new();
+        let mut out: Vec<WindowInfo> = Vec::new();
+        for e in ix.entries() {
+            let Some(h) = &e.head else {
+                if e.reset_like {
+                    // A reset that does not parse still opens a (floor) window.
+                    out.push(WindowInfo {
+                        window_id: "w:?".into(),
+                        boundary_kind: BoundaryKind::Reset.as_str().into(),
+                        first_seq: 0,
+                        item_count: 0,
+                    });
+                }
+                continue;
+            };
+            if fold.note_head(h.as_head()) || out.is_empty() {
+                out.push(WindowInfo {
+                    window_id: fold.window().to_string(),
+                    boundary_kind: fold.window_kind_name().to_owned(),
+                    first_seq: h.seq,
+                    item_count: 0,
+                });
+            }
+            let item = h.as_head().is_item();
+            if item && !retracted.is_retracted(h.seq) {
+                if let Some(w) = out.last_mut() {
+                    w.item_count += 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Seq of the newest privacy floor, rows and receipt (0: none).
+    pub fn floor_seq(&self) -> Result<u64> {
+        let mut locked = self.lock()?;
+        self.refresh(&mut locked)?;
+        Ok(Self::index(&locked)?.fold.floor_seq())
+    }
+
+    /// ID of the window new rows go to.
+    pub fn current_window(&self) -> Result<String> {
+        let mut locked = self.lock()?;
+        self.refresh(&mut locked)?;
+        Ok(Self::index(&locked)?.fold.window().to_string())
+    }
+
+    /// The receipt as it is on disk.
+    pub fn receipt(&self) -> Result<ReceiptRead> {
+        let _locked = self.lock()?;
+        receipt::read(&self.paths.receipt)
+    }
+
+    /// Runs `f` on a consistent view of the store: the history lock is held for the
+    /// whole call and the index is brought up to date first (appends by others are read
+    /// incrementally; recovery never runs here).
+    pub(crate) fn with_snapshot<T>(&self, f: impl FnOnce(&Snapshot<'_>) -> T) -> Result<T> {
+        let mut locked = self.lock()?;
+        let receipt = self.refresh(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        let snapshot = Snapshot {
+            paths: &self.paths,
+            receipt,
+            chat_stamp: ix.chat_stamp,
+            archive_stamp: ix.archive_stamp,
+            archive: &ix.archive.entries,
+            chat: &ix.chat.entries,
+            chat_committed_end: ix.chat.committed_end,
+            chat_last_crc: ix.chat.last_crc,
+            floor_seq: ix.fold.floor_seq(),
+            archive_damage: ix.archive.damage_offsets.iter().copied().max(),
+            chat_damage: ix.chat.damage_offsets.iter().copied().max(),
+        };
+        Ok(f(&snapshot))
+    }
+
+    /// CRC-32C recorded by the commit line that ends exactly at byte `offset` of
+    /// `chat.jsonl`, if there is one (cursor anchors).
+    pub fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
+        commit_crc_before(&self.paths.chat, offset)
+    }
+}

@@ -1,0 +1,138 @@
+//! What the store's operations return: append results, stored rows, window runs and
+//! the reports of recovery, rotation and verification.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// What `append` committed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AppendResult {
+    /// Sequence number of the first row.
+    pub first_seq: u64,
+    /// Sequence number of the last row.
+    pub last_seq: u64,
+    /// Receipt epoch after the append.
+    pub epoch: u64,
+    /// Window of the last row.
+    pub window: String,
+}
+
+/// A committed row as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRow {
+    /// Its sequence number, or `None` for a malformed line.
+    pub seq: Option<u64>,
+    /// Window it belongs to (derived from boundary rows).
+    pub window: String,
+    /// The line's bytes, exactly as on disk (without the newline).
+    pub raw: Vec<u8>,
+}
+
+/// Where [`History::read`] starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// The first row whose seq is at least this one.
+    Seq(u64),
+    /// The first row of the current window (its boundary; every row for `w:0`).
+    CurrentWindow,
+}
+
+/// Rows read under one hold of the lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowsRead {
+    /// The rows, in order.
+    pub rows: Vec<StoredRow>,
+    /// The store's last seq at that moment (the condition for a conditional write
+    /// decided on these rows).
+    pub last_seq: u64,
+    /// The privacy floor at that moment (rows and receipt).
+    pub floor_seq: u64,
+}
+
+/// One contiguous run of a window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WindowInfo {
+    /// `w:0` or `w:<seq of its boundary row>`.
+    pub window_id: String,
+    /// `root`, `rollover` or `reset`.
+    pub boundary_kind: String,
+    /// First sequence number of the run.
+    pub first_seq: u64,
+    /// Visible rows (messages and continuations not retracted).
+    pub item_count: u64,
+}
+
+/// What `recover` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RecoveryReport {
+    /// Whether anything changed (files or receipt).
+    pub changed: bool,
+    /// Torn bytes moved out of `chat.jsonl`.
+    pub chat_torn_bytes: u64,
+    /// Torn bytes moved out of `chat-archive.jsonl`.
+    pub archive_torn_bytes: u64,
+    /// Files under `recovered/` that received them.
+    pub moved_to: Vec<PathBuf>,
+    /// Bytes of an interrupted rotation removed from `chat.jsonl` (they are in the
+    /// archive). Always 0 since rotations record their intent; kept for compatibility.
+    pub rotation_completed_bytes: u64,
+    /// Bytes of an interrupted rotation taken back off the end of the archive (copies of
+    /// rows still in `chat.jsonl`).
+    pub rotation_rolled_back_bytes: u64,
+    /// Epoch after recovery.
+    pub epoch: Option<u64>,
+    /// Damage found before a valid commit (left untouched; writes are refused).
+    pub damage: Option<String>,
+}
+
+/// What `rotate` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RotateReport {
+    /// Rows moved to the archive.
+    pub rows: u64,
+    /// Bytes moved to the archive.
+    pub bytes: u64,
+    /// Epoch after rotation, if anything moved.
+    pub epoch: Option<u64>,
+}
+
+/// Findings of a full check of one file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FileReport {
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Committed batches (every CRC checked).
+    pub batches: u64,
+    /// Committed rows, framed and legacy.
+    pub rows: u64,
+    /// Rows outside any batch.
+    pub legacy_rows: u64,
+    /// Lines that are not rows (kept, skipped by readers).
+    pub malformed_lines: u64,
+    /// Bytes after the last commit.
+    pub torn_bytes: u64,
+    /// First damage before a valid commit: `(offset, line, reason)`.
+    pub damage: Option<(u64, u64, String)>,
+}
+
+/// What `verify` found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// `chat.jsonl`.
+    pub chat: FileReport,
+    /// `chat-archive.jsonl`.
+    pub archive: FileReport,
+    /// `missing`, `malformed`, `pending`, `stable` or `stale` (stamps do not match).
+    pub receipt: String,
+    /// Rows whose seq is not above every seq before them, archive then chat (duplicated
+    /// batches, external lines reusing a seq). Readers skip them as malformed.
+    pub seq_violations: u64,
+    /// Where the first of them is.
+    pub first_seq_violation: Option<String>,
+    /// Seq of the newest privacy floor known (rows or receipt; 0 if none).
+    pub floor_seq: u64,
+    /// True when nothing is torn or damaged, seqs are unique and increasing, and the
+    /// receipt is stable.
+    pub ok: bool,
+}

@@ -1,0 +1,126 @@
+//! The `Store` seam: what the transcript layer needs from a byte store. The file store
+//! ([`History`](super::History)) implements it; a database store can implement the same
+//! operations with the same guarantees (one append = one atomic, durable batch with
+//! gapless increasing seqs; conditional appends serialised per conversation; the
+//! privacy floor never lowered; cursors fail closed when the epoch changes).
+//!
+//! A store keeps bytes and seqs. It does not decide what rows mean: it feeds the heads
+//! of the rows it holds to the transcript layer's [`WindowFold`] and hands that fold to
+//! the code building a batch ([`Tip`]), so compound writes (rollover, quarantine, soft
+//! clear) are built from the state under the store's lock.
+
+use crate::transcript::{Row, WindowFold};
+
+use super::{
+    AppendResult, History, NewRow, ReadFrom, ReceiptRead, RecoveryReport, Result, RotateReport,
+    RowsRead, VerifyReport,
+};
+
+/// What a batch is built from, under the store's lock.
+pub struct Tip<'a> {
+    /// The store's last seq (the first row of the batch gets `last_seq + 1`).
+    pub last_seq: u64,
+    /// The fold of every row head the store holds.
+    pub fold: &'a WindowFold,
+    /// Reads a stored row by seq (`None`: no readable row has it).
+    pub(crate) rows: &'a dyn Fn(u64) -> Result<Option<Row>>,
+}
+
+impl Tip<'_> {
+    /// The stored row with this seq, parsed (`None`: no readable row has it).
+    pub fn row(&self, seq: u64) -> Result<Option<Row>> {
+        (self.rows)(seq)
+    }
+}
+
+/// Builds a batch from the store's state under its lock; `Ok(None)` writes nothing.
+pub type BuildBatch<'b> = dyn FnMut(&Tip<'_>) -> Result<Option<Vec<NewRow>>> + 'b;
+
+/// The operations the transcript layer needs from a byte store.
+pub trait Store: Send + Sync {
+    /// Appends `rows` as one all-or-nothing batch, durable before this returns; with
+    /// `Some(n)`, only if seq `n` is still the last one (else
+    /// [`HistoryError::Conflict`](super::HistoryError::Conflict), nothing written).
+    fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult>;
+
+    /// [`append_rows`](Self::append_rows) for rows given as a UTF-8 JSON list, validated
+    /// without building value trees.
+    fn append_json(&self, rows_json: &[u8], expected_last_seq: Option<u64>)
+        -> Result<AppendResult>;
+
+    /// Under one hold of the lock: checks `expected_last_seq` (when given), lets `build`
+    /// make a batch from the state ([`Tip`]), and appends it as one batch. `None` when
+    /// `build` wrote nothing.
+    fn append_with(
+        &self,
+        expected_last_seq: Option<u64>,
+        build: &mut BuildBatch<'_>,
+    ) -> Result<Option<AppendResult>>;
+
+    /// Rows from `from` to the end, with the last seq and floor of the same moment.
+    fn read(&self, from: ReadFrom) -> Result<RowsRead>;
+
+    /// The append receipt (epoch, last seq, floor) as stored.
+    fn receipt(&self) -> Result<ReceiptRead>;
+
+    /// Seq of the newest privacy floor (0: none). Never lowered.
+    fn floor_seq(&self) -> Result<u64>;
+
+    /// Moves closed windows out of the live file, where the store has one.
+    fn rotate(&self) -> Result<RotateReport>;
+
+    /// Full integrity check; changes nothing.
+    fn verify(&self) -> Result<VerifyReport>;
+
+    /// Repairs what a crash left (torn tails, interrupted mutations).
+    fn recover(&self) -> Result<RecoveryReport>;
+}
+
+impl Store for History {
+    fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult> {
+        match expected_last_seq {
+            Some(n) => self.append_if(rows.to_vec(), n),
+            None => self.append(rows.to_vec()),
+        }
+    }
+
+    fn append_json(
+        &self,
+        rows_json: &[u8],
+        expected_last_seq: Option<u64>,
+    ) -> Result<AppendResult> {
+        self.append_json_bytes_if(rows_json, expected_last_seq)
+    }
+
+    fn append_with(
+        &self,
+        expected_last_seq: Option<u64>,
+        build: &mut BuildBatch<'_>,
+    ) -> Result<Option<AppendResult>> {
+        History::append_with(self, expected_last_seq, build)
+    }
+
+    fn read(&self, from: ReadFrom) -> Result<RowsRead> {
+        History::read(self, from)
+    }
+
+    fn receipt(&self) -> Result<ReceiptRead> {
+        History::receipt(self)
+    }
+
+    fn floor_seq(&self) -> Result<u64> {
+        History::floor_seq(self)
+    }
+
+    fn rotate(&self) -> Result<RotateReport> {
+        History::rotate(self)
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        History::verify(self)
+    }
+
+    fn recover(&self) -> Result<RecoveryReport> {
+        History::recover(self)
+    }
+}

@@ -1,0 +1,29 @@
+//! The transcript layer: the only module that knows what rows *mean*.
+//!
+//! The byte store ([`crate::history`]) keeps framed, checksummed lines and hands out
+//! seqs; this layer names the row vocabulary ([`RowKind`], [`Role`], [`PartType`],
+//! [`BoundaryKind`]), holds the one rule table every writer validates against
+//! ([`rules`]), parses committed rows into [`Row`]s, and folds them into windows
+//! ([`WindowFold`]): current and previous window, privacy floor, retractions, visible
+//! rows, advisory claims, open tool calls, a scheduled `new_context`, the last user
+//! message. The store's index, the `session_history` scanner and the Python `Session`
+//! all read that fold, so each rule is written once.
+
+mod fold;
+mod kinds;
+mod ops;
+mod row;
+pub mod rules;
+mod window;
+
+pub use fold::{claims_of, is_scheduled, Head, WindowFold, NEW_CONTEXT};
+pub use kinds::{
+    BoundaryKind, PartType, Role, RolloverReason, RowKind, UnknownName, BOUNDARY_KINDS, KINDS,
+    PART_TYPES, ROLES, ROLLOVER_REASONS,
+};
+pub use ops::{
+    clear_soft, quarantine, rejected_row, reset_row, retract_and_quarantine, rollover, LeadIn,
+    LeadInContext, RenderLeadIn, RolloverSpec,
+};
+pub use row::{OpenCall, Row};
+pub use window::{WindowId, WindowIdError};

@@ -1,0 +1,108 @@
+"""Compound writes are one batch under one hold of the lock, built from the store's own
+state: a rollover's lead-in names the window the core assigns (not one predicted by the
+caller), a quarantine hides a row only together with its quarantine record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from history_helpers import msg
+
+import ctxbudget
+from ctxbudget import History, _ctxbudget
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> History:
+    return History.open(tmp_path, durability="none")
+
+
+def test_the_lead_in_names_the_window_the_core_assigns(history: History) -> None:
+    history.append([msg("hello")])
+    decided_at = history.append([msg("hi", role="assistant")]).last_seq
+    predicted = f"w:{decided_at + 1}"
+    history.append([msg("another writer got in first")])
+    window = history.rollover(
+        rollover_id="r1",
+        reason="usable_limit",
+        lead_in=lambda window_id, previous: f"You are in {window_id}; before: {previous}.",
+    )
+    assert window != predicted and window == "w:4"
+    lead_in = [r for r in history.rows() if r.kind == "lead_in"]
+    assert [r.parts[0]["text"] for r in lead_in] == ["You are in w:4; before: w:0."]
+    assert lead_in[0].window == window
+
+
+def test_an_exception_in_the_lead_in_aborts_the_rollover(history: History) -> None:
+    history.append([msg("hello")])
+
+    class Broken(Exception):
+        pass
+
+    def render(window_id: str, previous: str) -> str:
+        raise Broken(window_id)
+
+    with pytest.raises(Broken, match="w:2"):
+        history.rollover(rollover_id="r1", reason="manual", lead_in=render)
+    assert [r.kind for r in history.rows()] == ["message"]
+    assert history.current_window == "w:0"
+
+
+def test_quarantine_seq_is_one_conditional_batch(history: History) -> None:
+    seq = history.append([msg("far too long", source="paste")]).first_seq
+    with pytest.raises(ctxbudget.ConflictError):
+        history.quarantine_seq(seq, if_last_seq=0)
+    q = history.quarantine_seq(seq, if_last_seq=seq)
+    rows = list(history.rows())
+    assert [r.kind for r in rows] == ["message", "retraction", "rejected"]
+    assert rows[1].meta == {"retracts": seq}
+    assert rows[2].seq == q
+    assert rows[2].meta["rejected"] == {
+        "role": "user",
+        "parts": [{"type": "text", "text": "far too long"}],
+        "meta": {"source": "paste"},
+    }
+    with pytest.raises(ctxbudget.InvalidArgumentError, match="no readable row with seq 42"):
+        history.quarantine_seq(42)
+
+
+@pytest.mark.skipif(not _ctxbudget.FAILPOINTS, reason="needs the failpoints build")
+@pytest.mark.parametrize("cut", [1, 90, 200, 300, 420])
+def test_a_crash_inside_quarantine_leaves_both_rows_or_neither(tmp_path: Path, cut: int) -> None:
+    history = History.open(tmp_path, durability="none")
+    seq = history.append([msg("far too long")]).first_seq
+    _ctxbudget._arm_failpoint("append.write", f"torn:{cut}")
+    try:
+        with pytest.raises(ctxbudget.HistoryIOError):
+            history.quarantine_seq(seq)
+    finally:
+        _ctxbudget._reset_failpoints()
+    kinds = [r.kind for r in History.open(tmp_path, durability="none").rows()]
+    assert kinds in (["message"], ["message", "retraction", "rejected"])
+
+
+def test_reports_are_typed_classes_with_the_old_attributes(history: History) -> None:
+    appended = history.append([msg("a")])
+    assert isinstance(appended, ctxbudget.AppendResult)
+    assert (appended.first_seq, appended.last_seq, appended.window) == (1, 1, "w:0")
+    history.rollover(rollover_id="r", reason="manual", lead_in="go on")
+    (first, second) = history.windows()
+    assert isinstance(first, ctxbudget.WindowInfo)
+    assert (second.window_id, second.boundary_kind, second.first_seq) == ("w:2", "rollover", 2)
+    assert first == history.windows()[0]
+    receipt = history.receipt()
+    assert receipt is not None and receipt.state == "stable" and receipt.seq == 3
+    assert receipt.chat is not None and receipt.chat.size > 0
+    report = history.verify()
+    assert report.ok and report.chat.rows == 3 and report.chat.damage is None
+    as_json = json.loads(json.dumps(report.to_dict()))
+    assert as_json["chat"]["rows"] == 3 and as_json["receipt"] == "stable"
+    assert "VerifyReport(ok=True" in repr(report)
+    rotated = history.rotate()
+    assert isinstance(rotated, ctxbudget.RotateReport) and rotated.rows == 1
+    recovered = history.recover()
+    assert not recovered.changed and recovered.moved_to == []
+    with pytest.raises(AttributeError):
+        report.ok = False  # type: ignore[misc]
