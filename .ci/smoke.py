@@ -1,5 +1,6 @@
 """Smoke test of an installed ctxbudget (sdist or wheel), run outside the repository."""
 
+import asyncio
 import contextlib
 import io
 import sys
@@ -19,5 +20,15 @@ with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringI
     assert main(["demo", "--workspace", str(ws), "--steps", "40", "--agent", "cooperative"]) == 0
     assert "session_history: found" in out.getvalue()
     assert main(["history", "search", str(ws / "cooperative"), "deploy key"]) == 0
+
+
+async def _async_step(ws: Path) -> str:
+    s = await ctxbudget.AsyncSession.open(ws, model="gpt-4o", durability="none")
+    await s.add_user("hello")
+    return (await s.prepare()).status
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    assert asyncio.run(_async_step(Path(tmp) / "ws")) == "send"
 print(f"smoke OK: ctxbudget {ctxbudget.__version__} from {Path(ctxbudget.__file__).parent}")
 sys.exit(0)

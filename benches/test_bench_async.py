@@ -1,7 +1,9 @@
 """N concurrent conversations on one event loop, each driven by a fake async model:
 steps per second and the event loop's stalls (how late a 1 ms ticker wakes up), for
-``AsyncSession`` next to the sync ``Session`` called through ``asyncio.to_thread`` and
-the sync ``Session`` called directly on the loop. Every append is fsync'ed.
+``AsyncSession`` (Session code on the loop's thread, blocking core calls on the I/O
+pool, no Python worker thread) next to the sync ``Session`` called through
+``asyncio.to_thread`` and the sync ``Session`` called directly on the loop. Every append
+is fsync'ed.
 
     python benches/test_bench_async.py           # prints the table of benches/README.md
     python benches/test_bench_async.py --short
@@ -16,18 +18,19 @@ import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ctxbudget import AsyncSession, Encoding, Session
+from ctxbudget.aio import io_threads
 
 SHORT = os.environ.get("CTXBUDGET_BENCH_SHORT") == "1"
 MODEL_LATENCY = 0.010  # seconds the fake model "thinks" per step
 TICK = 0.001
 OUTPUT = "for item in batch:\n    total += price(item) * qty(item)\n" * 12
-POOLED = "AsyncSession, 2-thread executor"
-MODES = ("AsyncSession", POOLED, "Session in to_thread", "Session on the loop")
+ASYNC = "AsyncSession"
+ASYNC_2 = "AsyncSession, 2 I/O threads"
+MODES = (ASYNC, ASYNC_2, "Session in to_thread", "Session on the loop")
 IDLE = "no conversations (machine noise)"
 BARE = "reference: 3 bare write + fdatasync in to_thread"
 IDLE_SECONDS = 2.0
@@ -64,21 +67,20 @@ class _Bare:
 class _Calls:
     """How one mode makes the calls: all of them drive the same Session logic."""
 
-    def __init__(self, mode: str, pool: ThreadPoolExecutor | None) -> None:
+    def __init__(self, mode: str) -> None:
         self.mode = mode
-        self.pool = pool
 
     async def open(self, ws: Path) -> Any:
         options: dict[str, Any] = {"model": "gpt-4o", "context_window": 128_000}
-        if self.mode in ("AsyncSession", POOLED):
-            return await AsyncSession.open(ws, executor=self.pool, **options)
+        if self.mode in (ASYNC, ASYNC_2):
+            return await AsyncSession.open(ws, **options)
         if self.mode == "Session in to_thread":
             return await asyncio.to_thread(Session.open, ws, **options)
         return Session.open(ws, **options)
 
     async def call(self, s: Any, name: str, *args: Any) -> Any:
         method = getattr(s, name)
-        if self.mode in ("AsyncSession", POOLED):
+        if self.mode in (ASYNC, ASYNC_2):
             return await method(*args)
         if self.mode == "Session in to_thread":
             return await asyncio.to_thread(method, *args)
@@ -109,14 +111,17 @@ async def _ticker(stop: asyncio.Event, lags: list[float]) -> None:
 
 
 async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
-    pool = ThreadPoolExecutor(max_workers=2) if mode == POOLED else None
-    calls = _Calls(mode, pool)
+    default_threads = io_threads()[0]
+    if mode == ASYNC_2:
+        io_threads(2)
+    calls = _Calls(mode)
     lags: list[float] = []
     done = [0]
     stop = asyncio.Event()
     ticker = asyncio.create_task(_ticker(stop, lags))
     await asyncio.sleep(0.05)  # the ticker is running
     start = time.perf_counter()
+    loop_cpu = time.thread_time()
     if mode == IDLE:
         await asyncio.sleep(IDLE_SECONDS)
     elif mode == BARE:
@@ -126,10 +131,10 @@ async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
             *(_conversation(calls, root / f"ws{i}", steps, done) for i in range(n))
         )
     elapsed = time.perf_counter() - start
+    loop_cpu = time.thread_time() - loop_cpu
     stop.set()
     await ticker
-    if pool is not None:
-        pool.shutdown()
+    io_threads(default_threads)
     lags.sort()
 
     def pct(q: float) -> float:
@@ -137,6 +142,8 @@ async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
 
     return {
         "steps_per_s": done[0] / elapsed,
+        # CPU time of the loop's thread per step: the work it cannot hand to others.
+        "loop_cpu_per_step": loop_cpu / max(done[0], 1),
         "p50": pct(0.50),
         "p99": pct(0.99),
         "max": lags[-1],
@@ -164,14 +171,15 @@ def measure(short: bool = SHORT) -> list[dict[str, Any]]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| conversations × steps | API | steps/s | loop stall p50 | p99 | max |",
-        "|---|---|---|---|---|---|",
+        "| conversations × steps | API | steps/s | loop CPU/step | loop stall p50 | p99 | max |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         shape = f"{r['n']} × {r['steps']}" if r["n"] else "-"
         rate = f"{r['steps_per_s']:,.0f}" if r["n"] else "-"
+        cpu = f"{r['loop_cpu_per_step'] * 1e6:,.0f} µs" if r["n"] else "-"
         lines.append(
-            f"| {shape} | {r['mode']} | {rate} | "
+            f"| {shape} | {r['mode']} | {rate} | {cpu} | "
             f"{r['p50'] * 1e3:.3f} ms | {r['p99'] * 1e3:.3f} ms | {r['max'] * 1e3:.2f} ms |"
         )
     return "\n".join(lines)
@@ -189,7 +197,7 @@ def test_async_conversations(benchmark: Any) -> None:
     )
     for r in rows:
         benchmark.extra_info[f"{r['mode']} N={r['n']}"] = {
-            k: r[k] for k in ("steps_per_s", "p50", "p99", "max")
+            k: r[k] for k in ("steps_per_s", "loop_cpu_per_step", "p50", "p99", "max")
         }
 
 

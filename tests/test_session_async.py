@@ -1,17 +1,24 @@
-"""AsyncSession: the same Session logic, with every store write and count run off the
-event loop; many concurrent conversations; one conversation shared by tasks."""
+"""AsyncSession: the same Session logic on the event loop's thread, every blocking core
+call on the binding's I/O pool; many concurrent conversations; one conversation shared by
+tasks; cancellation, errors, threads and descriptors."""
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import gc
+import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxbudget import AsyncSession, History, Session
+import ctxbudget
+from ctxbudget import AsyncSession, History, Session, _bridge, _ctxbudget, aio
+from ctxbudget.errors import CtxBudgetError, HistoryIOError, InvalidArgumentError
 
 OUTPUT = "def charge(card):\n    return gateway.post(card)\n" * 30
 
@@ -23,14 +30,9 @@ def _fake_model(turn: Any, n: int) -> tuple[str | None, list[dict[str, Any]]]:
     return None, [{"id": f"r{n}", "name": "read_file", "arguments": {"n": n}}]
 
 
-async def _conversation(ws: Path, executor: Any = None) -> list[str]:
+async def _conversation(ws: Path) -> list[str]:
     s = await AsyncSession.open(
-        ws,
-        model="gpt-4o",
-        context_window=40_000,
-        threshold=0.5,
-        durability="none",
-        executor=executor,
+        ws, model="gpt-4o", context_window=40_000, threshold=0.5, durability="none"
     )
     await s.add_user("Audit the billing code.")
     events: list[str] = []
@@ -52,6 +54,25 @@ async def _conversation(ws: Path, executor: Any = None) -> list[str]:
     raise AssertionError("never handed off")
 
 
+@contextmanager
+def _store_locked(ws: Path) -> Iterator[None]:
+    """Holds the store's lock as another process would: appends wait for it."""
+    with open(ws / "history" / "lock", "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _user_texts(ws: Path) -> list[str]:
+    return [
+        r.parts[0]["text"]
+        for r in History.open(ws).rows()
+        if r.kind == "message" and r.role == "user"
+    ]
+
+
 def test_concurrent_async_conversations_hand_off(tmp_path: Path) -> None:
     async def main() -> list[list[str]]:
         return await asyncio.gather(*(_conversation(tmp_path / f"ws{i}") for i in range(20)))
@@ -64,41 +85,83 @@ def test_concurrent_async_conversations_hand_off(tmp_path: Path) -> None:
         assert b.meta["requested_by"] == "model"
 
 
-def test_work_runs_off_the_loop_thread(tmp_path: Path) -> None:
-    seen: list[int] = []
+def test_a_step_runs_no_python_thread_but_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts: list[str] = []
+
+    def no_start(self: threading.Thread) -> None:
+        attempts.append(f"thread {self.name}")
+        raise AssertionError("a Python thread was started")
+
+    def no_executor(self: Any, *args: Any) -> Any:
+        attempts.append("executor")
+        raise AssertionError("the loop's executor was used")
+
+    monkeypatch.setattr(threading.Thread, "start", no_start)
+    monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", no_executor)
+    hook_threads: list[int] = []
+    jobs_before = _ctxbudget.offload_pool()[2]
+    threads_before = set(threading.enumerate())
 
     async def main() -> int:
-        s = await AsyncSession.open(tmp_path / "ws", context_window=64_000, durability="none")
-        s.register_hook(lambda window: seen.append(threading.get_ident()) or "", context_only=True)
+        s = await AsyncSession.open(tmp_path / "ws", context_window=64_000)  # fsync'ed
+        s.register_hook(
+            lambda w: hook_threads.append(threading.get_ident()) or "", context_only=True
+        )
         await s.add_user("hi")
         await s.prepare()
+        await s.add_assistant(None, [{"id": "c1", "name": "memory", "arguments": {}}])
+        created = await s.run_tool(
+            "memory", {"command": "create", "path": "/memories/notes.md", "file_text": "x"}
+        )
+        found = await s.run_tool("session_history", {"action": "search", "query": "hi"})
+        await s.add_tool_results([{"call_id": "c1", "name": "memory", "output": created}])
+        assert created["ok"] and found["ok"], (created, found)
+        assert set(threading.enumerate()) == threads_before
+        await aio.count_messages([{"role": "user", "content": "hi"}], model="gpt-4o")
         return threading.get_ident()
 
     loop_thread = asyncio.run(main())
-    assert seen and loop_thread not in seen
+    assert attempts == []
+    assert hook_threads and set(hook_threads) == {loop_thread}
+    # The waiting happened in the pool: opening, every append, read and scan, the fsyncs
+    # of the memory write.
+    assert _ctxbudget.offload_pool()[2] - jobs_before >= 10
 
 
-def test_a_given_executor_is_used(tmp_path: Path) -> None:
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxb") as pool:
-        names: list[str] = []
+def test_the_loop_runs_while_an_append_waits(tmp_path: Path) -> None:
+    """An append that waits for the store's lock (held by "another process") must not
+    hold the loop: the task that releases the lock runs meanwhile."""
 
-        async def main() -> None:
-            s = await AsyncSession.open(
-                tmp_path / "ws", context_window=64_000, durability="none", executor=pool
-            )
-            s.register_hook(
-                lambda window: names.append(threading.current_thread().name) or "",
-                context_only=True,
-            )
-            await s.add_user("hi")
-            await s.prepare()
+    async def main() -> list[str]:
+        s = await AsyncSession.open(tmp_path / "ws", context_window=64_000, durability="none")
+        order: list[str] = []
+        with _store_locked(tmp_path / "ws"):
+            append = asyncio.create_task(s.add_user("waits for the lock"))
+            for _ in range(20):
+                await asyncio.sleep(0.005)
+            order.append("loop ran" if not append.done() else "append done")
+        await append
+        order.append("append done")
+        return order
 
-        asyncio.run(main())
-    assert names and all(n.startswith("ctxb") for n in names)
+    # If the append blocked the loop, the lock would never be released here and the
+    # append would fail with LockTimeoutError after 10 s.
+    assert asyncio.run(main()) == ["loop ran", "append done"]
+
+
+def test_calls_on_one_conversation_apply_in_the_order_awaited(tmp_path: Path) -> None:
+    async def main() -> None:
+        s = await AsyncSession.open(tmp_path / "ws", context_window=400_000, durability="none")
+        await asyncio.gather(*(s.add_user(f"m{i}") for i in range(60)))
+
+    asyncio.run(main())
+    assert _user_texts(tmp_path / "ws") == [f"m{i}" for i in range(60)]
 
 
 def test_tasks_sharing_one_conversation(tmp_path: Path) -> None:
-    async def main() -> tuple[Any, Any]:
+    async def main() -> Any:
         s = await AsyncSession.open(tmp_path / "ws", context_window=400_000, durability="none")
 
         async def worker(w: int) -> None:
@@ -107,9 +170,9 @@ def test_tasks_sharing_one_conversation(tmp_path: Path) -> None:
                 await s.prepare()
 
         await asyncio.gather(*(worker(w) for w in range(8)))
-        return await s.prepare(), s
+        return await s.prepare()
 
-    turn, _ = asyncio.run(main())
+    turn = asyncio.run(main())
     fresh = Session.open(tmp_path / "ws", context_window=400_000, durability="none").prepare()
     ids = [m["item_id"] for m in turn.messages]
     assert len(ids) == len(set(ids)) == 200
@@ -117,6 +180,229 @@ def test_tasks_sharing_one_conversation(tmp_path: Path) -> None:
     assert turn.decision.projected == fresh.decision.projected
 
 
+def test_cancelled_mid_append_the_append_completes_and_is_seen(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+
+    async def main() -> tuple[Any, list[str]]:
+        s = await AsyncSession.open(ws, context_window=64_000, durability="none")
+        await s.add_user("first")
+        with _store_locked(ws):
+            in_flight = asyncio.create_task(s.add_user("in flight"))
+            queued = asyncio.create_task(s.add_user("queued behind it"))
+            await asyncio.sleep(0.05)
+            assert not in_flight.done()
+            in_flight.cancel()
+            queued.cancel()
+            await asyncio.sleep(0.05)
+            assert not in_flight.done(), "a cancelled call waits for its write to end"
+        outcomes = await asyncio.gather(in_flight, queued, return_exceptions=True)
+        turn = await s.prepare()
+        return outcomes, [m["content"].split("\n\n")[0] for m in turn.messages]
+
+    outcomes, seen = asyncio.run(main())
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes)
+    # The write in flight completed and the session's next call reflects it; the call
+    # that was only waiting for its turn never ran.
+    assert _user_texts(ws) == ["first", "in flight"]
+    assert seen == ["first", "in flight"]
+
+
+@pytest.mark.skipif(not _ctxbudget.FAILPOINTS, reason="needs a build with fail points")
+def test_errors_propagate_unchanged(tmp_path: Path) -> None:
+    async def main() -> None:
+        s = await AsyncSession.open(tmp_path / "ws", context_window=64_000, durability="none")
+        await s.add_assistant(None, [{"id": "c1", "name": "read_file", "arguments": {}}])
+        await s.add_tool_results([{"call_id": "c1", "name": "read_file", "output": "x"}])
+        with pytest.raises(InvalidArgumentError, match="already has a result"):
+            await s.add_tool_results([{"call_id": "c1", "name": "read_file", "output": "y"}])
+        _ctxbudget._arm_failpoint("append.open", "error:28")
+        try:
+            with pytest.raises(HistoryIOError) as err:
+                await s.add_user("the disk is full")
+        finally:
+            _ctxbudget._reset_failpoints()
+        assert err.value.errno == 28
+        # A panic on a pool thread becomes the binding's typed error on the loop, and
+        # the pool goes on working.
+        with pytest.raises(CtxBudgetError, match="deliberate test panic"):
+            await _bridge.run(_ctxbudget._panic_for_test)
+        await s.add_user("after the errors")
+
+    asyncio.run(main())
+    assert _user_texts(tmp_path / "ws") == ["after the errors"]
+
+
+def test_loops_release_their_descriptors_and_threads_stay_bounded(tmp_path: Path) -> None:
+    async def step(i: int) -> None:
+        s = await AsyncSession.open(tmp_path / f"ws{i}", context_window=64_000)
+        await asyncio.gather(s.add_user("hi"), s.prepare())
+
+    asyncio.run(step(0))
+    gc.collect()
+    threads_before = set(threading.enumerate())
+    before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    for i in range(1, 12):
+        asyncio.run(step(i))
+    gc.collect()
+    if before is not None:
+        assert len(os.listdir("/proc/self/fd")) == before
+    max_threads, running, _ = _ctxbudget.offload_pool()
+    assert 1 <= running <= max_threads
+    assert set(threading.enumerate()) == threads_before
+
+
+def test_event_loops_in_several_threads(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        async def main() -> None:
+            await asyncio.gather(*(_conversation(tmp_path / f"t{t}-{i}") for i in range(3)))
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for t in range(3):
+        for i in range(3):
+            assert any(r.kind == "boundary" for r in History.open(tmp_path / f"t{t}-{i}").rows())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_its_own_pool(tmp_path: Path) -> None:
+    async def steps(ws: Path) -> int:
+        s = await AsyncSession.open(ws, context_window=64_000, durability="none")
+        await s.add_user("hi")
+        return (await s.prepare()).decision.projected
+
+    parent = asyncio.run(steps(tmp_path / "parent"))  # the pool now has a thread
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        code = 1
+        try:
+            code = 0 if asyncio.run(steps(tmp_path / "child")) == parent else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _user_texts(tmp_path / "child") == ["hi"]
+
+
+def test_count_messages_and_encodings_awaited() -> None:
+    messages = [{"role": "user", "content": "Fix the nightly export"}]
+    tools = [{"name": "read", "description": "Reads", "parameters": {"type": "object"}}]
+
+    async def main() -> tuple[int, ctxbudget.Encoding, ctxbudget.Encoding]:
+        n = await aio.count_messages(messages, tools, model="gpt-4o")
+        return n, await aio.load_encoding("cl100k_base"), await aio.load_encoding(model="gpt-4o")
+
+    n, by_name, by_model = asyncio.run(main())
+    assert n == ctxbudget.count_messages(messages, tools, model="gpt-4o")
+    assert (by_name.name, by_model.name) == ("cl100k_base", "o200k_base")
+    with pytest.raises(ctxbudget.UnknownModelError):
+        asyncio.run(aio.load_encoding(model="no-such-model"))
+
+
+def test_long_counts_run_on_the_pool_short_ones_in_place() -> None:
+    enc = ctxbudget.Encoding("o200k_base")
+    text = "for item in batch:\n    total += price(item)\n" * 400  # 17 KiB
+    tool = {"name": "t", "description": text, "parameters": {"type": "object"}}
+    expected = (enc.count(text), enc.count_many([text, "x"]), enc.count_json(tool))
+    before = _ctxbudget.offload_pool()[2]
+
+    async def main() -> tuple[tuple[int, list[int], int], int]:
+        long = (
+            await _bridge.run(enc.count, text),
+            await _bridge.run(enc.count_many, [text, "x"]),
+            await _bridge.run(enc.count_json, tool),
+        )
+        return long, await _bridge.run(enc.count, "short")
+
+    long, short = asyncio.run(main())
+    assert long == expected and short == enc.count("short")
+    assert _ctxbudget.offload_pool()[2] - before == 3
+
+
 def test_wraps_only_sessions() -> None:
     with pytest.raises(TypeError, match="wraps a Session"):
         AsyncSession(object())  # type: ignore[arg-type]
+
+
+def _pool_jobs() -> int:
+    return _ctxbudget.offload_pool()[2]
+
+
+def test_fold_reads_and_history_tool_calls_run_on_the_pool(tmp_path: Path) -> None:
+    """The window fold's read of new rows and a session_history call are blocking core
+    calls: inside an awaited call each is one pool job, never a wait on the loop."""
+    history = History.open(tmp_path / "ws", durability="none")
+    history.append([{"kind": "message", "role": "user", "parts": [{"type": "text", "text": "a"}]}])
+    fold = _ctxbudget.WindowFold(history._core)
+    tool = ctxbudget.SessionHistoryTool(history)
+
+    async def main() -> tuple[int, int]:
+        before = _pool_jobs()
+        rows, _ = await _bridge.run(fold.advance)
+        after_advance = _pool_jobs()
+        found = await _bridge.run(tool.call, {"action": "search", "query": "a"})
+        assert len(rows) == 1 and found["ok"], (rows, found)
+        return after_advance - before, _pool_jobs() - after_advance
+
+    assert asyncio.run(main()) == (1, 1)
+
+
+def test_a_callable_lead_in_runs_on_the_loop_thread_never_on_the_pool(tmp_path: Path) -> None:
+    """The core calls a lead-in callable under its lock; that Python code must run on
+    the thread of the awaited call (the loop's), not on a GIL-free pool thread."""
+    history = History.open(tmp_path / "ws", durability="none")
+    history.append([{"kind": "message", "role": "user", "parts": [{"type": "text", "text": "a"}]}])
+    called_on: list[int] = []
+
+    def lead_in(window_id: str, previous: str) -> str:
+        called_on.append(threading.get_ident())
+        return f"continuing {window_id} after {previous}"
+
+    async def main() -> tuple[str, int]:
+        window = await _bridge.run(
+            history.rollover, rollover_id="r1", reason="new_context", lead_in=lead_in
+        )
+        return window, threading.get_ident()
+
+    window, loop_thread = asyncio.run(main())
+    assert called_on == [loop_thread]
+    texts = [r.parts[0]["text"] for r in history.rows() if r.kind == "lead_in"]
+    assert texts == [f"continuing {window} after w:0"]
+
+
+def test_executor_is_accepted_and_ignored_with_a_warning(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def main() -> None:
+        with ThreadPoolExecutor(1) as pool:
+            with pytest.warns(DeprecationWarning, match="executor"):
+                s = await AsyncSession.open(tmp_path / "ws", durability="none", executor=pool)
+            with pytest.warns(DeprecationWarning, match="io_threads"):
+                AsyncSession(s.session, executor=pool)
+            await s.add_user("hi")
+        assert _user_texts(tmp_path / "ws") == ["hi"]
+
+    asyncio.run(main())
+
+
+def test_view_awaited(tmp_path: Path) -> None:
+    async def main() -> None:
+        s = await AsyncSession.open(tmp_path / "ws", durability="none")
+        await s.add_user("hi")
+        Session.open(tmp_path / "ws", durability="none").add_user("from another writer")
+        stale = await s.view()
+        fresh = await s.view(refresh=True)
+        assert fresh == s.session.view()
+        assert len(fresh.rows) == len(stale.rows) + 1
+
+    asyncio.run(main())

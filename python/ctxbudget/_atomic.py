@@ -25,7 +25,9 @@ import secrets
 import stat
 from pathlib import Path
 
-__all__ = ["TMP_PREFIX", "atomic_write", "atomic_write_at", "is_temp_name"]
+from . import _ctxbudget
+
+__all__ = ["TMP_PREFIX", "atomic_write", "atomic_write_at", "fsync", "is_temp_name"]
 
 TMP_PREFIX = ".tmp-ctxbudget-"
 """Names of temporary files; anything else in a directory is never reclaimed."""
@@ -34,6 +36,15 @@ _ATTEMPTS = 3
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def fsync(fd: int) -> None:
+    """``os.fsync(fd)``; inside an awaited ``AsyncSession`` call the same on ctxbudget's
+    I/O pool, so that the event loop does not wait for the disk."""
+    if _ctxbudget._offload_active():
+        _ctxbudget.fsync(fd)
+    else:
+        os.fsync(fd)
 
 
 def is_temp_name(name: str) -> bool:
@@ -67,14 +78,14 @@ def atomic_write_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> N
                 continue  # reclaimed in the gap; the finally closes it
             try:
                 _write_all(fd, data)
-                os.fsync(fd)
+                fsync(fd)
                 os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except BaseException:
                 _unlink_quietly(dir_fd, tmp)
                 raise
         finally:
             os.close(fd)
-        os.fsync(dir_fd)
+        fsync(dir_fd)
         return
     raise OSError(f"could not write {name!r}: its temporary file was removed {_ATTEMPTS} times")
 

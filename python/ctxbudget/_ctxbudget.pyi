@@ -26,6 +26,7 @@ __all__ = [
     "WARNING_ADVANCE_MIN",
     "AppendResult",
     "BudgetCore",
+    "Completions",
     "Encoding",
     "FileReport",
     "History",
@@ -40,12 +41,16 @@ __all__ = [
     "WindowInfo",
     "__version__",
     "_arm_failpoint",
+    "_offload_active",
+    "_offload_register",
     "_panic_for_test",
     "_reset_failpoints",
     "claims_of_rows",
     "encode_rows",
     "encoding_names",
+    "fsync",
     "model_encoding",
+    "offload_pool",
     "threshold_is_off",
 ]
 
@@ -368,6 +373,19 @@ def claims_of_rows(
     rows: Iterable[object], claims: tuple[bool, bool, bool]
 ) -> tuple[bool, bool, bool]:
     """``(warning, handoff, final)`` plus what ``rows`` publish (the fold's rule)."""
+
+# The I/O pool of the async API (offload.rs; used by _bridge.py).
+@final
+class Completions:
+    def __new__(cls) -> Completions: ...
+    def fileno(self) -> int: ...
+    def drain(self) -> list[int]: ...
+    def resume(self, glet: object, *args: object) -> Any: ...
+
+def _offload_register(wait: Callable[[int], None]) -> None: ...
+def offload_pool(max_threads: int | None = None) -> tuple[int, int, int]: ...
+def fsync(fd: int) -> None: ...
+def _offload_active() -> bool: ...
 
 # Present only in builds with the `failpoints` feature (the development build).
 def _arm_failpoint(name: str, action: str) -> None: ...

@@ -1,52 +1,102 @@
 """The async face of :class:`~ctxbudget.Session` for asyncio backends.
 
-Every method that reads or writes the transcript or counts tokens runs the very same
-:class:`~ctxbudget.Session` method in a worker thread (``asyncio.to_thread``, or the
-executor you pass), so the event loop never waits for an ``fdatasync``, a cold tokenizer
-load or a count. There is one implementation of the loop logic: this class only moves
-calls off the loop. The store and the tokenizer release the GIL while they work, and the
-session's lock serializes calls on one conversation, so many conversations proceed
-concurrently and calls on one conversation apply in the order they were awaited.
+Each method runs the very same :class:`~ctxbudget.Session` method on the event loop's
+own thread, and every blocking call it makes into the core — an append and its
+``fdatasync``, a read of new rows, a ``session_history`` scan, a tokenizer load, the
+``fsync`` of a memory-tool write — runs on the binding's I/O pool (plain Rust threads
+that never take the GIL) while the loop serves other tasks (see ``_bridge.py``). No
+Python worker thread is involved, so nothing competes with the loop for the GIL. There
+is one implementation of the loop logic: this class only changes where the waiting
+happens.
+
+Calls on one conversation apply in the order they were awaited. A call cancelled while
+its write is in flight finishes first (the write is complete and later calls see it, or
+it never started) and then raises ``CancelledError``; a call cancelled while waiting for
+its turn never runs.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor
-from typing import Any, ParamSpec, TypeVar
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from . import _ctxbudget, tokens
 from .history import History
 from .policy import Budget
 from .session import OpenCall, RequestHook, Session, Turn
 from .tokens import Encoding
+from .window import WindowView
 
-__all__ = ["AsyncSession"]
+__all__ = ["AsyncSession", "count_messages", "io_threads", "load_encoding"]
+
+if TYPE_CHECKING:
+    import asyncio
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
+_EXECUTOR_IGNORED = (
+    "AsyncSession(executor=...) is ignored: blocking work now runs on ctxbudget's own "
+    "I/O pool, not in Python worker threads; drop the argument (size the pool with "
+    "ctxbudget.aio.io_threads(max_threads=...) instead)"
+)
 
-async def _off_loop(
-    executor: Executor | None, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs
-) -> _R:
-    # Imported here: `import ctxbudget` should not pay for asyncio (a third of its import
-    # time) in the many programs that never await it; a running loop has it loaded.
-    import asyncio
 
-    if executor is None:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+def _warn_executor(executor: object) -> None:
+    if executor is not None:
+        warnings.warn(_EXECUTOR_IGNORED, DeprecationWarning, stacklevel=3)
+
+
+async def _run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    # Imported here: `import ctxbudget` should not pay for asyncio and greenlet (a third
+    # of its import time) in the many programs that never await it.
+    from . import _bridge
+
+    return await _bridge.run(fn, *args, **kwargs)
+
+
+def io_threads(max_threads: int | None = None) -> tuple[int, int]:
+    """``(max_threads, running)`` of the I/O pool that runs the blocking work of async
+    calls; ``max_threads`` sets the bound (default 4). Idle threads end after two
+    seconds; after ``os.fork()`` the child starts its own pool on its first call."""
+    if max_threads is not None and (isinstance(max_threads, bool) or max_threads < 1):
+        raise ValueError(f"max_threads must be a positive int, got {max_threads!r}")
+    bound, running, _ = _ctxbudget.offload_pool(max_threads)
+    return bound, running
+
+
+async def count_messages(
+    messages: Iterable[Mapping[str, Any]],
+    tools: Iterable[Mapping[str, Any]] | None = None,
+    *,
+    model: str | None = None,
+    encoding: str | Encoding | None = None,
+) -> int:
+    """:func:`ctxbudget.count_messages`, awaited: a first load of the tokenizer runs on
+    the I/O pool instead of blocking the event loop."""
+    return await _run(tokens.count_messages, messages, tools, model=model, encoding=encoding)
+
+
+async def load_encoding(name: str | None = None, *, model: str | None = None) -> Encoding:
+    """:class:`Encoding` ``name`` (or :meth:`Encoding.for_model` ``model``), loaded on
+    the I/O pool: the first load of an encoding in a process reads its rank table."""
+    if (name is None) == (model is None):
+        raise ValueError("load_encoding() needs exactly one of name or model=")
+    if model is not None:
+        return await _run(Encoding.for_model, model)
+    assert name is not None
+    return await _run(Encoding, name)
 
 
 class AsyncSession:
     """A :class:`~ctxbudget.Session` whose I/O and counting run off the event loop.
 
     Open it with ``await AsyncSession.open(workspace, **options)`` (the options of
-    :meth:`Session.open`), or wrap an existing session. ``executor`` bounds the worker
-    threads (default: asyncio's default executor).
+    :meth:`Session.open`), or wrap an existing session. Wrap a session once, and while
+    its calls are awaited do not call the wrapped :class:`Session` from the loop's
+    thread directly (other threads may: they wait for the session's lock).
 
     .. code-block:: python
 
@@ -55,26 +105,34 @@ class AsyncSession:
         turn = await s.prepare()
     """
 
-    __slots__ = ("_executor", "_session")
+    __slots__ = ("_session", "_turns")
 
-    def __init__(self, session: Session, *, executor: Executor | None = None) -> None:
+    def __init__(self, session: Session, *, executor: object = None) -> None:
+        _warn_executor(executor)
         if not isinstance(session, Session):
             raise TypeError(f"AsyncSession wraps a Session, got {type(session).__name__}")
         self._session = session
-        self._executor = executor
+        # The session's own lock is a thread lock, which every call on the loop's thread
+        # would hold at once; this one orders the calls of tasks (made on first use).
+        self._turns: asyncio.Lock | None = None
 
     @classmethod
     async def open(
-        cls,
-        workspace: str | os.PathLike[str],
-        *,
-        executor: Executor | None = None,
-        **options: Any,
+        cls, workspace: str | os.PathLike[str], *, executor: object = None, **options: Any
     ) -> AsyncSession:
-        """Opens the session off the loop (the first tokenizer load of a process can
-        take a while); ``options`` are those of :meth:`Session.open`."""
-        session = await _off_loop(executor, Session.open, workspace, **options)
-        return cls(session, executor=executor)
+        """Opens the session; its store, tokenizer and budget-record I/O run on the I/O
+        pool. ``options`` are those of :meth:`Session.open`. ``executor`` is accepted for
+        compatibility and ignored (with a ``DeprecationWarning``)."""
+        _warn_executor(executor)
+        return cls(await _run(Session.open, workspace, **options))
+
+    async def _call(self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if self._turns is None:
+            import asyncio
+
+            self._turns = asyncio.Lock()
+        async with self._turns:
+            return await _run(fn, *args, **kwargs)
 
     @property
     def session(self) -> Session:
@@ -117,58 +175,66 @@ class AsyncSession:
         return self._session.open_calls
 
     def register_hook(self, fn: Callable[..., Any], *, context_only: bool) -> RequestHook:
-        """See :meth:`Session.register_hook` (hooks run in the worker thread)."""
+        """See :meth:`Session.register_hook` (hooks run on the loop's thread: keep them
+        quick)."""
         return self._session.register_hook(fn, context_only=context_only)
 
     def unregister_hook(self, hook: RequestHook) -> None:
         """See :meth:`Session.unregister_hook`."""
         self._session.unregister_hook(hook)
 
+    async def view(self, *, refresh: bool = False) -> WindowView:
+        """See :meth:`Session.view` (with ``refresh=True`` the read of new rows runs on
+        the I/O pool)."""
+        return await self._call(self._session.view, refresh=refresh)
+
+    async def append_turn(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """See :meth:`Session.append_turn`."""
+        return await self._call(self._session.append_turn, rows)
+
     async def prepare(self) -> Turn:
         """See :meth:`Session.prepare`."""
-        return await _off_loop(self._executor, self._session.prepare)
+        return await self._call(self._session.prepare)
 
     async def add_user(self, content: str | Sequence[Mapping[str, Any]]) -> str:
         """See :meth:`Session.add_user`."""
-        return await _off_loop(self._executor, self._session.add_user, content)
+        return await self._call(self._session.add_user, content)
 
     async def add_assistant(
         self, text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] = ()
     ) -> str:
         """See :meth:`Session.add_assistant`."""
-        return await _off_loop(self._executor, self._session.add_assistant, text, tool_calls)
+        return await self._call(self._session.add_assistant, text, tool_calls)
 
     async def add_assistant_from_openai(self, message: Any) -> str:
         """See :meth:`Session.add_assistant_from_openai`."""
-        return await _off_loop(self._executor, self._session.add_assistant_from_openai, message)
+        return await self._call(self._session.add_assistant_from_openai, message)
 
     async def add_assistant_from_openai_responses(self, response: Any) -> str:
         """See :meth:`Session.add_assistant_from_openai_responses`."""
-        return await _off_loop(
-            self._executor, self._session.add_assistant_from_openai_responses, response
-        )
+        return await self._call(self._session.add_assistant_from_openai_responses, response)
 
     async def add_assistant_from_anthropic(self, message: Any) -> str:
         """See :meth:`Session.add_assistant_from_anthropic`."""
-        return await _off_loop(self._executor, self._session.add_assistant_from_anthropic, message)
+        return await self._call(self._session.add_assistant_from_anthropic, message)
 
     async def run_tool(
         self, name: str, arguments: Mapping[str, Any] | str | None
     ) -> dict[str, Any]:
         """See :meth:`Session.run_tool`."""
-        return await _off_loop(self._executor, self._session.run_tool, name, arguments)
+        return await self._call(self._session.run_tool, name, arguments)
 
     async def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> None:
         """See :meth:`Session.add_tool_results`."""
-        await _off_loop(self._executor, self._session.add_tool_results, results)
+        await self._call(self._session.add_tool_results, results)
 
     async def interrupt_open_calls(self) -> list[OpenCall]:
         """See :meth:`Session.interrupt_open_calls`."""
-        return await _off_loop(self._executor, self._session.interrupt_open_calls)
+        return await self._call(self._session.interrupt_open_calls)
 
     async def refresh(self) -> None:
         """See :meth:`Session.refresh`."""
-        await _off_loop(self._executor, self._session.refresh)
+        await self._call(self._session.refresh)
 
     async def count_request(
         self,
@@ -177,7 +243,7 @@ class AsyncSession:
         tools: Sequence[Mapping[str, Any]],
     ) -> int:
         """See :meth:`Session.count_request`."""
-        return await _off_loop(self._executor, self._session.count_request, system, messages, tools)
+        return await self._call(self._session.count_request, system, messages, tools)
 
     def __repr__(self) -> str:
         return f"Async{self._session!r}"

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._atomic import atomic_write_at, is_temp_name
+from .._atomic import atomic_write_at, fsync, is_temp_name
 from .._confined import (
     Refused,
     held,
@@ -399,7 +399,7 @@ class MemoryTool:
             else:
                 # unlink never follows: a name swapped for a symlink loses only the name.
                 os.unlink(parts[-1], dir_fd=parent)
-            os.fsync(parent)
+            fsync(parent)
         return {"ok": True, "path": shown, "status": "deleted"}
 
     def _rename(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -425,8 +425,8 @@ class MemoryTool:
                     rename_noreplace(old_parent, old[-1], new_parent, new[-1])
                 except FileExistsError:
                     raise Refused("exists", f"{_shown(new)} already exists") from None
-                os.fsync(new_parent)
-            os.fsync(old_parent)
+                fsync(new_parent)
+            fsync(old_parent)
         return {"ok": True, "path": _shown(new), "status": "renamed"}
 
     @staticmethod

@@ -1,5 +1,6 @@
 //! Token counting (`ctxbudget.Encoding` wraps `_ctxbudget.Encoding`): the GIL is
-//! released around every count.
+//! released around every count; inside an awaited `AsyncSession` call, encoding loads
+//! and long counts run on the I/O pool (`offload.rs`).
 
 use std::borrow::Cow;
 
@@ -9,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::errors::{no_panic, token_error};
+use crate::offload::offload_count;
 
 /// Text of a Python `str`; lone surrogates become U+FFFD exactly as tiktoken does it
 /// (through UTF-16 with `surrogatepass`, which also joins a split surrogate pair).
@@ -57,9 +59,10 @@ impl PyEncoding {
         cache_size: usize,
         chunk_bytes: Option<usize>,
     ) -> PyResult<Self> {
+        let name = name.to_owned();
         let inner = no_panic(py, "loading the encoding", || {
-            py.detach(|| Encoding::new(name))
-        })?
+            crate::offload::blocking(py, move || Encoding::new(&name))
+        })??
         .map_err(|e| token_error(py, e))?;
         let inner = match chunk_bytes {
             Some(bytes) => inner.with_chunk_bytes(bytes),
@@ -74,9 +77,10 @@ impl PyEncoding {
     #[staticmethod]
     #[pyo3(signature = (model, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY))]
     fn for_model(py: Python<'_>, model: &str, cache_size: usize) -> PyResult<Self> {
+        let model = model.to_owned();
         let inner = no_panic(py, "loading the encoding", || {
-            py.detach(|| Encoding::for_model(model))
-        })?
+            crate::offload::blocking(py, move || Encoding::for_model(&model))
+        })??
         .map_err(|e| token_error(py, e))?;
         Ok(PyEncoding {
             inner: inner.with_cache_capacity(cache_size),
@@ -95,6 +99,12 @@ impl PyEncoding {
 
     fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
         let text = text_of(text, "count()")?;
+        if offload_count(text.len()) {
+            let (enc, text) = (self.inner.clone(), text.into_owned());
+            return no_panic(py, "count()", || {
+                crate::offload::blocking(py, move || enc.count(&text))
+            })?;
+        }
         no_panic(py, "count()", || py.detach(|| self.inner.count(&text)))
     }
 
@@ -105,9 +115,16 @@ impl PyEncoding {
         text: &Bound<'_, PyAny>,
     ) -> PyResult<(usize, bool, usize)> {
         let text = text_of(text, "count_detail()")?;
-        let c = no_panic(py, "count_detail()", || {
-            py.detach(|| self.inner.count_detail(&text))
-        })?;
+        let c = if offload_count(text.len()) {
+            let (enc, text) = (self.inner.clone(), text.into_owned());
+            no_panic(py, "count_detail()", || {
+                crate::offload::blocking(py, move || enc.count_detail(&text))
+            })??
+        } else {
+            no_panic(py, "count_detail()", || {
+                py.detach(|| self.inner.count_detail(&text))
+            })?
+        };
         Ok((c.tokens, c.exact, c.forced_cuts))
     }
 
@@ -125,6 +142,13 @@ impl PyEncoding {
         for (i, item) in items.iter().enumerate() {
             owned.push(text_of(item, &format!("count_many() item {i}"))?);
         }
+        if offload_count(owned.iter().map(|t| t.len()).sum()) {
+            let enc = self.inner.clone();
+            let owned: Vec<String> = owned.into_iter().map(Cow::into_owned).collect();
+            return no_panic(py, "count_many()", || {
+                crate::offload::blocking(py, move || enc.count_many(&owned))
+            })?;
+        }
         no_panic(py, "count_many()", || {
             py.detach(|| self.inner.count_many(&owned))
         })
@@ -132,6 +156,13 @@ impl PyEncoding {
 
     fn count_json(&self, py: Python<'_>, json_text: &Bound<'_, PyAny>) -> PyResult<usize> {
         let text = text_of(json_text, "count_json()")?;
+        if offload_count(text.len()) {
+            let (enc, text) = (self.inner.clone(), text.into_owned());
+            return no_panic(py, "count_json()", || {
+                crate::offload::blocking(py, move || enc.count_json(&text))
+            })??
+            .map_err(|e| token_error(py, e));
+        }
         no_panic(py, "count_json()", || {
             py.detach(|| self.inner.count_json(&text))
         })?

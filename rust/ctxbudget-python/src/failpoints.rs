@@ -33,8 +33,8 @@ pub(crate) fn _reset_failpoints() {
 #[pyfunction]
 pub(crate) fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
     crate::errors::no_panic(py, "_panic_for_test()", || {
-        py.detach(|| panic!("deliberate test panic"))
-    })
+        crate::offload::blocking(py, || panic!("deliberate test panic"))
+    })?
 }
 
 /// Registers the hooks.

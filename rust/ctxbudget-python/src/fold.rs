@@ -17,16 +17,20 @@ use crate::history::PyHistory;
 /// `(call_id, name, arguments, seq)` of a tool call without a result.
 type OpenCallTuple = (String, String, Py<PyAny>, u64);
 
+fn lock_fold(fold: &Mutex<WindowFold>) -> MutexGuard<'_, WindowFold> {
+    fold.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The incremental window fold over one store.
 #[pyclass(module = "ctxbudget._ctxbudget", name = "WindowFold", frozen)]
 pub(crate) struct PyWindowFold {
     history: Arc<History>,
-    fold: Mutex<WindowFold>,
+    fold: Arc<Mutex<WindowFold>>,
 }
 
 impl PyWindowFold {
     fn state(&self) -> MutexGuard<'_, WindowFold> {
-        self.fold.lock().unwrap_or_else(|e| e.into_inner())
+        lock_fold(&self.fold)
     }
 
     /// Reads the fold with the GIL released while its lock is taken (an `advance()` in
@@ -47,24 +51,26 @@ impl PyWindowFold {
     fn new(history: &PyHistory) -> Self {
         PyWindowFold {
             history: history.inner.clone(),
-            fold: Mutex::new(WindowFold::new()),
+            fold: Arc::new(Mutex::new(WindowFold::new())),
         }
     }
 
     /// Reads the rows appended since the last call (the current window's rows on the
     /// first call) in one store call without the GIL, notes them, and returns
     /// `(rows, window_changed)`: `window_changed` is true when the current window is
-    /// another one than before the call (a fold starts in `w:0`).
+    /// another one than before the call (a fold starts in `w:0`). Inside an awaited
+    /// `AsyncSession` call the read runs on the I/O pool (`offload::blocking`).
     fn advance<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, bool)> {
+        let (fold, history) = (Arc::clone(&self.fold), Arc::clone(&self.history));
         let (rows, changed) = no_panic_store(py, "WindowFold.advance()", || {
-            py.detach(|| {
-                let mut fold = self.state();
+            crate::offload::blocking(py, move || {
+                let mut fold = lock_fold(&fold);
                 let before = fold.window();
-                let rows = fold.catch_up(&self.history)?;
+                let rows = fold.catch_up(&history)?;
                 let changed = before != fold.window();
                 Ok::<_, ctxbudget::store::HistoryError>((rows, changed))
             })
-        })?
+        })??
         .map_err(|e| history_error(py, e))?;
         Ok((crate::rows::list(py, &rows)?, changed))
     }

@@ -37,8 +37,25 @@ pub(crate) struct PyHistory {
 }
 
 impl PyHistory {
-    /// Runs `f` on the store without the GIL, mapping errors and panics.
-    pub(crate) fn run<T: Send>(
+    /// Runs `f` on the store without the GIL, mapping errors and panics: here, or on
+    /// the I/O pool inside an awaited `AsyncSession` call (`offload::blocking`).
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        what: &str,
+        f: impl FnOnce(&History) -> ctxbudget::store::Result<T> + Send + 'static,
+    ) -> PyResult<T> {
+        let store = Arc::clone(&self.inner);
+        no_panic_store(py, what, || crate::offload::blocking(py, move || f(&store)))??
+            .map_err(|e| history_error(py, e))
+    }
+
+    /// As [`PyHistory::run`], but always on this thread with the GIL released, never on
+    /// the I/O pool: for work that calls back into Python (a lead-in callable the core
+    /// renders under its lock). A pool thread would have to take the GIL to run it,
+    /// running Python code off the event loop's thread while the loop's greenlet is
+    /// suspended; here the callback re-takes the GIL on the thread that released it.
+    fn run_in_place<T: Send>(
         &self,
         py: Python<'_>,
         what: &str,
@@ -89,8 +106,8 @@ impl PyHistory {
             recover_on_open: recover,
         };
         let inner = no_panic_store(py, "History.open()", || {
-            py.detach(|| History::open(&workspace, options))
-        })?
+            crate::offload::blocking(py, move || History::open(&workspace, options))
+        })??
         .map_err(|e| history_error(py, e))?;
         Ok(PyHistory {
             inner: Arc::new(inner),
@@ -163,6 +180,9 @@ impl PyHistory {
         if_last_seq: Option<u64>,
     ) -> PyResult<String> {
         let raised = Arc::new(Mutex::new(None));
+        // A callable lead-in runs Python under the store's lock: that rollover stays on
+        // this thread (see `run_in_place`); a text lead-in may go to the I/O pool.
+        let calls_python = !lead_in.is_instance_of::<pyo3::types::PyString>();
         let lead_in = if let Ok(text) = lead_in.extract::<String>() {
             LeadIn::Text(text)
         } else if lead_in.is_callable() {
@@ -172,7 +192,7 @@ impl PyHistory {
                 "lead_in must be a str or a callable (window_id, previous_window_id) -> str",
             ));
         };
-        let result = self.run(py, "rollover()", move |h| {
+        let job = move |h: &History| {
             let trigger = match trigger_json {
                 Some(bytes) => parse_rows(&bytes)?.into_iter().next(),
                 None => None,
@@ -197,7 +217,12 @@ impl PyHistory {
                 figures,
                 expected_last_seq: if_last_seq,
             })
-        });
+        };
+        let result = if calls_python {
+            self.run_in_place(py, "rollover()", job)
+        } else {
+            self.run(py, "rollover()", job)
+        };
         let raised = raised.lock().unwrap_or_else(|e| e.into_inner()).take();
         match (result, raised) {
             (Err(_), Some(err)) => Err(err),

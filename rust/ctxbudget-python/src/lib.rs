@@ -15,6 +15,7 @@ mod errors;
 mod failpoints;
 mod fold;
 mod history;
+mod offload;
 mod pyjson;
 mod pyvalue;
 mod reports;
@@ -51,6 +52,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(encoding::encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(encoding::model_encoding, m)?)?;
+    offload::add(m)?;
     budget::add_constants(m)?;
     m.add("ROW_KINDS", ctxbudget::transcript::KINDS.to_vec())?;
     m.add("ROLES", ctxbudget::transcript::ROLES.to_vec())?;

@@ -1,5 +1,6 @@
 //! The `session_history` tool over one store (`ctxbudget.SessionHistoryTool` wraps it).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
@@ -12,7 +13,7 @@ use crate::history::PyHistory;
 /// The `session_history` tool over one store (see `ctxbudget.SessionHistoryTool`).
 #[pyclass(module = "ctxbudget._ctxbudget", name = "SessionHistoryTool", frozen)]
 pub(crate) struct PySessionHistoryTool {
-    inner: SessionHistoryTool,
+    inner: Arc<SessionHistoryTool>,
 }
 
 #[pymethods]
@@ -25,15 +26,19 @@ impl PySessionHistoryTool {
             ..ScanOptions::default()
         };
         PySessionHistoryTool {
-            inner: SessionHistoryTool::with_options(history.inner.clone(), options),
+            inner: Arc::new(SessionHistoryTool::with_options(
+                history.inner.clone(),
+                options,
+            )),
         }
     }
 
     /// One call: raw JSON arguments in, JSON result (at most 16 KiB) out.
     fn call_json(&self, py: Python<'_>, args_json: &str) -> PyResult<String> {
+        let (tool, args) = (Arc::clone(&self.inner), args_json.to_owned());
         no_panic_store(py, "session_history", || {
-            py.detach(|| self.inner.call_json(args_json))
-        })
+            crate::offload::blocking(py, move || tool.call_json(&args))
+        })?
     }
 
     /// One call: arguments as JSON text or as Python objects (encoded here; anything
@@ -50,9 +55,10 @@ impl PySessionHistoryTool {
                 encoded.as_str()
             }
         };
+        let (tool, text) = (Arc::clone(&self.inner), text.to_owned());
         let result = no_panic_store(py, "session_history", || {
-            py.detach(|| self.inner.call_text(text))
-        })?;
+            crate::offload::blocking(py, move || tool.call_text(&text))
+        })??;
         crate::pyvalue::to_python(py, &result)
     }
 }
