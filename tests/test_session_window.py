@@ -317,3 +317,22 @@ def test_pop_item_reads_again_when_another_writer_appended_first(tmp_path: Path)
     popped = asyncio.run(a.pop_item())
     assert popped is not None and popped["content"] == "late", "the newest item, not a stale one"
     assert [r.seq for r in s.view(refresh=True).rows] == [1, 2]
+
+
+def test_agents_items_carry_tool_text_as_the_session_sends_it(tmp_path: Path) -> None:
+    """A tool step the loop API recorded reaches the Agents SDK as the session's own
+    request carries it: arguments and output as JSON that keeps non-ASCII characters
+    (one rule, in ``providers``), not ASCII-escaped text the model would be sent at up to
+    six bytes a character."""
+    s = _open(tmp_path / "ws")
+    a = _agents(s)
+    s.add_user("Wie ist das Wetter in Zürich?")
+    s.add_assistant(None, [{"id": "c1", "name": "weather", "arguments": {"stadt": "Zürich"}}])
+    s.add_tool_results([{"call_id": "c1", "name": "weather", "output": {"himmel": "sonnig ☀"}}])
+    sent = s.prepare().messages
+    items = asyncio.run(a.get_items())
+    call = next(i for i in items if i.get("type") == "function_call")
+    result = next(i for i in items if i.get("type") == "function_call_output")
+    assert call["arguments"] == '{"stadt": "Zürich"}'
+    assert result["output"] == '{"himmel": "sonnig ☀"}'
+    assert result["output"] == next(m["content"] for m in sent if m["role"] == "tool")

@@ -18,6 +18,7 @@ from .errors import InvalidArgumentError
 
 __all__ = [
     "OpenAIReply",
+    "arguments_json",
     "from_anthropic_message",
     "from_openai_message",
     "from_openai_response",
@@ -25,6 +26,7 @@ __all__ = [
     "to_anthropic",
     "to_openai_chat",
     "to_openai_responses",
+    "tool_output_text",
 ]
 
 # Keywords OpenAI's strict mode does not accept.
@@ -92,12 +94,18 @@ def normalize_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _arguments_json(arguments: object) -> str:
+def arguments_json(arguments: object) -> str:
     """Tool-call arguments as sent: the model's own text, or compact JSON that keeps
     non-ASCII characters as they are."""
     if isinstance(arguments, str):
         return arguments
     return json.dumps(arguments or {}, ensure_ascii=False)
+
+
+def tool_output_text(output: object) -> str:
+    """A tool result as sent: the host's text as given, anything else as JSON that keeps
+    non-ASCII characters as they are."""
+    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
 def to_openai_chat(
@@ -118,7 +126,7 @@ def to_openai_chat(
                         "type": "function",
                         "function": {
                             "name": c["name"],
-                            "arguments": _arguments_json(c["arguments"]),
+                            "arguments": arguments_json(c["arguments"]),
                         },
                     }
                     for c in m["tool_calls"]
@@ -157,7 +165,7 @@ def to_openai_responses(
                         "type": "function_call",
                         "call_id": c["id"],
                         "name": c["name"],
-                        "arguments": _arguments_json(c["arguments"]),
+                        "arguments": arguments_json(c["arguments"]),
                     }
                 )
         else:

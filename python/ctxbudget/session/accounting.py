@@ -10,12 +10,12 @@ and their tokens as the window fold reads rows, so a step costs O(new rows).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..history import Row
 from ..prompts import Capabilities, PromptContext, Prompts
+from ..providers import tool_output_text
 from ..tokens import Encoding, messages_tokens, request_tokens
 from ..window import WindowChange, WindowFold
 from .types import RequestHook
@@ -28,12 +28,6 @@ _SENT_AS_USER = ("lead_in", "advisory", "continuation")
 def text_of(parts: Sequence[Mapping[str, Any]]) -> str:
     """The text parts of a row, joined by newlines."""
     return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
-
-
-def _tool_output_text(output: object) -> str:
-    """A tool result as sent: the host's text as given, anything else as JSON that keeps
-    non-ASCII characters as they are."""
-    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
 def row_messages(row: Row, *, mode_active: bool) -> list[dict[str, Any]]:
@@ -51,7 +45,7 @@ def row_messages(row: Row, *, mode_active: bool) -> list[dict[str, Any]]:
                 "role": "tool",
                 "tool_call_id": p.get("call_id"),
                 "name": p.get("name"),
-                "content": _tool_output_text(p.get("output")),
+                "content": tool_output_text(p.get("output")),
             }
             for p in row.parts
             if p.get("type") == "tool_result"

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...history import Row
+from ...providers import arguments_json, tool_output_text
 
 __all__ = [
     "CALL_TO_OUTPUT",
@@ -212,7 +213,7 @@ def items_of_row(row: Row, continued: Mapping[str, Any] | None = None) -> list[d
                     {
                         "type": "function_call_output",
                         "call_id": p.get("call_id"),
-                        "output": output if isinstance(output, str) else json.dumps(output),
+                        "output": tool_output_text(output),
                     }
                 )
         return out
@@ -226,7 +227,7 @@ def items_of_row(row: Row, continued: Mapping[str, Any] | None = None) -> list[d
                         "type": "function_call",
                         "call_id": p.get("id"),
                         "name": p.get("name"),
-                        "arguments": args if isinstance(args, str) else json.dumps(args),
+                        "arguments": arguments_json(args),
                     }
                 )
         return out
