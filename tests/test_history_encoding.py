@@ -115,7 +115,7 @@ def _self_referencing() -> dict[str, Any]:
         (msg("x", nested={"deep": [1, {"v": object()}]}), "meta.nested.deep[1].v", "not JSON"),
         (msg("x", bad_key={(1, 2): "tuple key"}), "meta.bad_key", "keys must be str"),
         (msg("x", proxy=types.MappingProxyType({})), "meta.proxy", "not JSON-serializable"),
-        (msg("x", me=_self_referencing()), "meta.me" + ".me" * 198, "levels deep"),
+        (msg("x", me=_self_referencing()), "meta.me" + ".me" * 125, "arrays deep"),
         (
             {"kind": "message", "role": "user", "parts": [{"type": "text", "text": "\ud800"}]},
             "parts[0].text",
@@ -137,12 +137,31 @@ def test_what_json_refuses_is_refused_naming_row_and_field(
     assert list(h.rows()) == [], "nothing of the batch was written"
 
 
-def test_deep_but_finite_nesting_is_fine() -> None:
+def _nested(levels: int) -> Any:
     value: Any = "leaf"
-    for _ in range(150):
+    for _ in range(levels):
         value = [value]
-    row = {"kind": "message", "role": "user", "meta": {"deep": value}}
+    return value
+
+
+def test_nesting_up_to_what_readers_parse_is_stored_and_read_back(tmp_path: Path) -> None:
+    # The row object is level 1 and meta level 2: 125 more levels make 127, serde_json's
+    # limit and the store's.
+    row = {"kind": "message", "role": "user", "parts": [], "meta": {"deep": _nested(125)}}
     assert _decode(_ctxbudget.encode_rows([row])) == [row]
+    h = History.open(tmp_path, durability="none")
+    h.append([row])
+    assert [r.seq for r in h.rows()] == [1]
+    listed = ctxbudget.SessionHistoryTool(h).call({"action": "list_windows"})
+    assert listed["windows"][0]["item_count"] == 1
+
+
+def test_nesting_deeper_than_readers_parse_is_refused(tmp_path: Path) -> None:
+    h = History.open(tmp_path, durability="none")
+    row = {"kind": "message", "role": "user", "parts": [], "meta": {"deep": _nested(126)}}
+    with pytest.raises(ctxbudget.InvalidRowError, match="127 objects and arrays deep"):
+        h.append([row])
+    assert list(h.rows()) == []
 
 
 def test_rollover_and_quarantine_use_the_same_checks(tmp_path: Path) -> None:

@@ -11,8 +11,10 @@ use ctxbudget::store::HistoryError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-/// Deeper nesting than this is refused; it also stops self-referencing containers.
-const MAX_DEPTH: usize = 200;
+/// Containers nested deeper than this are refused (a row's own object is level 1): the
+/// core's limit, which is what its readers parse. It also stops self-referencing
+/// containers.
+const MAX_DEPTH: usize = ctxbudget::store::MAX_NESTING;
 
 /// One step of the path to a failing field.
 enum Step {
@@ -169,12 +171,17 @@ fn write_items<'py>(
     Ok(())
 }
 
-fn write_value(out: &mut Vec<u8>, value: &Bound<'_, PyAny>, depth: usize) -> Written {
+fn too_deep(depth: usize) -> Written {
     if depth > MAX_DEPTH {
         return Err(Failure::new(format!(
-            "nests more than {MAX_DEPTH} levels deep or contains itself; flatten it"
+            "nests more than {MAX_DEPTH} objects and arrays deep (the row itself included) \
+             or contains itself; flatten it"
         )));
     }
+    Ok(())
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Bound<'_, PyAny>, depth: usize) -> Written {
     // The order of json's encoder: str, None, bool, int, float, list/tuple, dict.
     if let Ok(s) = value.cast::<PyString>() {
         write_str(out, s)
@@ -189,10 +196,13 @@ fn write_value(out: &mut Vec<u8>, value: &Bound<'_, PyAny>, depth: usize) -> Wri
     } else if let Ok(f) = value.cast::<PyFloat>() {
         write_float(out, f.value())
     } else if let Ok(list) = value.cast::<PyList>() {
+        too_deep(depth)?;
         write_items(out, list.iter(), depth)
     } else if let Ok(tuple) = value.cast::<PyTuple>() {
+        too_deep(depth)?;
         write_items(out, tuple.iter(), depth)
     } else if let Ok(dict) = value.cast::<PyDict>() {
+        too_deep(depth)?;
         write_dict(out, dict, depth)
     } else {
         Err(Failure::new(format!(
@@ -227,7 +237,8 @@ fn row_dict<'py>(index: usize, row: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
 }
 
 /// Any Python value as JSON text with `json.dumps`'s meaning, or `None` for what it would
-/// refuse (NaN, keys that are not JSON keys, lone surrogates, nesting over 200 levels).
+/// refuse (NaN, keys that are not JSON keys, lone surrogates, nesting deeper than
+/// `MAX_DEPTH`).
 pub(crate) fn encode_value(value: &Bound<'_, PyAny>) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(64);
     write_value(&mut out, value, 0).ok().map(|()| out)

@@ -356,3 +356,146 @@ fn a_crash_inside_a_quarantine_leaves_both_rows_or_neither() {
         );
     }
 }
+
+/// Everything `session_history` lists, as one string.
+fn listed(h: History) -> String {
+    let tool = ctxbudget::scan::SessionHistoryTool::new(std::sync::Arc::new(h));
+    let mut seen = String::new();
+    for args in [
+        r#"{"action":"list_items","limit":25}"#,
+        r#"{"action":"search","query":"hunter2"}"#,
+        r#"{"action":"list_windows"}"#,
+    ] {
+        seen.push_str(&tool.call_json(args));
+    }
+    seen
+}
+
+#[test]
+fn a_soft_clear_acknowledged_before_its_stable_receipt_keeps_the_floor_through_damage() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for action in [Fault::Crash, Fault::Error(ENOSPC)] {
+        for external_line_after in [false, true] {
+            let case = format!("{action:?}, external line after: {external_line_after}");
+            let ws = ws("clear-unfinalized");
+            let h = open(&ws);
+            h.append(vec![NewRow::text(
+                "message",
+                "user",
+                "my password is hunter2",
+            )])
+            .unwrap_or_else(|e| panic!("{e}"));
+            failpoint::arm("receipt.stable.write", action.clone());
+            let floor = h.clear_soft();
+            failpoint::reset();
+            // The reset row is durable, so the clear is acknowledged; only its stable
+            // receipt is missing. Then the reset row's kind is damaged, so nothing in
+            // the rows says a floor was there.
+            let floor = floor.unwrap_or_else(|e| panic!("{case}: {e}"));
+            drop(h);
+            let chat = ws.0.join("history").join("chat.jsonl");
+            let mut bytes = fs::read(&chat).unwrap_or_default();
+            let needle = b"\"kind\":\"boundary\"";
+            let kind = bytes
+                .windows(needle.len())
+                .position(|w| w == needle)
+                .unwrap_or_else(|| panic!("no boundary row"));
+            bytes[kind + 9] ^= 0x01;
+            if external_line_after {
+                bytes.extend_from_slice(
+                    b"{\"seq\":2,\"kind\":\"message\",\"role\":\"user\",\"parts\":[]}\n",
+                );
+            }
+            fs::write(&chat, &bytes).unwrap_or_else(|e| panic!("{e}"));
+            let h = open(&ws);
+            assert!(
+                h.floor_seq().unwrap_or(0) >= floor,
+                "{case}: the floor dropped below the acknowledged clear at seq {floor}"
+            );
+            let read = h
+                .read(ctxbudget::history::ReadFrom::CurrentWindow)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let context: Vec<String> = read
+                .rows
+                .iter()
+                .filter(|r| r.seq.is_some_and(|s| s > read.floor_seq))
+                .map(|r| String::from_utf8_lossy(&r.raw).into_owned())
+                .collect();
+            assert!(
+                !context.iter().any(|r| r.contains("hunter2")),
+                "{case}: {context:?}"
+            );
+            let seen = listed(h);
+            assert!(!seen.contains("hunter2"), "{case}: {seen}");
+        }
+    }
+}
+
+#[test]
+fn a_torn_soft_clear_takes_effect_and_later_rows_stay_visible() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for cut in [1usize, 40, 120] {
+        let ws = ws("clear-torn");
+        let h = open(&ws);
+        h.append(vec![NewRow::text(
+            "message",
+            "user",
+            "my password is hunter2",
+        )])
+        .unwrap_or_else(|e| panic!("{e}"));
+        failpoint::arm("append.write", Fault::Torn(cut));
+        assert!(h.clear_soft().is_err(), "torn at {cut}");
+        failpoint::reset();
+        drop(h);
+        let h = open(&ws);
+        // Fail closed: the clear was announced, so its floor holds although its row is
+        // gone; a row appended afterwards gets a seq above that floor and is visible.
+        let after = h
+            .append(vec![NewRow::text("message", "user", "after the clear")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            after.first_seq > h.floor_seq().unwrap_or(0),
+            "torn at {cut}"
+        );
+        assert!(h.verify().map(|r| r.ok).unwrap_or(false), "torn at {cut}");
+        let seen = listed(h);
+        assert!(!seen.contains("hunter2"), "torn at {cut}: {seen}");
+        assert!(seen.contains("after the clear"), "torn at {cut}: {seen}");
+    }
+}
+
+#[test]
+fn a_batch_acknowledged_before_its_stable_receipt_and_then_damaged_is_kept_as_damage() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ws = ws("acked-unfinalized-flip");
+    let h = open(&ws);
+    h.append(vec![NewRow::text("message", "user", "acked")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    failpoint::arm("receipt.stable.write", Fault::Error(ENOSPC));
+    let acked = h.append(batch());
+    failpoint::reset();
+    assert!(acked.is_ok(), "durable, so acknowledged: {acked:?}");
+    drop(h);
+    // The last batch, written whole, is damaged: it is not a torn write to move away.
+    let chat = ws.0.join("history").join("chat.jsonl");
+    let mut bytes = fs::read(&chat).unwrap_or_default();
+    let at = bytes
+        .windows(11)
+        .rposition(|w| w == b"in-flight-2")
+        .unwrap_or_else(|| panic!("no batch"));
+    bytes[at] ^= 0x01;
+    fs::write(&chat, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let h = open(&ws);
+    let report = h.verify().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
+    let err = h
+        .append(vec![NewRow::text("message", "user", "after")])
+        .err();
+    assert!(matches!(err, Some(HistoryError::Corrupt { .. })), "{err:?}");
+    assert_eq!(
+        fs::read(&chat).unwrap_or_default(),
+        bytes,
+        "bytes moved or cut"
+    );
+    assert!(!ws.0.join("history").join("recovered").exists());
+}

@@ -503,3 +503,126 @@ fn search_finds_greek_sigma_and_snippets_contain_their_match() {
         "{snippets:?}"
     );
 }
+
+// ----- a row is a line every reader parses --------------------------------------------
+
+#[test]
+fn a_line_the_reader_cannot_parse_is_neither_listed_nor_counted() {
+    let ws = Ws::new("unparsable");
+    fs::write(
+        ws.file("chat.jsonl"),
+        [
+            // Invalid UTF-8, a lone surrogate, an out-of-range number and deep nesting,
+            // each in a field the index does not read.
+            b"{\"seq\":1,\"kind\":\"message\",\"role\":\"user\",\"parts\":[{\"t\xf4pe\":\"text\",\"text\":\"a\"}]}\n".to_vec(),
+            b"{\"seq\":2,\"kind\":\"message\",\"role\":\"user\",\"x\":\"\\ud800\",\"parts\":[{\"type\":\"text\",\"text\":\"b\"}]}\n".to_vec(),
+            b"{\"seq\":3,\"kind\":\"message\",\"role\":\"user\",\"x\":1e400,\"parts\":[{\"type\":\"text\",\"text\":\"c\"}]}\n".to_vec(),
+            format!(
+                "{{\"seq\":4,\"kind\":\"message\",\"role\":\"user\",\"x\":{}{},\"parts\":[{{\"type\":\"text\",\"text\":\"d\"}}]}}\n",
+                "[".repeat(300),
+                "]".repeat(300)
+            )
+            .into_bytes(),
+            b"{\"seq\":5,\"kind\":\"message\",\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"text\":\"fine\"}]}\n".to_vec(),
+        ]
+        .concat(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let h = open(&ws);
+    let tool = SessionHistoryTool::new(h.clone());
+    let items = call(&tool, json!({"action": "list_items"}));
+    let listed = items["items"].as_array().map_or(0, Vec::len);
+    let windows = call(&tool, json!({"action": "list_windows"}));
+    let counted: u64 = windows["windows"]
+        .as_array()
+        .map(|w| w.iter().filter_map(|w| w["item_count"].as_u64()).sum())
+        .unwrap_or(0);
+    assert_eq!((listed, counted), (1, 1), "{items} {windows}");
+    assert_eq!(ok(h.verify()).chat.malformed_lines, 4);
+    assert_eq!(ok(h.rows()).iter().filter(|r| r.seq.is_some()).count(), 1);
+}
+
+#[test]
+fn a_commit_line_whose_header_was_merged_away_is_damage() {
+    let ws = Ws::new("orphan-commit");
+    // A line written by another program, then a batch of ours.
+    fs::write(
+        ws.file("chat.jsonl"),
+        b"{\"seq\":1,\"kind\":\"message\",\"role\":\"user\",\"parts\":[]}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    ok(open(&ws).append(vec![msg("first"), msg("second")]));
+    // Flip the newline before the batch's header: the header joins the line before it,
+    // the batch's rows look like lines outside any batch, and its commit line has no
+    // header. The batch was acknowledged; it is damaged, never a set of loose lines.
+    let chat = ws.file("chat.jsonl");
+    let mut bytes = fs::read(&chat).unwrap_or_default();
+    let header = offset_of(&chat, b"\n{\"batch\":");
+    bytes[header] ^= 0x04;
+    fs::write(&chat, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let h = open(&ws);
+    let report = ok(h.verify());
+    assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
+    let err = h.append(vec![msg("third")]).err();
+    assert!(matches!(err, Some(HistoryError::Corrupt { .. })), "{err:?}");
+    assert_eq!(fs::read(&chat).unwrap_or_default(), bytes, "bytes changed");
+}
+
+#[test]
+fn a_row_nested_deeper_than_readers_parse_is_refused_and_nothing_is_written() {
+    let ws = Ws::new("deep");
+    let h = open(&ws);
+    let row = |levels: usize| {
+        let mut v = json!("leaf");
+        for _ in 0..levels {
+            v = json!([v]);
+        }
+        // The row object is level 1 and meta level 2.
+        json!({"kind": "message", "role": "user", "parts": [], "meta": {"deep": v}})
+    };
+    let at_limit = ctxbudget::history::MAX_NESTING - 2;
+    let too_deep = NewRow::from_value(1, row(at_limit + 1)).unwrap_or_else(|e| panic!("{e}"));
+    let err = h.append(vec![msg("fine"), too_deep]).err();
+    assert!(
+        matches!(&err, Some(HistoryError::InvalidRow { index: 1, .. })),
+        "{err:?}"
+    );
+    assert!(ok(h.rows()).is_empty(), "nothing of the batch was written");
+    let fits = NewRow::from_value(0, row(at_limit)).unwrap_or_else(|e| panic!("{e}"));
+    ok(h.append(vec![fits]));
+    let tool = SessionHistoryTool::new(h.clone());
+    let windows = call(&tool, json!({"action": "list_windows"}));
+    assert_eq!(windows["windows"][0]["item_count"], 1, "{windows}");
+}
+
+#[test]
+fn damage_that_destroys_the_archive_framing_is_damage_and_hides_the_archive() {
+    let ws = Ws::new("archive-framing");
+    cleared(&ws);
+    {
+        let h = open(&ws);
+        rollover(&h, "r1");
+        ok(h.append(vec![msg("in the new window")]));
+        assert!(ok(h.rotate()).rows > 0);
+    }
+    // Break the first batch header's prefix and merge two lines: no batch, no commit
+    // line and no row is left for a frame check to fail on.
+    let archive = ws.file("chat-archive.jsonl");
+    let mut bytes = fs::read(&archive).unwrap_or_default();
+    bytes[4] ^= 0x01;
+    let newline = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or_else(|| panic!("no newline"));
+    bytes[newline] ^= 0x04;
+    fs::write(&archive, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let h = open(&ws);
+    let report = ok(h.verify());
+    assert!(!report.ok && report.archive.damage.is_some(), "{report:?}");
+    let err = h.append(vec![msg("more")]).err();
+    assert!(matches!(err, Some(HistoryError::Corrupt { .. })), "{err:?}");
+    // Recovery does not bless it: the damage is still reported afterwards.
+    let _ = h.recover();
+    assert!(!ok(open(&ws).verify()).ok);
+    assert_floor_holds(&ws, 2);
+}

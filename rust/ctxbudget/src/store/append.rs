@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use super::frame::{self, Entry, Scan};
 use super::index::Index;
-use super::receipt::{self, Files, Receipt, ReceiptRead, ReceiptState};
+use super::receipt::{self, AppendIntent, Files, Receipt, ReceiptRead, ReceiptState};
 use super::seam::{BuildBatch, Tip};
+use super::wellformed::{self, MAX_NESTING};
 use super::{
     failpoint, fsutil, open_read, row, AppendResult, Handles, History, HistoryError, Locked,
     NewRow, Result, RolloverSpec, Stamp,
@@ -158,10 +159,13 @@ impl History {
         let ix = Self::index(locked)?;
         let pre_chat = ix.chat_stamp;
         let pre_archive = ix.archive_stamp;
+        let archive_check = ix.archive_check;
         let old_size = pre_chat.map_or(0, |s| s.size);
 
         // Frame the batch; windows follow boundary rows inside it too.
-        let first = ix.last_seq + 1;
+        // Never at or below the floor: a floor announced by a batch that was then torn
+        // (see the pending receipt below) would otherwise hide rows reusing its seqs.
+        let first = ix.last_seq.max(ix.fold.floor_seq()) + 1;
         let last = first + rows.len() as u64 - 1;
         let pure = match receipt.valid() {
             Some(r) => {
@@ -197,6 +201,7 @@ impl History {
                 len: (line.len() - 1) as u32,
                 head: Some(head),
                 reset_like: false,
+                claimed_seq: None,
             });
             if line.len() - 1 > self.options.max_row_bytes {
                 return Err(HistoryError::row(
@@ -210,13 +215,35 @@ impl History {
                     ),
                 ));
             }
+            // What is acknowledged must read back: the reader's parse is the judge.
+            if let Err(e) = wellformed::check(&line[..line.len() - 1]) {
+                return Err(HistoryError::row(
+                    i,
+                    "",
+                    format!(
+                        "would not read back as JSON ({e}); rows may nest at most \
+                         {MAX_NESTING} objects and arrays deep, the row itself included: \
+                         flatten it"
+                    ),
+                ));
+            }
             framed.extend_from_slice(&line);
         }
         let (commit, crc) = frame::commit_line(epoch, first, last, &framed);
         framed.extend_from_slice(commit.as_bytes());
 
-        // Announce the mutation; if even that fails, nothing is written.
-        let pending = ix.receipt(epoch, ReceiptState::Pending);
+        // Announce the mutation; if even that fails, nothing is written. The announcement
+        // already carries the floor this batch sets: once the batch is durable it is
+        // acknowledged even if the stable receipt below cannot be written, and a floor
+        // must never live in the rows alone, where damage could lower it. If the batch
+        // is torn instead, the clear takes effect anyway (fail closed) and later seqs
+        // start above it.
+        let mut pending = ix.receipt(epoch, ReceiptState::Pending);
+        pending.floor = floor;
+        pending.append = Some(AppendIntent {
+            end: old_size + framed.len() as u64,
+            last,
+        });
         receipt::publish_in_place(
             &self.paths.receipt,
             &mut locked.handles.receipt,
@@ -265,6 +292,8 @@ impl History {
             },
             floor,
             rotation: None,
+            append: None,
+            archive_check,
         };
         // The append is durable now: a failure to finalize only expires cursors.
         let published = receipt::publish_in_place(

@@ -99,8 +99,40 @@ struct RawMeta {
     rejected: Option<serde::de::IgnoredAny>,
 }
 
-/// Parses what the store needs from a row line; `None` if it is not a row.
-pub(crate) fn parse_head(line: &[u8]) -> Option<RowHead> {
+/// What the scanner reads of one line that is neither a batch header nor a commit line.
+pub(crate) struct LineRead {
+    /// The row's head, if the line is a row: all of it parses the way every reader parses
+    /// it (see `wellformed`), so the index never counts a line that the reader rendering
+    /// it would skip.
+    pub head: Option<RowHead>,
+    /// The seq a line that is not a row still shows (a damaged or hostile row): never
+    /// handed out again, so no two lines claim one seq.
+    pub claimed_seq: Option<u64>,
+    /// Not a row, but possibly a soft clear: fail closed and treat it as a floor.
+    pub reset_like: bool,
+}
+
+/// Reads one line for the index.
+pub(crate) fn read_line(line: &[u8]) -> LineRead {
+    let head = parse_head(line);
+    if head.is_some() && super::wellformed::is_wellformed(line) {
+        return LineRead {
+            head,
+            claimed_seq: None,
+            reset_like: false,
+        };
+    }
+    LineRead {
+        claimed_seq: head.as_ref().map(|h| h.seq),
+        reset_like: head.as_ref().is_some_and(RowHead::is_floor) || looks_like_reset(line),
+        head: None,
+    }
+}
+
+/// The head of a line, its other fields skipped without checking them: whether the line
+/// is a row is `read_line`'s to say. Alone it serves where a damaged byte elsewhere in a
+/// row must not hide what its head says (a soft clear in a torn tail).
+fn parse_head(line: &[u8]) -> Option<RowHead> {
     let raw: RawHead<'_> = serde_json::from_slice(line).ok()?;
     let meta = raw.meta.unwrap_or_default();
     Some(RowHead {
@@ -163,6 +195,8 @@ pub(crate) struct Entry {
     pub head: Option<RowHead>,
     /// Malformed but shaped like a reset boundary.
     pub reset_like: bool,
+    /// Malformed, but showing this seq (see `LineRead::claimed_seq`).
+    pub claimed_seq: Option<u64>,
 }
 
 /// Damage found before the end of the file.
@@ -263,19 +297,30 @@ pub(crate) fn scan(bytes: &[u8], base: u64, base_line: u64) -> Scan {
                     }
                 }
                 None => {
-                    // A commit line with no batch: keep it as a malformed line.
+                    // A commit line with no batch. Only this library writes commit lines,
+                    // each in one `write` after its header, so the header was destroyed
+                    // (a flipped newline merges it into the line before): an acknowledged
+                    // batch is unreadable. The line is kept as it is.
                     out.malformed += 1;
+                    note_damage(
+                        &mut out,
+                        offset,
+                        line_no,
+                        "a commit line whose batch header is missing: the batch before it \
+                         is damaged",
+                    );
                     out.committed_end = base + next as u64;
                     out.lines = line_no;
                 }
             }
         } else {
-            let head = parse_head(line);
+            let read = read_line(line);
             let entry = Entry {
                 offset,
                 len: nl as u32,
-                reset_like: head.is_none() && looks_like_reset(line),
-                head,
+                head: read.head,
+                reset_like: read.reset_like,
+                claimed_seq: read.claimed_seq,
             };
             match open.as_mut() {
                 Some(batch) => batch.rows.push(entry),

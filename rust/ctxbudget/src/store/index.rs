@@ -3,7 +3,7 @@
 
 use super::frame::{self, Entry, Scan};
 use super::fsutil::Stamp;
-use super::receipt::{self, Files, Receipt, ReceiptRead, ReceiptState};
+use super::receipt::{self, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
 use super::Paths;
 use crate::transcript::WindowFold;
 
@@ -28,6 +28,9 @@ pub(super) struct Index {
     pub(super) seq_violations: u64,
     /// Where the first of them is.
     pub(super) first_seq_violation: Option<String>,
+    /// The archive check receipts carry: the archive's own, or, once it failed, the one
+    /// the receipt recorded (so the damage stays visible after receipts are rewritten).
+    pub(super) archive_check: Option<ArchiveCheck>,
 }
 
 impl Index {
@@ -35,9 +38,9 @@ impl Index {
         self.archive.entries.iter().chain(self.chat.entries.iter())
     }
 
-    /// Recomputes the derived fields from all entries (after a full load), judging them
-    /// against what the receipt acknowledges.
-    pub(super) fn derive(&mut self, receipt: &ReceiptRead) {
+    /// Recomputes the derived fields from all entries (after a full load of `archive_bytes`
+    /// and chat), judging them against what the receipt acknowledges.
+    pub(super) fn derive(&mut self, receipt: &ReceiptRead, archive_bytes: &[u8]) {
         self.last_seq = 0;
         self.max_row_seq = 0;
         self.seq_violations = 0;
@@ -64,10 +67,64 @@ impl Index {
                 });
             }
         }
+        // What later receipts vouch for: the archive up to its last whole line or batch
+        // (bytes after it are an interrupted rotation's, rolled back or judged below).
+        let committed = usize::try_from(archive.committed_end)
+            .ok()
+            .and_then(|end| archive_bytes.get(..end))
+            .unwrap_or(archive_bytes);
+        self.archive_check = Some(ArchiveCheck::of(committed));
+        let recorded = receipt.valid().and_then(|r| r.archive_check);
+        if receipt.valid().is_some_and(|r| r.rotation.is_some()) {
+            // A rotation in flight: until it is rolled back or finished, receipts vouch
+            // for what they vouched for before it.
+            self.archive_check = recorded;
+        }
+        if let Some(recorded) = recorded.filter(|c| !c.holds_for(archive_bytes)) {
+            // Where in the archive the change is, is unknown: all of it may have held a
+            // soft clear, so the whole region counts as one possible floor.
+            let offset = recorded.len.min(archive_bytes.len() as u64);
+            archive.damage_offsets.push(offset);
+            archive.tail_acked = true;
+            archive.damage = Some(frame::Damage {
+                offset: 0,
+                line: 1,
+                reason: format!(
+                    "the first {} bytes of the archive no longer match the checksum the \
+                     receipt recorded for them: acknowledged rows were changed or lost",
+                    recorded.len
+                ),
+            });
+            self.archive_check = Some(recorded);
+        }
         if let Some(r) = receipt.valid() {
             self.fold.raise_floor(r.floor);
             self.last_seq = self.last_seq.max(r.seq);
-            if r.seq > self.max_row_seq {
+            // A pending append whose batch reaches its announced end was written whole:
+            // a torn write leaves a prefix. If its rows do not read, it was damaged after
+            // it may have been acknowledged (the stable receipt is what failed): damage,
+            // as below, never a torn tail to move away.
+            let written_whole_unreadable = r.state == ReceiptState::Pending
+                && r.append.is_some_and(|a| {
+                    chat.committed_end + chat.torn_bytes >= a.end && a.last > self.max_row_seq
+                });
+            if written_whole_unreadable {
+                // Its seqs count as handed out, and every receipt from now on says so
+                // (`seq`), which keeps this region damage after the receipt is rewritten.
+                self.last_seq = self.last_seq.max(r.append.map_or(0, |a| a.last));
+                let (offset, line) = (chat.committed_end, chat.lines + 1);
+                chat.damage_offsets.push(offset);
+                chat.tail_acked = true;
+                if chat.damage.is_none() {
+                    chat.damage = Some(frame::Damage {
+                        offset,
+                        line,
+                        reason: "the batch an append announced was written whole but does \
+                                 not read back: it may have been acknowledged"
+                            .to_owned(),
+                    });
+                }
+            } else if r.seq > self.max_row_seq {
                 // The receipt vouches for rows that are not readable: the last
                 // acknowledged batch was cut or fails its check. That is damage (writes
                 // refused, location named), never a torn tail to cut away.
@@ -100,7 +157,13 @@ impl Index {
     pub(super) fn note(&mut self, scan: &mut Scan, from: usize, file: &str) {
         let ranges = std::mem::take(&mut scan.batch_ranges);
         for e in &mut scan.entries[from..] {
-            let Some(h) = e.head.as_ref() else { continue };
+            let Some(h) = e.head.as_ref() else {
+                // A line that is not a row keeps the seq it shows from being reused.
+                if let Some(seq) = e.claimed_seq {
+                    self.last_seq = self.last_seq.max(seq);
+                }
+                continue;
+            };
             if h.seq <= self.max_row_seq {
                 self.seq_violations += 1;
                 if self.first_seq_violation.is_none() {
@@ -161,6 +224,8 @@ impl Index {
             },
             floor: self.fold.floor_seq(),
             rotation: None,
+            append: None,
+            archive_check: self.archive_check,
         }
     }
 
@@ -241,7 +306,7 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
             .all(|e| (e.offset + u64::from(e.len)) < s.committed_end.max(1)));
     }
     let _ = frame::tail_has_floor(chat);
-    ix.derive(&receipt);
+    ix.derive(&receipt, archive);
     let seqs: Vec<u64> = ix
         .entries()
         .filter_map(|e| e.head.as_ref().map(|h| h.seq))

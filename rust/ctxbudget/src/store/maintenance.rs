@@ -275,7 +275,7 @@ impl History {
             chat: frame::scan(&chat_bytes, 0, 0),
             ..Index::default()
         };
-        ix.derive(&receipt);
+        ix.derive(&receipt, &archive_bytes);
         let file_report = |s: &Scan, bytes: usize| FileReport {
             bytes: bytes as u64,
             batches: s.batches,

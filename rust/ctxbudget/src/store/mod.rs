@@ -46,6 +46,7 @@ mod lock;
 pub mod receipt;
 mod row;
 mod seam;
+pub(crate) mod wellformed;
 
 mod append;
 mod index;
@@ -64,9 +65,10 @@ pub use error::{HistoryError, Result};
 pub(crate) use fsutil::random_fallback;
 pub use fsutil::Stamp;
 pub use lock::DEFAULT_LOCK_TIMEOUT;
-pub use receipt::{Files, Receipt, ReceiptRead, ReceiptState};
+pub use receipt::{AppendIntent, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
 pub use row::{NewRow, DEFAULT_MAX_ROW_BYTES, KINDS, PART_TYPES, ROLES};
 pub use seam::{BuildBatch, Store, Tip};
+pub use wellformed::MAX_NESTING;
 
 pub(crate) use frame::Entry;
 use lock::HistoryLock;
@@ -206,7 +208,7 @@ impl History {
             chat: frame::scan(&chat_bytes, 0, 0),
             ..Index::default()
         };
-        ix.derive(&receipt);
+        ix.derive(&receipt, &archive_bytes);
         *locked.index = Some(ix);
         Ok(receipt)
     }

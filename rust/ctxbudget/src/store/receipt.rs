@@ -61,6 +61,55 @@ pub struct Receipt {
     /// A rotation in flight (only in a `pending` receipt): what to undo or finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<Rotation>,
+    /// An append in flight (only in a `pending` receipt): where its batch ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append: Option<AppendIntent>,
+    /// Length and CRC-32C of `chat-archive.jsonl` as last written (absent in receipts
+    /// written before it existed: then not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_check: Option<ArchiveCheck>,
+}
+
+/// What the archive held when the receipt was written. Only rotations write the archive,
+/// and only whole batches; but damage can destroy the framing itself (a header or a
+/// newline), leaving lines that no batch check covers. Every byte the receipt vouches for
+/// must still be there, unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveCheck {
+    /// Bytes of the archive covered.
+    pub len: u64,
+    /// CRC-32C of those bytes.
+    pub crc: u32,
+}
+
+impl ArchiveCheck {
+    /// The check of `bytes`, a whole archive.
+    pub fn of(bytes: &[u8]) -> ArchiveCheck {
+        ArchiveCheck {
+            len: bytes.len() as u64,
+            crc: crc32c::crc32c(bytes),
+        }
+    }
+
+    /// Whether `archive` still starts with the bytes this check covers (a rotation in
+    /// flight may have added more).
+    pub fn holds_for(&self, archive: &[u8]) -> bool {
+        usize::try_from(self.len)
+            .ok()
+            .and_then(|len| archive.get(..len))
+            .is_some_and(|prefix| crc32c::crc32c(prefix) == self.crc)
+    }
+}
+
+/// The intent of an append, announced before its batch is written. A batch is
+/// acknowledged once it is durable, even when the `stable` receipt after it cannot be
+/// written; this tells such a batch, later damaged, from a torn write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendIntent {
+    /// Size of `chat.jsonl` once the whole batch is written.
+    pub end: u64,
+    /// Last seq of the batch.
+    pub last: u64,
 }
 
 /// The intent of a rotation, published durably before the archive is touched.
@@ -73,6 +122,8 @@ pub struct Rotation {
 }
 
 /// What reading the receipt found.
+// One value per operation, on the stack: boxing the receipt would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReceiptRead {
     /// No receipt file.
