@@ -12,9 +12,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 /// Containers nested deeper than this are refused (a row's own object is level 1): the
-/// core's limit, which is what its readers parse. It also stops self-referencing
-/// containers.
-const MAX_DEPTH: usize = ctxbudget::store::MAX_NESTING;
+/// core's limit for rows (what its readers parse, less the room a quarantine row needs to
+/// keep one). It also stops self-referencing containers.
+const MAX_DEPTH: usize = ctxbudget::store::MAX_ROW_NESTING;
 
 /// One step of the path to a failing field.
 enum Step {

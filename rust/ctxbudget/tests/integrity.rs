@@ -580,7 +580,7 @@ fn a_row_nested_deeper_than_readers_parse_is_refused_and_nothing_is_written() {
         // The row object is level 1 and meta level 2.
         json!({"kind": "message", "role": "user", "parts": [], "meta": {"deep": v}})
     };
-    let at_limit = ctxbudget::history::MAX_NESTING - 2;
+    let at_limit = ctxbudget::history::MAX_ROW_NESTING - 2;
     let too_deep = NewRow::from_value(1, row(at_limit + 1)).unwrap_or_else(|e| panic!("{e}"));
     let err = h.append(vec![msg("fine"), too_deep]).err();
     assert!(
@@ -589,10 +589,12 @@ fn a_row_nested_deeper_than_readers_parse_is_refused_and_nothing_is_written() {
     );
     assert!(ok(h.rows()).is_empty(), "nothing of the batch was written");
     let fits = NewRow::from_value(0, row(at_limit)).unwrap_or_else(|e| panic!("{e}"));
-    ok(h.append(vec![fits]));
+    let seq = ok(h.append(vec![fits])).first_seq;
     let tool = SessionHistoryTool::new(h.clone());
     let windows = call(&tool, json!({"action": "list_windows"}));
     assert_eq!(windows["windows"][0]["item_count"], 1, "{windows}");
+    // The deepest row that is stored can still be quarantined.
+    ok(h.quarantine_seq(seq, None));
 }
 
 #[test]

@@ -463,6 +463,16 @@ impl<'a> Page<'a> {
             .is_some_and(|h| h.as_head().is_item() && !self.fold.is_retracted(h.seq))
     }
 
+    /// Over the line limit: never read, so never listed (`oversized_rows_skipped`).
+    fn oversized(&self, p: usize) -> bool {
+        u64::from(self.rows[p].1.len) > self.tool.options.line_max
+    }
+
+    /// What `list_items` can return, and so what `item_count` counts.
+    fn listable(&self, p: usize) -> bool {
+        self.visible(p) && !self.oversized(p)
+    }
+
     fn check_deadline(&self) -> Result<(), Failure> {
         if self.tool.options.clock.now().duration_since(self.start) >= self.tool.options.deadline {
             return Err(Failure::new(
@@ -630,7 +640,7 @@ impl<'a> Page<'a> {
                 break;
             }
             let (first, last, w) = runs[r];
-            let count = (first..=last).filter(|&q| self.visible(q)).count() as u64;
+            let count = (first..=last).filter(|&q| self.listable(q)).count() as u64;
             windows.push(self.window_json(w, count));
         }
         Ok(self.envelope(stop, "windows", windows))
@@ -691,7 +701,7 @@ impl<'a> Page<'a> {
                 && self.args.role.as_deref().is_none_or(|r| {
                     self.rows[q].1.head.as_ref().and_then(|h| h.role.as_deref()) == Some(r)
                 });
-            let oversized = eligible && len - 1 > self.tool.options.line_max;
+            let oversized = eligible && self.oversized(q);
             // The first row of a page is always examined, so every page makes progress.
             let cost = if eligible && !oversized { len } else { 0 };
             if self.rows_examined > 0 && !self.budget_left(cost) {

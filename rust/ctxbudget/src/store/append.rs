@@ -11,11 +11,12 @@ use super::frame::{self, Entry, Scan};
 use super::index::Index;
 use super::receipt::{self, AppendIntent, Files, Receipt, ReceiptRead, ReceiptState};
 use super::seam::{BuildBatch, Tip};
-use super::wellformed::{self, MAX_NESTING};
+use super::wellformed::{self, MAX_NESTING, MAX_ROW_NESTING};
 use super::{
     failpoint, fsutil, open_read, row, AppendResult, Handles, History, HistoryError, Locked,
     NewRow, Result, RolloverSpec, Stamp,
 };
+use crate::transcript::RowKind;
 use crate::transcript::WindowFold;
 
 impl History {
@@ -163,10 +164,17 @@ impl History {
         let old_size = pre_chat.map_or(0, |s| s.size);
 
         // Frame the batch; windows follow boundary rows inside it too.
-        // Never at or below the floor: a floor announced by a batch that was then torn
-        // (see the pending receipt below) would otherwise hide rows reusing its seqs.
-        let first = ix.last_seq.max(ix.fold.floor_seq()) + 1;
-        let last = first + rows.len() as u64 - 1;
+        let seqs_left = || {
+            HistoryError::InvalidArgument(format!(
+                "no seq is left to hand out: a line of the transcript shows seq {}; the \
+                 transcript cannot grow, start a new one",
+                ix.last_seq.max(ix.fold.floor_seq())
+            ))
+        };
+        let first = ix.next_seq().ok_or_else(seqs_left)?;
+        let last = first
+            .checked_add((rows.len() as u64).saturating_sub(1))
+            .ok_or_else(seqs_left)?;
         let pure = match receipt.valid() {
             Some(r) => {
                 r.state == ReceiptState::Stable
@@ -215,16 +223,30 @@ impl History {
                     ),
                 ));
             }
-            // What is acknowledged must read back: the reader's parse is the judge.
-            if let Err(e) = wellformed::check(&line[..line.len() - 1]) {
+            // What is acknowledged must read back: the reader's parse is the judge. Rows
+            // leave room for the quarantine row that may one day keep them.
+            let limit = if row.kind() == RowKind::Rejected.as_str() {
+                MAX_NESTING
+            } else {
+                MAX_ROW_NESTING
+            };
+            let body = &line[..line.len() - 1];
+            let depth = wellformed::nesting(body);
+            if depth > limit {
                 return Err(HistoryError::row(
                     i,
                     "",
                     format!(
-                        "would not read back as JSON ({e}); rows may nest at most \
-                         {MAX_NESTING} objects and arrays deep, the row itself included: \
-                         flatten it"
+                        "nests {depth} objects and arrays deep, the row itself included; \
+                         rows may nest at most {MAX_ROW_NESTING}: flatten it"
                     ),
+                ));
+            }
+            if let Err(e) = wellformed::check(body) {
+                return Err(HistoryError::row(
+                    i,
+                    "",
+                    format!("would not read back as JSON ({e}); nothing was written"),
                 ));
             }
             framed.extend_from_slice(&line);

@@ -21,6 +21,9 @@ use serde::Deserialize;
 const HEADER_PREFIX: &[u8] = b"{\"batch\":";
 const COMMIT_PREFIX: &[u8] = b"{\"commit\":";
 
+/// The longest commit line `commit_line` writes (five numbers of at most 20 digits).
+pub(crate) const COMMIT_LINE_MAX: usize = 160;
+
 /// Header line of a batch.
 pub(crate) fn header_line(epoch: u64, first: u64, last: u64) -> String {
     format!("{{\"batch\":{{\"epoch\":{epoch},\"first\":{first},\"last\":{last}}}}}\n")
@@ -84,7 +87,60 @@ struct RawHead<'a> {
     #[serde(default, borrow)]
     window: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
-    meta: Option<RawMeta>,
+    meta: Option<FromObject<RawMeta>>,
+}
+
+/// Only the seq of a line, for a line whose head does not parse. Like a `Value` reader,
+/// the last of repeated `seq` keys wins.
+struct SeqOnly(u64);
+
+impl<'de> Deserialize<'de> for SeqOnly {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SeqVisitor;
+        impl<'de> serde::de::Visitor<'de> for SeqVisitor {
+            type Value = SeqOnly;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object with a seq")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<SeqOnly, A::Error> {
+                let mut seq = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "seq" {
+                        seq = Some(map.next_value::<u64>()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                seq.map(SeqOnly)
+                    .ok_or_else(|| serde::de::Error::missing_field("seq"))
+            }
+        }
+        d.deserialize_map(SeqVisitor)
+    }
+}
+
+/// `T` read only from a JSON object. serde also reads a struct from an array, by
+/// position, which no reader of rows does: `"meta":["reset"]` is not a reset.
+struct FromObject<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for FromObject<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for ObjectVisitor<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(ObjectVisitor(std::marker::PhantomData))
+            .map(FromObject)
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -122,8 +178,12 @@ pub(crate) fn read_line(line: &[u8]) -> LineRead {
             reset_like: false,
         };
     }
+    let claimed_seq = match &head {
+        Some(h) => Some(h.seq),
+        None => serde_json::from_slice::<SeqOnly>(line).ok().map(|s| s.0),
+    };
     LineRead {
-        claimed_seq: head.as_ref().map(|h| h.seq),
+        claimed_seq,
         reset_like: head.as_ref().is_some_and(RowHead::is_floor) || looks_like_reset(line),
         head: None,
     }
@@ -133,8 +193,8 @@ pub(crate) fn read_line(line: &[u8]) -> LineRead {
 /// is a row is `read_line`'s to say. Alone it serves where a damaged byte elsewhere in a
 /// row must not hide what its head says (a soft clear in a torn tail).
 fn parse_head(line: &[u8]) -> Option<RowHead> {
-    let raw: RawHead<'_> = serde_json::from_slice(line).ok()?;
-    let meta = raw.meta.unwrap_or_default();
+    let FromObject(raw) = serde_json::from_slice::<FromObject<RawHead<'_>>>(line).ok()?;
+    let meta = raw.meta.map(|m| m.0).unwrap_or_default();
     Some(RowHead {
         seq: raw.seq,
         kind: raw.kind.into_owned(),
@@ -380,10 +440,12 @@ fn validate(batch: &Open, framed: &[u8], commit: &[u8]) -> Result<u32, String> {
             c.crc
         ));
     }
+    // A line of a batch that is not a row (one an earlier version wrote nested deeper
+    // than readers parse) still holds its place: the batch is whole, the line skipped.
     let seqs: Vec<u64> = batch
         .rows
         .iter()
-        .filter_map(|r| r.head.as_ref().map(|h| h.seq))
+        .filter_map(|r| r.head.as_ref().map(|h| h.seq).or(r.claimed_seq))
         .collect();
     let expected: Vec<u64> = (c.first..=c.last).collect();
     if c.first != batch.first || c.last != batch.last || seqs != expected {

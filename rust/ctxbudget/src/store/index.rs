@@ -20,6 +20,9 @@ pub(super) struct Index {
     pub(super) last_seq: u64,
     /// Highest seq of a readable row, in file order.
     pub(super) max_row_seq: u64,
+    /// Highest seq any line shows, rows and lines that are not rows alike: what the
+    /// files hold evidence of.
+    pub(super) max_shown_seq: u64,
     /// What the rows mean so far (windows, floor, retractions, rollover IDs), folded
     /// from the heads of readable rows in file order; its floor is raised to the
     /// receipt's.
@@ -31,6 +34,8 @@ pub(super) struct Index {
     /// The archive check receipts carry: the archive's own, or, once it failed, the one
     /// the receipt recorded (so the damage stays visible after receipts are rewritten).
     pub(super) archive_check: Option<ArchiveCheck>,
+    /// The check of the archive as loaded (up to its last whole line or batch).
+    pub(super) archive_loaded_check: Option<ArchiveCheck>,
 }
 
 impl Index {
@@ -38,11 +43,32 @@ impl Index {
         self.archive.entries.iter().chain(self.chat.entries.iter())
     }
 
+    /// The seq the next appended row gets: above every seq handed out or shown, and
+    /// above the floor (a floor announced by a batch that was then torn must not hide
+    /// the rows after it). `None` once the seq space is used up.
+    pub(super) fn next_seq(&self) -> Option<u64> {
+        self.last_seq.max(self.fold.floor_seq()).checked_add(1)
+    }
+
+    /// A rotation this index's store just finished: receipts vouch for the archive as it
+    /// is now (while the rotation was in flight they kept the check from before it).
+    pub(super) fn rotation_finished(&mut self) {
+        if self.archive.damage.is_none() {
+            self.archive_check = self.archive_loaded_check;
+        }
+    }
+
     /// Recomputes the derived fields from all entries (after a full load of `archive_bytes`
     /// and chat), judging them against what the receipt acknowledges.
-    pub(super) fn derive(&mut self, receipt: &ReceiptRead, archive_bytes: &[u8]) {
+    pub(super) fn derive(
+        &mut self,
+        receipt: &ReceiptRead,
+        chat_bytes: &[u8],
+        archive_bytes: &[u8],
+    ) {
         self.last_seq = 0;
         self.max_row_seq = 0;
+        self.max_shown_seq = 0;
         self.seq_violations = 0;
         self.first_seq_violation = None;
         self.fold = WindowFold::new();
@@ -73,7 +99,8 @@ impl Index {
             .ok()
             .and_then(|end| archive_bytes.get(..end))
             .unwrap_or(archive_bytes);
-        self.archive_check = Some(ArchiveCheck::of(committed));
+        self.archive_loaded_check = Some(ArchiveCheck::of(committed));
+        self.archive_check = self.archive_loaded_check;
         let recorded = receipt.valid().and_then(|r| r.archive_check);
         if receipt.valid().is_some_and(|r| r.rotation.is_some()) {
             // A rotation in flight: until it is rolled back or finished, receipts vouch
@@ -81,20 +108,24 @@ impl Index {
             self.archive_check = recorded;
         }
         if let Some(recorded) = recorded.filter(|c| !c.holds_for(archive_bytes)) {
-            // Where in the archive the change is, is unknown: all of it may have held a
-            // soft clear, so the whole region counts as one possible floor.
-            let offset = recorded.len.min(archive_bytes.len() as u64);
-            archive.damage_offsets.push(offset);
+            // If the frame checks found nothing, where the change is is unknown: all of
+            // the region may have held a soft clear, so it counts as one possible floor.
+            // Damage they located says where (and is a possible floor itself).
+            if archive.damage.is_none() {
+                archive
+                    .damage_offsets
+                    .push(recorded.len.min(archive_bytes.len() as u64));
+                archive.damage = Some(frame::Damage {
+                    offset: 0,
+                    line: 1,
+                    reason: format!(
+                        "the first {} bytes of the archive no longer match the checksum the \
+                         receipt recorded for them: acknowledged rows were changed or lost",
+                        recorded.len
+                    ),
+                });
+            }
             archive.tail_acked = true;
-            archive.damage = Some(frame::Damage {
-                offset: 0,
-                line: 1,
-                reason: format!(
-                    "the first {} bytes of the archive no longer match the checksum the \
-                     receipt recorded for them: acknowledged rows were changed or lost",
-                    recorded.len
-                ),
-            });
             self.archive_check = Some(recorded);
         }
         if let Some(r) = receipt.valid() {
@@ -106,7 +137,7 @@ impl Index {
             // as below, never a torn tail to move away.
             let written_whole_unreadable = r.state == ReceiptState::Pending
                 && r.append.is_some_and(|a| {
-                    chat.committed_end + chat.torn_bytes >= a.end && a.last > self.max_row_seq
+                    a.last > self.max_shown_seq && written_whole(chat_bytes, r.committed_end, a.end)
                 });
             if written_whole_unreadable {
                 // Its seqs count as handed out, and every receipt from now on says so
@@ -124,7 +155,7 @@ impl Index {
                             .to_owned(),
                     });
                 }
-            } else if r.seq > self.max_row_seq {
+            } else if r.seq > self.max_shown_seq {
                 // The receipt vouches for rows that are not readable: the last
                 // acknowledged batch was cut or fails its check. That is damage (writes
                 // refused, location named), never a torn tail to cut away.
@@ -148,6 +179,30 @@ impl Index {
         }
         self.archive = archive;
         self.chat = chat;
+        self.raise_floor_over_damage();
+    }
+
+    /// A damaged region may have held a soft clear: nothing shown before it is context
+    /// (fail closed), as `session_history` returns nothing before it.
+    fn raise_floor_over_damage(&mut self) {
+        let mut floor = 0;
+        let mut shown = 0u64;
+        for scan in [&self.archive, &self.chat] {
+            let mut damage = scan.damage_offsets.clone();
+            damage.sort_unstable();
+            let mut next = damage.iter().peekable();
+            for e in &scan.entries {
+                while next.next_if(|&&d| d <= e.offset).is_some() {
+                    floor = shown;
+                }
+                let seq = e.head.as_ref().map(|h| h.seq).or(e.claimed_seq);
+                shown = shown.max(seq.unwrap_or(0));
+            }
+            if next.next().is_some() {
+                floor = shown;
+            }
+        }
+        self.fold.raise_floor(floor);
     }
 
     /// Updates the derived fields with the entries of `scan` from index `from` on, which
@@ -161,6 +216,12 @@ impl Index {
                 // A line that is not a row keeps the seq it shows from being reused.
                 if let Some(seq) = e.claimed_seq {
                     self.last_seq = self.last_seq.max(seq);
+                    self.max_shown_seq = self.max_shown_seq.max(seq);
+                }
+                if e.reset_like {
+                    // Possibly a soft clear: nothing shown so far is context (fail
+                    // closed), as `session_history` hides everything before it.
+                    self.fold.raise_floor(self.max_shown_seq);
                 }
                 continue;
             };
@@ -203,6 +264,7 @@ impl Index {
                 continue;
             }
             self.max_row_seq = h.seq;
+            self.max_shown_seq = self.max_shown_seq.max(h.seq);
             self.last_seq = self.last_seq.max(h.seq);
             self.fold.note_head(h.as_head());
         }
@@ -246,6 +308,21 @@ impl Index {
             .map(|d| (true, d))
             .or_else(|| self.archive.damage.as_ref().map(|d| (false, d)))
     }
+}
+
+/// Whether `chat` holds, from `start` to `end`, a batch that was written whole: its
+/// commit line (the last thing in the one `write` of a batch, never in a torn prefix) is
+/// there, judged by markers of which one bit flip can hide at most one.
+fn written_whole(chat: &[u8], start: u64, end: u64) -> bool {
+    let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
+        return false;
+    };
+    if start >= end || end > chat.len() {
+        return false;
+    }
+    let tail = &chat[start.max(end.saturating_sub(frame::COMMIT_LINE_MAX))..end];
+    let has = |needle: &[u8]| memchr::memmem::find(tail, needle).is_some();
+    has(b"{\"commit\":{") || has(b",\"len\":") || has(b",\"crc\":")
 }
 
 /// A read-only view of the store under the history lock (see `History::with_snapshot`).
@@ -306,7 +383,7 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
             .all(|e| (e.offset + u64::from(e.len)) < s.committed_end.max(1)));
     }
     let _ = frame::tail_has_floor(chat);
-    ix.derive(&receipt, archive);
+    ix.derive(&receipt, chat, archive);
     let seqs: Vec<u64> = ix
         .entries()
         .filter_map(|e| e.head.as_ref().map(|h| h.seq))

@@ -254,6 +254,9 @@ impl History {
         }
         fsutil::replace_file(&self.paths.chat, rest, self.durable(), "rotate.chat")?;
         self.refresh(&mut locked)?;
+        if let Some(ix) = locked.index.as_mut() {
+            ix.rotation_finished();
+        }
         self.publish_stable_durable(epoch, &mut locked)?;
         Ok(RotateReport {
             rows,
@@ -275,7 +278,7 @@ impl History {
             chat: frame::scan(&chat_bytes, 0, 0),
             ..Index::default()
         };
-        ix.derive(&receipt, &archive_bytes);
+        ix.derive(&receipt, &chat_bytes, &archive_bytes);
         let file_report = |s: &Scan, bytes: usize| FileReport {
             bytes: bytes as u64,
             batches: s.batches,

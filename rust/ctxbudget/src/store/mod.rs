@@ -68,7 +68,7 @@ pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use receipt::{AppendIntent, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
 pub use row::{NewRow, DEFAULT_MAX_ROW_BYTES, KINDS, PART_TYPES, ROLES};
 pub use seam::{BuildBatch, Store, Tip};
-pub use wellformed::MAX_NESTING;
+pub use wellformed::{MAX_NESTING, MAX_ROW_NESTING, QUARANTINE_WRAP};
 
 pub(crate) use frame::Entry;
 use lock::HistoryLock;
@@ -208,7 +208,7 @@ impl History {
             chat: frame::scan(&chat_bytes, 0, 0),
             ..Index::default()
         };
-        ix.derive(&receipt, &archive_bytes);
+        ix.derive(&receipt, &chat_bytes, &archive_bytes);
         *locked.index = Some(ix);
         Ok(receipt)
     }

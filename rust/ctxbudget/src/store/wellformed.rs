@@ -10,10 +10,44 @@
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-/// Containers (objects and arrays) a row line may nest, the row object itself included:
-/// serde_json's readers refuse a 128th level. Writers refuse deeper rows up front, so
-/// nothing acknowledged is unreadable.
+/// Containers (objects and arrays) a line may nest, the row object itself included:
+/// serde_json's readers refuse a 128th level, so nothing deeper is ever written.
 pub const MAX_NESTING: usize = 127;
+
+/// Levels a quarantine row adds around the row it keeps (`meta`, then `rejected`).
+pub const QUARANTINE_WRAP: usize = 2;
+
+/// Containers any row but a quarantine row may nest, the row object included: room for
+/// the quarantine row that may one day keep it.
+pub const MAX_ROW_NESTING: usize = MAX_NESTING - QUARANTINE_WRAP;
+
+/// The deepest nesting of objects and arrays in a JSON text (brackets inside strings
+/// do not count).
+pub(crate) fn nesting(json: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
 
 /// Whether `line` parses as one JSON value under the reader's rules.
 pub(crate) fn is_wellformed(line: &[u8]) -> bool {
@@ -75,6 +109,12 @@ impl<'de> Visitor<'de> for CheckedVisitor {
 mod tests {
     use super::{is_wellformed, MAX_NESTING};
     use serde_json::Value;
+
+    #[test]
+    fn nesting_skips_strings() {
+        assert_eq!(super::nesting(br#"{"a":[1,{"b":"[[{{\"]]"}]}"#), 3);
+        assert_eq!(super::nesting(b"1"), 0);
+    }
 
     /// `MAX_NESTING` is serde_json's limit, exactly.
     #[test]
