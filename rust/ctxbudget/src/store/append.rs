@@ -265,6 +265,7 @@ impl History {
         pending.append = Some(AppendIntent {
             end: old_size + framed.len() as u64,
             last,
+            crc,
         });
         receipt::publish_in_place(
             &self.paths.receipt,

@@ -170,14 +170,14 @@ pub(crate) struct LineRead {
 
 /// Reads one line for the index.
 pub(crate) fn read_line(line: &[u8]) -> LineRead {
-    let head = parse_head(line);
-    if head.is_some() && super::wellformed::is_wellformed(line) {
+    if let Some(head) = super::head::parse_strict(line) {
         return LineRead {
-            head,
+            head: Some(head),
             claimed_seq: None,
             reset_like: false,
         };
     }
+    let head = parse_head(line);
     let claimed_seq = match &head {
         Some(h) => Some(h.seq),
         None => serde_json::from_slice::<SeqOnly>(line).ok().map(|s| s.0),
@@ -347,6 +347,8 @@ pub(crate) fn scan(bytes: &[u8], base: u64, base_line: u64) -> Scan {
                     match validate(&batch, framed, line) {
                         Ok(crc) => {
                             out.batch_ranges.push((batch.offset, base + next as u64));
+                            out.malformed +=
+                                batch.rows.iter().filter(|e| e.head.is_none()).count() as u64;
                             out.entries.extend(batch.rows);
                             out.batches += 1;
                             out.last_crc = Some(crc);

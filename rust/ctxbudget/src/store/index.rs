@@ -3,7 +3,7 @@
 
 use super::frame::{self, Entry, Scan};
 use super::fsutil::Stamp;
-use super::receipt::{self, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
+use super::receipt::{self, AppendIntent, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
 use super::Paths;
 use crate::transcript::WindowFold;
 
@@ -137,7 +137,7 @@ impl Index {
             // as below, never a torn tail to move away.
             let written_whole_unreadable = r.state == ReceiptState::Pending
                 && r.append.is_some_and(|a| {
-                    a.last > self.max_shown_seq && written_whole(chat_bytes, r.committed_end, a.end)
+                    a.last > self.max_shown_seq && written_whole(chat_bytes, r, &a)
                 });
             if written_whole_unreadable {
                 // Its seqs count as handed out, and every receipt from now on says so
@@ -175,6 +175,14 @@ impl Index {
                         reason,
                     });
                 }
+            }
+        }
+        // Damage found while noting rows knows its offset; name its line too.
+        for (scan, bytes) in [(&mut archive, archive_bytes), (&mut chat, chat_bytes)] {
+            if let Some(d) = scan.damage.as_mut().filter(|d| d.line == 0) {
+                let before =
+                    usize::try_from(d.offset).map_or(bytes, |o| &bytes[..o.min(bytes.len())]);
+                d.line = memchr::memchr_iter(b'\n', before).count() as u64 + 1;
             }
         }
         self.archive = archive;
@@ -310,11 +318,15 @@ impl Index {
     }
 }
 
-/// Whether `chat` holds, from `start` to `end`, a batch that was written whole: its
-/// commit line (the last thing in the one `write` of a batch, never in a torn prefix) is
-/// there, judged by markers of which one bit flip can hide at most one.
-fn written_whole(chat: &[u8], start: u64, end: u64) -> bool {
-    let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
+/// Whether `chat` holds, from `start` to `end`, the batch a pending receipt announced,
+/// written whole: its commit line — the last thing in the one `write` of a batch, never
+/// in a torn prefix — is there, recognised by its epoch or its CRC (one bit flip can hide
+/// at most one of them; another program's lines carry neither).
+fn written_whole(chat: &[u8], r: &Receipt, intent: &AppendIntent) -> bool {
+    let (Ok(start), Ok(end)) = (
+        usize::try_from(r.committed_end),
+        usize::try_from(intent.end),
+    ) else {
         return false;
     };
     if start >= end || end > chat.len() {
@@ -322,7 +334,8 @@ fn written_whole(chat: &[u8], start: u64, end: u64) -> bool {
     }
     let tail = &chat[start.max(end.saturating_sub(frame::COMMIT_LINE_MAX))..end];
     let has = |needle: &[u8]| memchr::memmem::find(tail, needle).is_some();
-    has(b"{\"commit\":{") || has(b",\"len\":") || has(b",\"crc\":")
+    has(format!("{{\"commit\":{{\"epoch\":{},", r.epoch).as_bytes())
+        || has(format!(",\"crc\":{}}}}}", intent.crc).as_bytes())
 }
 
 /// A read-only view of the store under the history lock (see `History::with_snapshot`).

@@ -42,6 +42,7 @@ pub mod failpoint;
 mod failpoint;
 pub(crate) mod frame;
 mod fsutil;
+mod head;
 mod lock;
 pub mod receipt;
 mod row;

@@ -110,6 +110,8 @@ pub struct AppendIntent {
     pub end: u64,
     /// Last seq of the batch.
     pub last: u64,
+    /// The CRC-32C its commit line carries (its epoch is the receipt's).
+    pub crc: u32,
 }
 
 /// The intent of a rotation, published durably before the archive is touched.

@@ -50,6 +50,7 @@ pub(crate) fn nesting(json: &[u8]) -> usize {
 }
 
 /// Whether `line` parses as one JSON value under the reader's rules.
+#[cfg(test)]
 pub(crate) fn is_wellformed(line: &[u8]) -> bool {
     check(line).is_ok()
 }
@@ -60,7 +61,7 @@ pub(crate) fn check(line: &[u8]) -> Result<(), serde_json::Error> {
 }
 
 /// A JSON value that was fully checked and then dropped.
-struct Checked;
+pub(crate) struct Checked;
 
 impl<'de> Deserialize<'de> for Checked {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

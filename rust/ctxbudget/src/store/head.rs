@@ -1,0 +1,210 @@
+//! The index's head parse, in one pass: the fields the store keeps, and every other value
+//! checked exactly as a `serde_json::Value` reader checks it (see `wellformed`). A line
+//! this accepts is a row; one it refuses is read again leniently only to learn the seq it
+//! shows and whether it may be a soft clear.
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+
+use super::frame::RowHead;
+use super::wellformed::Checked;
+
+/// The head of `line` if all of it is a row every reader parses.
+pub(crate) fn parse_strict(line: &[u8]) -> Option<RowHead> {
+    serde_json::from_slice::<StrictHead>(line).ok().map(|h| h.0)
+}
+
+/// Keys of a row the head keeps; anything else is only checked.
+enum RowKey {
+    Seq,
+    Kind,
+    Role,
+    Window,
+    Meta,
+    Other,
+}
+
+/// Keys of `meta` the head keeps.
+enum MetaKey {
+    BoundaryKind,
+    RolloverId,
+    Retracts,
+    Rejected,
+    Other,
+}
+
+/// An object key, matched without allocating.
+trait Key: Sized {
+    fn of(name: &str) -> Self;
+}
+
+impl Key for RowKey {
+    fn of(name: &str) -> Self {
+        match name {
+            "seq" => RowKey::Seq,
+            "kind" => RowKey::Kind,
+            "role" => RowKey::Role,
+            "window" => RowKey::Window,
+            "meta" => RowKey::Meta,
+            _ => RowKey::Other,
+        }
+    }
+}
+
+impl Key for MetaKey {
+    fn of(name: &str) -> Self {
+        match name {
+            "boundary_kind" => MetaKey::BoundaryKind,
+            "rollover_id" => MetaKey::RolloverId,
+            "retracts" => MetaKey::Retracts,
+            "rejected" => MetaKey::Rejected,
+            _ => MetaKey::Other,
+        }
+    }
+}
+
+struct KeyOf<K>(K);
+
+impl<'de, K: Key> Deserialize<'de> for KeyOf<K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor<K>(std::marker::PhantomData<K>);
+        impl<'de, K: Key> Visitor<'de> for KeyVisitor<K> {
+            type Value = KeyOf<K>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_str<E>(self, name: &str) -> Result<KeyOf<K>, E> {
+                Ok(KeyOf(K::of(name)))
+            }
+        }
+        d.deserialize_str(KeyVisitor(std::marker::PhantomData))
+    }
+}
+
+/// A row's head; like a `Value` reader, the last of repeated keys wins.
+struct StrictHead(RowHead);
+
+impl<'de> Deserialize<'de> for StrictHead {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct HeadVisitor;
+        impl<'de> Visitor<'de> for HeadVisitor {
+            type Value = StrictHead;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a row object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictHead, A::Error> {
+                let (mut seq, mut kind) = (None, None);
+                let mut head = RowHead::default();
+                while let Some(KeyOf(key)) = map.next_key::<KeyOf<RowKey>>()? {
+                    match key {
+                        RowKey::Seq => seq = Some(map.next_value::<u64>()?),
+                        RowKey::Kind => kind = Some(map.next_value::<String>()?),
+                        RowKey::Role => head.role = map.next_value()?,
+                        RowKey::Window => head.window = map.next_value()?,
+                        RowKey::Meta => {
+                            let meta = map.next_value::<Option<StrictMeta>>()?;
+                            let meta = meta.unwrap_or_default();
+                            head.boundary_kind = meta.boundary_kind;
+                            head.rollover_id = meta.rollover_id;
+                            head.retracts = meta.retracts;
+                            head.rejected = meta.rejected;
+                        }
+                        RowKey::Other => {
+                            map.next_value::<Checked>()?;
+                        }
+                    }
+                }
+                head.seq = seq.ok_or_else(|| serde::de::Error::missing_field("seq"))?;
+                head.kind = kind.ok_or_else(|| serde::de::Error::missing_field("kind"))?;
+                Ok(StrictHead(head))
+            }
+        }
+        d.deserialize_map(HeadVisitor)
+    }
+}
+
+/// The parts of `meta` the head keeps (an object; `null` is no meta).
+#[derive(Default)]
+struct StrictMeta {
+    boundary_kind: Option<String>,
+    rollover_id: Option<String>,
+    retracts: Option<u64>,
+    rejected: bool,
+}
+
+impl<'de> Deserialize<'de> for StrictMeta {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MetaVisitor;
+        impl<'de> Visitor<'de> for MetaVisitor {
+            type Value = StrictMeta;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a meta object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrictMeta, A::Error> {
+                let mut meta = StrictMeta::default();
+                while let Some(KeyOf(key)) = map.next_key::<KeyOf<MetaKey>>()? {
+                    match key {
+                        MetaKey::BoundaryKind => meta.boundary_kind = map.next_value()?,
+                        MetaKey::RolloverId => meta.rollover_id = map.next_value()?,
+                        MetaKey::Retracts => meta.retracts = map.next_value()?,
+                        MetaKey::Rejected => {
+                            meta.rejected = map.next_value::<Option<Checked>>()?.is_some();
+                        }
+                        MetaKey::Other => {
+                            map.next_value::<Checked>()?;
+                        }
+                    }
+                }
+                Ok(meta)
+            }
+        }
+        d.deserialize_map(MetaVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_strict;
+    use crate::store::frame::RowHead;
+    use crate::store::wellformed::is_wellformed;
+
+    #[test]
+    fn keeps_the_head_and_refuses_what_readers_refuse() {
+        let row = br#"{"seq":3,"kind":"boundary","role":"system","window":"w:3","parts":[],"meta":{"boundary_kind":"reset","x":[1,{"y":null}],"rejected":null}}"#;
+        assert_eq!(
+            parse_strict(row),
+            Some(RowHead {
+                seq: 3,
+                kind: "boundary".into(),
+                role: Some("system".into()),
+                window: Some("w:3".into()),
+                boundary_kind: Some("reset".into()),
+                ..RowHead::default()
+            })
+        );
+        let deep = format!(
+            "{{\"seq\":1,\"kind\":\"message\",\"x\":{}{}}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for line in [
+            b"{\"seq\":1,\"kind\":\"message\",\"parts\":[{\"\xf4ype\":\"text\"}]}".to_vec(),
+            br#"{"seq":1,"kind":"message","x":"\ud800"}"#.to_vec(),
+            br#"{"seq":1,"kind":"message","meta":{"n":1e400}}"#.to_vec(),
+            br#"{"seq":1,"kind":"message","meta":["reset"]}"#.to_vec(),
+            br#"[1,"message"]"#.to_vec(),
+            deep.into_bytes(),
+        ] {
+            assert_eq!(
+                parse_strict(&line),
+                None,
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+        // Repeated keys: the last wins, as for a `Value` reader.
+        let twice = br#"{"seq":1,"seq":2,"kind":"message","meta":{"rejected":1}}"#;
+        assert!(is_wellformed(twice));
+        let head = parse_strict(twice);
+        assert_eq!(head.as_ref().map(|h| (h.seq, h.rejected)), Some((2, true)));
+    }
+}
