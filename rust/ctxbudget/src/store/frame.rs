@@ -457,6 +457,21 @@ fn validate(batch: &Open, framed: &[u8], commit: &[u8]) -> Result<u32, String> {
 }
 
 impl Scan {
+    /// Everything after the last whole line or batch is acknowledged data that does not
+    /// read: damage (writes refused, location named), never a torn tail to move away.
+    pub(crate) fn tail_is_damage(&mut self, reason: impl Into<String>) {
+        let (offset, line) = (self.committed_end, self.lines + 1);
+        self.damage_offsets.push(offset);
+        self.tail_acked = true;
+        if self.damage.is_none() {
+            self.damage = Some(Damage {
+                offset,
+                line,
+                reason: reason.into(),
+            });
+        }
+    }
+
     /// Appends the scan of the bytes that followed `self.committed_end`.
     pub(crate) fn absorb(&mut self, next: Scan) {
         self.entries.extend(next.entries);

@@ -80,18 +80,10 @@ impl Index {
             // The archive only ever receives whole committed batches from chat.jsonl,
             // all acknowledged; an interrupted rotation is rolled back from its recorded
             // intent. Anything after its last valid commit is damage, never torn.
-            let (offset, line) = (archive.committed_end, archive.lines + 1);
-            archive.damage_offsets.push(offset);
-            archive.tail_acked = true;
-            if archive.damage.is_none() {
-                archive.damage = Some(frame::Damage {
-                    offset,
-                    line,
-                    reason: "the archive holds only acknowledged batches, and the one here \
-                             is cut short or fails its check"
-                        .to_owned(),
-                });
-            }
+            archive.tail_is_damage(
+                "the archive holds only acknowledged batches, and the one here is cut short \
+                 or fails its check",
+            );
         }
         // What later receipts vouch for: the archive up to its last whole line or batch
         // (bytes after it are an interrupted rotation's, rolled back or judged below).
@@ -143,18 +135,10 @@ impl Index {
                 // Its seqs count as handed out, and every receipt from now on says so
                 // (`seq`), which keeps this region damage after the receipt is rewritten.
                 self.last_seq = self.last_seq.max(r.append.map_or(0, |a| a.last));
-                let (offset, line) = (chat.committed_end, chat.lines + 1);
-                chat.damage_offsets.push(offset);
-                chat.tail_acked = true;
-                if chat.damage.is_none() {
-                    chat.damage = Some(frame::Damage {
-                        offset,
-                        line,
-                        reason: "the batch an append announced was written whole but does \
-                                 not read back: it may have been acknowledged"
-                            .to_owned(),
-                    });
-                }
+                chat.tail_is_damage(
+                    "the batch an append announced was written whole but does not read \
+                     back: it may have been acknowledged",
+                );
             } else if r.seq > self.max_shown_seq {
                 // The receipt vouches for rows that are not readable: the last
                 // acknowledged batch was cut or fails its check. That is damage (writes
@@ -165,16 +149,7 @@ impl Index {
                      its check",
                     r.seq, self.max_row_seq
                 );
-                let (offset, line) = (chat.committed_end, chat.lines + 1);
-                chat.damage_offsets.push(offset);
-                chat.tail_acked = true;
-                if chat.damage.is_none() {
-                    chat.damage = Some(frame::Damage {
-                        offset,
-                        line,
-                        reason,
-                    });
-                }
+                chat.tail_is_damage(reason);
             }
         }
         // Damage found while noting rows knows its offset; name its line too.
