@@ -293,8 +293,8 @@ impl Index {
     }
 }
 
-/// Whether `chat` holds, from `start` to `end`, the batch a pending receipt announced,
-/// written whole: its commit line — the last thing in the one `write` of a batch, never
+/// Whether `chat` holds, from the receipt's `committed_end` to the intent's `end`, the
+/// batch a pending receipt announced, written whole: its commit line — the last thing in the one `write` of a batch, never
 /// in a torn prefix — is there, recognised by its epoch or its CRC (one bit flip can hide
 /// at most one of them; another program's lines carry neither).
 fn written_whole(chat: &[u8], r: &Receipt, intent: &AppendIntent) -> bool {
