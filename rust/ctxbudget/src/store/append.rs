@@ -238,7 +238,7 @@ impl History {
                     "",
                     format!(
                         "nests {depth} objects and arrays deep, the row itself included; \
-                         rows may nest at most {MAX_ROW_NESTING}: flatten it"
+                         rows may nest at most {limit}: flatten it"
                     ),
                 ));
             }
