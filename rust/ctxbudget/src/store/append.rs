@@ -479,6 +479,7 @@ impl History {
             let reader = |seq: u64| self.row_at(ix, seq);
             let tip = Tip {
                 last_seq: ix.last_seq,
+                next_seq: ix.next_seq(),
                 fold: &ix.fold,
                 rows: &reader,
             };

@@ -18,8 +18,10 @@
 
 use serde::Deserialize;
 
-const HEADER_PREFIX: &[u8] = b"{\"batch\":";
-const COMMIT_PREFIX: &[u8] = b"{\"commit\":";
+// Exactly how this library begins its frame lines, so a legacy row whose first key
+// happens to be `batch` or `commit` is still a row.
+const HEADER_PREFIX: &[u8] = b"{\"batch\":{\"epoch\":";
+const COMMIT_PREFIX: &[u8] = b"{\"commit\":{\"epoch\":";
 
 /// The longest commit line `commit_line` writes (five numbers of at most 20 digits).
 pub(crate) const COMMIT_LINE_MAX: usize = 160;
@@ -228,13 +230,15 @@ impl RowHead {
     }
 }
 
-/// Whether the bytes of a torn tail hold a soft clear, judged from the rows in it that
-/// parse completely (never from substrings: a tool output mentioning `"boundary"` and
-/// `"reset"` is not a floor).
-pub(crate) fn tail_has_floor(tail: &[u8]) -> bool {
+/// The highest seq of a soft clear in the bytes of a torn tail, judged from the rows in
+/// it whose head parses (never from substrings: a tool output mentioning `"boundary"`
+/// and `"reset"` is not a floor).
+pub(crate) fn tail_floor_seq(tail: &[u8]) -> Option<u64> {
     tail.split(|&b| b == b'\n')
         .filter_map(parse_head)
-        .any(|h| h.is_floor())
+        .filter(RowHead::is_floor)
+        .map(|h| h.seq)
+        .max()
 }
 
 /// Whether a committed line that does not parse as a row looks like a reset boundary:

@@ -122,6 +122,74 @@ impl<'de> Deserialize<'de> for StrictHead {
     }
 }
 
+/// A `meta` value the head reads as `T` when it is one and as absent otherwise, as the
+/// writers read it (`Value::as_u64`, `Value::as_str`); checked either way.
+struct IfType<T>(Option<T>);
+
+/// The types the head reads from `meta`.
+trait FromScalar: Sized {
+    fn from_u64(_: u64) -> Option<Self> {
+        None
+    }
+    fn from_str(_: &str) -> Option<Self> {
+        None
+    }
+}
+
+impl FromScalar for u64 {
+    fn from_u64(v: u64) -> Option<Self> {
+        Some(v)
+    }
+}
+
+impl FromScalar for String {
+    fn from_str(v: &str) -> Option<Self> {
+        Some(v.to_owned())
+    }
+}
+
+impl<'de, T: FromScalar> Deserialize<'de> for IfType<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct IfVisitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: FromScalar> Visitor<'de> for IfVisitor<T> {
+            type Value = IfType<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<IfType<T>, E> {
+                Ok(IfType(T::from_u64(v)))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<IfType<T>, E> {
+                Ok(IfType(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<IfType<T>, E> {
+                Ok(IfType(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<IfType<T>, E> {
+                Ok(IfType(None))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<IfType<T>, E> {
+                Ok(IfType(T::from_str(v)))
+            }
+            fn visit_unit<E>(self) -> Result<IfType<T>, E> {
+                Ok(IfType(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<IfType<T>, A::Error> {
+                Checked::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(IfType(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<IfType<T>, A::Error> {
+                Checked::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(IfType(None))
+            }
+        }
+        d.deserialize_any(IfVisitor(std::marker::PhantomData))
+    }
+}
+
 /// The parts of `meta` the head keeps (an object; `null` is no meta).
 #[derive(Default)]
 struct StrictMeta {
@@ -143,9 +211,13 @@ impl<'de> Deserialize<'de> for StrictMeta {
                 let mut meta = StrictMeta::default();
                 while let Some(KeyOf(key)) = map.next_key::<KeyOf<MetaKey>>()? {
                     match key {
-                        MetaKey::BoundaryKind => meta.boundary_kind = map.next_value()?,
-                        MetaKey::RolloverId => meta.rollover_id = map.next_value()?,
-                        MetaKey::Retracts => meta.retracts = map.next_value()?,
+                        MetaKey::BoundaryKind => {
+                            meta.boundary_kind = map.next_value::<IfType<String>>()?.0;
+                        }
+                        MetaKey::RolloverId => {
+                            meta.rollover_id = map.next_value::<IfType<String>>()?.0;
+                        }
+                        MetaKey::Retracts => meta.retracts = map.next_value::<IfType<u64>>()?.0,
                         MetaKey::Rejected => {
                             meta.rejected = map.next_value::<Option<Checked>>()?.is_some();
                         }
@@ -201,6 +273,14 @@ mod tests {
                 String::from_utf8_lossy(&line)
             );
         }
+        // Head keys of other types in `meta` are absent, as writers read them.
+        let odd = br#"{"seq":4,"kind":"message","meta":{"retracts":1.5,"boundary_kind":7,"rollover_id":{"a":[1]}}}"#;
+        let head = parse_strict(odd);
+        assert_eq!(
+            head.as_ref()
+                .map(|h| (h.retracts, h.boundary_kind.clone(), h.rollover_id.clone())),
+            Some((None, None, None))
+        );
         // Repeated keys: the last wins, as for a `Value` reader.
         let twice = br#"{"seq":1,"seq":2,"kind":"message","meta":{"rejected":1}}"#;
         assert!(is_wellformed(twice));

@@ -242,8 +242,16 @@ impl Index {
                     }
                 }
                 e.reset_like = h.is_floor();
+                e.claimed_seq = Some(h.seq);
                 e.head = None;
                 scan.malformed += 1;
+                if !framed {
+                    scan.legacy_rows = scan.legacy_rows.saturating_sub(1);
+                }
+                if e.reset_like {
+                    // Still a possible soft clear where it stands (fail closed).
+                    self.fold.raise_floor(self.max_shown_seq);
+                }
                 continue;
             }
             self.max_row_seq = h.seq;
@@ -370,7 +378,7 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
             .iter()
             .all(|e| (e.offset + u64::from(e.len)) < s.committed_end.max(1)));
     }
-    let _ = frame::tail_has_floor(chat);
+    let _ = frame::tail_floor_seq(chat);
     ix.derive(&receipt, chat, archive);
     let seqs: Vec<u64> = ix
         .entries()

@@ -65,8 +65,15 @@ impl History {
             report.epoch = receipt.valid().map(|r| r.epoch);
             return Ok(report);
         }
+        // A soft clear in the torn tail is replaced below by a committed reset; until
+        // then the recovery's own receipt holds its floor, so a crash in between does not
+        // drop it.
+        let tail_floor = match chat_torn {
+            Some(keep) => frame::tail_floor_seq(&read_range(&self.paths.chat, keep)?),
+            None => None,
+        };
         let epoch = fsutil::random_u63();
-        self.publish_pending_durable(epoch, ix)?;
+        self.publish_pending_durable(epoch, ix, tail_floor.unwrap_or(0))?;
         *locked.index = None; // whatever happens next, rebuild from the files
         if let Some(size) = rollback_to {
             report.rotation_rolled_back_bytes = self.truncate_to(&self.paths.archive, size)?;
@@ -75,10 +82,8 @@ impl History {
             report.archive_torn_bytes =
                 self.move_tail(&self.paths.archive, keep, epoch, &mut report.moved_to)?;
         }
-        let mut floor_in_tail = false;
+        let floor_in_tail = tail_floor.is_some();
         if let Some(keep) = chat_torn {
-            let tail = read_range(&self.paths.chat, keep)?;
-            floor_in_tail = frame::tail_has_floor(&tail);
             report.chat_torn_bytes =
                 self.move_tail(&self.paths.chat, keep, epoch, &mut report.moved_to)?;
         }
@@ -161,8 +166,10 @@ impl History {
         Ok(tail.len() as u64)
     }
 
-    pub(super) fn publish_pending_durable(&self, epoch: u64, ix: &Index) -> Result<()> {
-        let pending = ix.receipt(epoch, ReceiptState::Pending);
+    /// Publishes a pending receipt describing `ix`, its floor raised to at least `floor`.
+    pub(super) fn publish_pending_durable(&self, epoch: u64, ix: &Index, floor: u64) -> Result<()> {
+        let mut pending = ix.receipt(epoch, ReceiptState::Pending);
+        pending.floor = pending.floor.max(floor);
         receipt::publish(
             &self.paths.receipt,
             &pending,

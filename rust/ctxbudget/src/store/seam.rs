@@ -18,8 +18,11 @@ use super::{
 
 /// What a batch is built from, under the store's lock.
 pub struct Tip<'a> {
-    /// The store's last seq (the first row of the batch gets `last_seq + 1`).
+    /// The store's last seq.
     pub last_seq: u64,
+    /// The seq the batch's first row gets, as the store hands seqs out (above the last
+    /// seq and the floor); `None` once the seq space is used up.
+    pub next_seq: Option<u64>,
     /// The fold of every row head the store holds.
     pub fold: &'a WindowFold,
     /// Reads a stored row by seq (`None`: no readable row has it).

@@ -161,8 +161,17 @@ pub fn rollover(store: &dyn Store, spec: RolloverSpec) -> Result<WindowId> {
                 });
             }
         }
+        // The boundary is the batch's first row: the window is named after the seq the
+        // store will give it.
+        let first = tip.next_seq.ok_or_else(|| {
+            HistoryError::InvalidArgument(format!(
+                "no seq is left to hand out after seq {}: the transcript cannot grow, start \
+                 a new one",
+                tip.last_seq
+            ))
+        })?;
         let ctx = LeadInContext {
-            window: WindowId(tip.last_seq + 1),
+            window: WindowId(first),
             previous_window: tip.fold.window(),
         };
         let mut boundary = NewRow {
@@ -220,6 +229,14 @@ pub fn clear_soft(store: &dyn Store, expected_last_seq: Option<u64>) -> Result<u
 /// quarantine row.
 pub fn quarantine(store: &dyn Store, seq: u64, expected_last_seq: Option<u64>) -> Result<u64> {
     let mut build = |tip: &Tip<'_>| -> Result<Option<Vec<NewRow>>> {
+        if seq <= tip.fold.floor_seq() {
+            // Its record would carry the row's text above the floor.
+            return Err(HistoryError::InvalidArgument(format!(
+                "row {seq} is behind the privacy floor (seq {}); it is never sent or shown, \
+                 so there is nothing to quarantine",
+                tip.fold.floor_seq()
+            )));
+        }
         let row = tip.row(seq)?.ok_or_else(|| {
             HistoryError::InvalidArgument(format!(
                 "there is no readable row with seq {seq} to quarantine; the last seq is {}",
