@@ -11,6 +11,7 @@ from ._ctxbudget import __version__
 from .aio import AsyncSession
 from .errors import (
     ConflictError,
+    DatabaseError,
     CorruptHistoryError,
     CtxBudgetError,
     HistoryIOError,
@@ -71,6 +72,7 @@ __all__ = [
     "Capabilities",
     "Claims",
     "ConflictError",
+    "DatabaseError",
     "CorruptHistoryError",
     "CtxBudgetError",
     "Decision",

@@ -11,6 +11,7 @@ __all__ = [
     "ConflictError",
     "CorruptHistoryError",
     "CtxBudgetError",
+    "DatabaseError",
     "HistoryIOError",
     "InternalError",
     "InvalidArgumentError",
@@ -120,6 +121,18 @@ class HistoryIOError(CtxBudgetError, OSError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else super().__str__()
+
+
+class DatabaseError(CtxBudgetError, ConnectionError):
+    """The PostgreSQL store failed: the server could not be reached, the connection
+    broke, TLS refused the server, or the server refused a statement.
+
+    The message names what failed and what to do. ``transient`` is true when the server
+    could not be reached or the connection broke: retrying may succeed (a conditional
+    append, ``if_last_seq=``, retried commits at most once).
+    """
+
+    transient: bool
 
 
 class InternalError(CtxBudgetError, RuntimeError):

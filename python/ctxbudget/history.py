@@ -93,16 +93,34 @@ def _check_seq(seq: int | None) -> int | None:
     return seq
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""URL prefixes that name a PostgreSQL store instead of a workspace directory."""
+
+
+def is_database_url(target: object) -> bool:
+    """True if ``target`` is a ``postgresql://`` (or ``postgres://``) URL."""
+    return isinstance(target, str) and target.startswith(POSTGRES_SCHEMES)
+
+
+def _check_max_row_bytes(max_row_bytes: object) -> None:
+    if isinstance(max_row_bytes, bool) or not isinstance(max_row_bytes, int):
+        raise TypeError(f"max_row_bytes must be int, got {type(max_row_bytes).__name__}")
+    if max_row_bytes <= 0:
+        raise ValueError(f"max_row_bytes must be positive, got {max_row_bytes}")
+
+
 class History:
-    """A workspace's transcript store: ``<workspace>/history/``.
+    """A conversation's transcript store: a workspace's ``<workspace>/history/``, or a
+    conversation in a PostgreSQL database shared by every host.
 
     Open it with :meth:`open`. Safe to share between threads; any number of processes
-    may open the same workspace (they serialize on ``history/lock``).
+    (and, with PostgreSQL, hosts) may open the same conversation: writes serialize on
+    ``history/lock`` or on the conversation's row lock.
     """
 
     __slots__ = ("_core", "_workspace")
 
-    def __init__(self, core: _ctxbudget.History, workspace: Path) -> None:
+    def __init__(self, core: _ctxbudget.History, workspace: Path | None) -> None:
         self._core = core
         self._workspace = workspace
 
@@ -111,18 +129,40 @@ class History:
         cls,
         workspace: str | os.PathLike[str],
         *,
+        conversation: str | None = None,
         durability: Durability | str = Durability.FSYNC,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
         recover: bool = True,
+        cursor_key: str | None = None,
     ) -> History:
-        """Opens (creating ``history/``) the store of ``workspace``.
+        """Opens (creating ``history/``) the store of ``workspace``, or, when
+        ``workspace`` is a ``postgresql://`` URL, the conversation ``conversation`` of
+        that database (created if new; the schema is created or migrated on the first
+        connection of the process, safely when many hosts start at once).
 
         A torn tail or an interrupted rotation left by a crash is recovered first, unless
         ``recover=False`` (inspection: nothing is changed until the first write).
         Raises :class:`~ctxbudget.LockTimeoutError` if another process holds the lock
         longer than ``lock_timeout`` seconds.
+
+        With PostgreSQL, ``session_history`` cursors are signed with ``cursor_key``, else
+        ``CTXBUDGET_CURSOR_KEY``, else a key kept in the database, so a cursor minted on
+        one host pages on another; the URL's ``sslmode`` (``require``, ``verify-full``…)
+        is honoured. Connection failures raise :class:`~ctxbudget.DatabaseError`.
         """
+        if is_database_url(workspace):
+            return cls._open_database(
+                str(workspace),
+                conversation=conversation,
+                max_row_bytes=max_row_bytes,
+                cursor_key=cursor_key,
+            )
+        if conversation is not None or cursor_key is not None:
+            raise InvalidArgumentError(
+                "conversation= and cursor_key= apply to a postgresql:// store; a workspace "
+                "directory holds one conversation — open another directory for another"
+            )
         try:
             mode = Durability(durability).value
         except ValueError:
@@ -131,10 +171,7 @@ class History:
             ) from None
         if not lock_timeout >= 0:
             raise ValueError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
-        if isinstance(max_row_bytes, bool) or not isinstance(max_row_bytes, int):
-            raise TypeError(f"max_row_bytes must be int, got {type(max_row_bytes).__name__}")
-        if max_row_bytes <= 0:
-            raise ValueError(f"max_row_bytes must be positive, got {max_row_bytes}")
+        _check_max_row_bytes(max_row_bytes)
         path = Path(workspace)
         core = _ctxbudget.History.open(
             path,
@@ -145,15 +182,59 @@ class History:
         )
         return cls(core, path)
 
+    @classmethod
+    def _open_database(
+        cls,
+        url: str,
+        *,
+        conversation: str | None,
+        max_row_bytes: int,
+        cursor_key: str | None,
+    ) -> History:
+        if not isinstance(conversation, str) or not conversation:
+            raise InvalidArgumentError(
+                "a postgresql:// store holds many conversations: name one with "
+                "conversation='…' (1 to 256 bytes, e.g. your chat or thread id)"
+            )
+        _check_max_row_bytes(max_row_bytes)
+        if cursor_key is not None and not isinstance(cursor_key, str):
+            raise TypeError(f"cursor_key must be str, got {type(cursor_key).__name__}")
+        core = _ctxbudget.History.open_postgres(
+            url,
+            conversation=conversation,
+            max_row_bytes=max_row_bytes,
+            cursor_key=cursor_key,
+        )
+        return cls(core, None)
+
     @property
-    def workspace(self) -> Path:
-        """The workspace directory."""
+    def workspace(self) -> Path | None:
+        """The workspace directory; ``None`` for a PostgreSQL conversation."""
         return self._workspace
 
     @property
-    def directory(self) -> Path:
-        """``<workspace>/history``."""
-        return Path(self._core.directory)
+    def conversation(self) -> str | None:
+        """The PostgreSQL conversation's id; ``None`` for a workspace directory."""
+        return self._core.conversation
+
+    @property
+    def is_database(self) -> bool:
+        """True for a PostgreSQL conversation."""
+        return self._workspace is None
+
+    @property
+    def location(self) -> str:
+        """Where the transcript lives, for messages: the workspace directory, or
+        ``postgresql conversation '<id>'``."""
+        if self._workspace is None:
+            return f"postgresql conversation {self._core.conversation!r}"
+        return str(self._workspace)
+
+    @property
+    def directory(self) -> Path | None:
+        """``<workspace>/history``; ``None`` for a PostgreSQL conversation."""
+        d = self._core.directory
+        return None if d is None else Path(d)
 
     def append(
         self, rows: Sequence[Mapping[str, Any]], *, if_last_seq: int | None = None

@@ -114,6 +114,12 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
                 ("last_seq", obj(py, last_seq)),
             ],
         ),
+        HistoryError::Database { transient, .. } => raise(
+            py,
+            "DatabaseError",
+            message,
+            &[("transient", obj(py, transient))],
+        ),
         _ => raise(py, "InvalidArgumentError", message, &[]),
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ctxbudget::store::History;
+use crate::backend::Backend;
 use ctxbudget::transcript::{Row, WindowFold, WindowId};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -24,7 +24,7 @@ fn lock_fold(fold: &Mutex<WindowFold>) -> MutexGuard<'_, WindowFold> {
 /// The incremental window fold over one store.
 #[pyclass(module = "ctxbudget._ctxbudget", name = "WindowFold", frozen)]
 pub(crate) struct PyWindowFold {
-    history: Arc<History>,
+    history: Backend,
     fold: Arc<Mutex<WindowFold>>,
 }
 
@@ -61,12 +61,12 @@ impl PyWindowFold {
     /// another one than before the call (a fold starts in `w:0`). Inside an awaited
     /// `AsyncSession` call the read runs on the I/O pool (`offload::blocking`).
     fn advance<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, bool)> {
-        let (fold, history) = (Arc::clone(&self.fold), Arc::clone(&self.history));
+        let (fold, history) = (Arc::clone(&self.fold), self.history.clone());
         let (rows, changed) = no_panic_store(py, "WindowFold.advance()", || {
             crate::offload::blocking(py, move || {
                 let mut fold = lock_fold(&fold);
                 let before = fold.window();
-                let rows = fold.catch_up(&history)?;
+                let rows = fold.catch_up(history.store())?;
                 let changed = before != fold.window();
                 Ok::<_, ctxbudget::store::HistoryError>((rows, changed))
             })

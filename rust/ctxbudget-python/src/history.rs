@@ -8,10 +8,12 @@ use std::time::Duration;
 use ctxbudget::store::{
     Durability, History, HistoryError, LeadIn, NewRow, OpenOptions, RolloverSpec,
 };
+use ctxbudget::transcript;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use serde_json::Value;
 
+use crate::backend::Backend;
 use crate::errors::{history_error, no_panic_store};
 use crate::reports::{
     PyAppendResult, PyReceipt, PyRecoveryReport, PyRotateReport, PyVerifyReport, PyWindowInfo,
@@ -30,10 +32,11 @@ fn parse_rows(rows_json: &[u8]) -> Result<Vec<NewRow>, HistoryError> {
 /// `(seq | None, window, raw line)` of one stored row.
 type RowTuple<'py> = (Option<u64>, String, Bound<'py, PyBytes>);
 
-/// A workspace's transcript store (see `ctxbudget.History`).
+/// A conversation's transcript store: a workspace's files or a PostgreSQL conversation
+/// (see `ctxbudget.History`).
 #[pyclass(module = "ctxbudget._ctxbudget", name = "History", frozen)]
 pub(crate) struct PyHistory {
-    pub(crate) inner: Arc<History>,
+    pub(crate) inner: Backend,
 }
 
 impl PyHistory {
@@ -43,9 +46,9 @@ impl PyHistory {
         &self,
         py: Python<'_>,
         what: &str,
-        f: impl FnOnce(&History) -> ctxbudget::store::Result<T> + Send + 'static,
+        f: impl FnOnce(&Backend) -> ctxbudget::store::Result<T> + Send + 'static,
     ) -> PyResult<T> {
-        let store = Arc::clone(&self.inner);
+        let store = self.inner.clone();
         no_panic_store(py, what, || crate::offload::blocking(py, move || f(&store)))??
             .map_err(|e| history_error(py, e))
     }
@@ -59,7 +62,7 @@ impl PyHistory {
         &self,
         py: Python<'_>,
         what: &str,
-        f: impl FnOnce(&History) -> ctxbudget::store::Result<T> + Send,
+        f: impl FnOnce(&Backend) -> ctxbudget::store::Result<T> + Send,
     ) -> PyResult<T> {
         no_panic_store(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
     }
@@ -110,8 +113,33 @@ impl PyHistory {
         })??
         .map_err(|e| history_error(py, e))?;
         Ok(PyHistory {
-            inner: Arc::new(inner),
+            inner: Backend::File(Arc::new(inner)),
         })
+    }
+
+    /// The conversation `conversation` of the PostgreSQL database at `url` (created if it
+    /// does not exist; the schema is created or migrated on the first connection).
+    #[staticmethod]
+    #[pyo3(signature = (url, *, conversation, max_row_bytes, cursor_key = None))]
+    fn open_postgres(
+        py: Python<'_>,
+        url: String,
+        conversation: String,
+        max_row_bytes: usize,
+        cursor_key: Option<String>,
+    ) -> PyResult<Self> {
+        let opened = no_panic_store(py, "History.open()", || {
+            crate::offload::blocking(py, move || {
+                let db = crate::backend::database(&url, cursor_key.as_deref())?;
+                let history = db
+                    .store
+                    .history(&conversation)?
+                    .with_max_row_bytes(max_row_bytes);
+                Ok::<_, ctxbudget::pg::PgError>(Backend::Pg(Arc::new(history), Arc::clone(&db.key)))
+            })
+        })??
+        .map_err(|e| history_error(py, HistoryError::from(e)))?;
+        Ok(PyHistory { inner: opened })
     }
 
     /// Appends `rows` (a list of row dicts) as one batch. With `if_last_seq`, only if
@@ -125,7 +153,8 @@ impl PyHistory {
     ) -> PyResult<PyAppendResult> {
         let rows_json = no_panic_store(py, "append()", || crate::pyjson::encode_rows(rows))??;
         self.run(py, "append()", move |h| {
-            h.append_json_bytes_if(&rows_json, if_last_seq)
+            h.store()
+                .append_json(&rows_json, if_last_seq)
                 .map(PyAppendResult::from)
         })
     }
@@ -192,7 +221,7 @@ impl PyHistory {
                 "lead_in must be a str or a callable (window_id, previous_window_id) -> str",
             ));
         };
-        let job = move |h: &History| {
+        let job = move |h: &Backend| {
             let trigger = match trigger_json {
                 Some(bytes) => parse_rows(&bytes)?.into_iter().next(),
                 None => None,
@@ -208,15 +237,19 @@ impl PyHistory {
                 },
                 None => serde_json::Map::new(),
             };
-            h.rollover(RolloverSpec {
-                rollover_id,
-                reason,
-                requested_by,
-                lead_in,
-                trigger,
-                figures,
-                expected_last_seq: if_last_seq,
-            })
+            transcript::rollover(
+                h.store(),
+                RolloverSpec {
+                    rollover_id,
+                    reason,
+                    requested_by,
+                    lead_in,
+                    trigger,
+                    figures,
+                    expected_last_seq: if_last_seq,
+                },
+            )
+            .map(|w| w.to_string())
         };
         let result = if calls_python {
             self.run_in_place(py, "rollover()", job)
@@ -233,7 +266,7 @@ impl PyHistory {
     #[pyo3(signature = (if_last_seq = None))]
     fn clear_soft(&self, py: Python<'_>, if_last_seq: Option<u64>) -> PyResult<u64> {
         self.run(py, "clear_soft()", move |h| {
-            ctxbudget::transcript::clear_soft(h, if_last_seq)
+            transcript::clear_soft(h.store(), if_last_seq)
         })
     }
 
@@ -253,13 +286,19 @@ impl PyHistory {
                 HistoryError::InvalidArgument("quarantine() needs a row".to_owned())
             })?;
             match retracts {
-                Some(seq) => h.quarantine_retracting(seq, row, if_last_seq),
+                Some(seq) => {
+                    let rows = transcript::retract_and_quarantine(seq, row)?;
+                    Ok(h.store().append_rows(&rows, if_last_seq)?.last_seq)
+                }
                 None if if_last_seq.is_some() => Err(HistoryError::InvalidArgument(
                     "quarantine(if_last_seq=…) needs retracts=<seq>: a conditional \
                      quarantine retracts the row it quarantines"
                         .to_owned(),
                 )),
-                None => h.quarantine(row),
+                None => Ok(h
+                    .store()
+                    .append_rows(&[transcript::rejected_row(row)?], None)?
+                    .first_seq),
             }
         })
     }
@@ -269,35 +308,51 @@ impl PyHistory {
     #[pyo3(signature = (seq, if_last_seq = None))]
     fn quarantine_seq(&self, py: Python<'_>, seq: u64, if_last_seq: Option<u64>) -> PyResult<u64> {
         self.run(py, "quarantine_seq()", move |h| {
-            h.quarantine_seq(seq, if_last_seq)
+            transcript::quarantine(h.store(), seq, if_last_seq)
         })
     }
 
     fn rotate(&self, py: Python<'_>) -> PyResult<PyRotateReport> {
-        self.run(py, "rotate()", |h| h.rotate().map(PyRotateReport::from))
+        self.run(py, "rotate()", |h| {
+            h.store().rotate().map(PyRotateReport::from)
+        })
     }
 
     /// The receipt, or `None` when it is missing or unreadable.
     fn receipt(&self, py: Python<'_>) -> PyResult<Option<PyReceipt>> {
         self.run(py, "receipt()", |h| {
-            h.receipt().map(crate::reports::receipt)
+            h.store().receipt().map(crate::reports::receipt)
         })
     }
 
     fn recover(&self, py: Python<'_>) -> PyResult<PyRecoveryReport> {
-        self.run(py, "recover()", |h| h.recover().map(PyRecoveryReport::from))
+        self.run(py, "recover()", |h| {
+            h.store().recover().map(PyRecoveryReport::from)
+        })
     }
 
     fn verify(&self, py: Python<'_>) -> PyResult<PyVerifyReport> {
-        self.run(py, "verify()", |h| h.verify().map(PyVerifyReport::from))
+        self.run(py, "verify()", |h| {
+            h.store().verify().map(PyVerifyReport::from)
+        })
     }
 
     fn anchor_crc_at(&self, py: Python<'_>, offset: u64) -> PyResult<Option<u32>> {
         self.run(py, "anchor_crc_at()", move |h| h.anchor_crc_at(offset))
     }
 
+    /// `<workspace>/history`, or `None` for a PostgreSQL conversation.
     #[getter]
-    fn directory(&self) -> PathBuf {
-        self.inner.paths().dir.clone()
+    fn directory(&self) -> Option<PathBuf> {
+        self.inner.directory()
+    }
+
+    /// The PostgreSQL conversation's id, or `None` for a workspace's files.
+    #[getter]
+    fn conversation(&self) -> Option<String> {
+        match &self.inner {
+            Backend::File(_) => None,
+            Backend::Pg(h, _) => Some(h.conversation().id().to_owned()),
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! counting, panics become `ctxbudget.InternalError`, and core errors are mapped in
 //! `errors.rs`.
 
+mod backend;
 mod budget;
 mod encoding;
 mod errors;

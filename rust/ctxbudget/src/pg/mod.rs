@@ -25,6 +25,7 @@ mod key;
 mod memory;
 mod pool;
 mod schema;
+pub(crate) mod transcript;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +37,7 @@ pub use memory::{
     MemoryEntry, MEMORY_CHECKPOINT_MAX, MEMORY_FILE_MAX, MEMORY_NAME_MAX, MEMORY_PATH_MAX,
 };
 pub use schema::{MIGRATION_LOCK, SCHEMA_VERSION};
+pub use transcript::PgHistory;
 
 use pool::{Conn, Pool};
 
@@ -415,23 +417,12 @@ fn append_once(
     batch_id: &str,
     make: &mut dyn FnMut(u64) -> Vec<NewRow>,
 ) -> Result<Appended> {
+    let insert = c.statement(INSERT_BATCH)?;
     let lock = c.statement(
         "SELECT c.last_seq, c.epoch, r.seq, r.batch_last \
          FROM ctxbudget_conversations c \
          LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation AND r.batch_id = $2 \
          WHERE c.conversation = $1 FOR UPDATE OF c",
-    )?;
-    let insert = c.statement(
-        "WITH ins AS ( \
-           INSERT INTO ctxbudget_rows (conversation, seq, body, floor, batch_id, batch_last) \
-           SELECT $1, t.s, t.b, t.f, \
-                  CASE WHEN t.s = $5::int8 THEN $6::text END, \
-                  CASE WHEN t.s = $5::int8 THEN $7::int8 END \
-           FROM unnest($2::int8[], $3::bytea[], $4::bool[]) AS t(s, b, f) \
-           RETURNING 1) \
-         UPDATE ctxbudget_conversations \
-         SET last_seq = $7::int8, floor_seq = GREATEST(floor_seq, $8::int8) \
-         WHERE conversation = $1 AND (SELECT count(*) FROM ins) = $9::int8 RETURNING epoch",
     )?;
     let mut tx = c.client.transaction().map_err(PgError::db("BEGIN"))?;
     let found = tx
@@ -473,22 +464,67 @@ fn append_once(
     let first = last_seq + 1;
     let rows = make(first);
     check_rows(&rows)?;
-    let n = rows.len() as u64;
-    let last = last_seq + n;
-    let seqs: Vec<i64> = (first..=last).map(to_i64).collect();
+    let last = last_seq + rows.len() as u64;
     let bodies: Vec<&[u8]> = rows.iter().map(|r| r.body.as_slice()).collect();
     let floors: Vec<bool> = rows.iter().map(|r| r.floor).collect();
-    let floor = rows
+    let epoch_after = insert_batch(
+        &mut tx,
+        &insert,
+        conversation,
+        first,
+        &bodies,
+        &floors,
+        batch_id,
+    )?;
+    tx.commit().map_err(PgError::db("COMMIT of an append"))?;
+    debug_assert_eq!(epoch, epoch_after);
+    Ok(Appended {
+        first_seq: first,
+        last_seq: last,
+        epoch: epoch_after,
+        replayed: false,
+    })
+}
+
+/// Inserts a batch's rows and moves the conversation's last seq and floor, in one
+/// statement: the update only happens if every row was inserted.
+const INSERT_BATCH: &str = "WITH ins AS ( \
+       INSERT INTO ctxbudget_rows (conversation, seq, body, floor, batch_id, batch_last) \
+       SELECT $1, t.s, t.b, t.f, \
+              CASE WHEN t.s = $5::int8 THEN $6::text END, \
+              CASE WHEN t.s = $5::int8 THEN $7::int8 END \
+       FROM unnest($2::int8[], $3::bytea[], $4::bool[]) AS t(s, b, f) \
+       RETURNING 1) \
+     UPDATE ctxbudget_conversations \
+     SET last_seq = $7::int8, floor_seq = GREATEST(floor_seq, $8::int8) \
+     WHERE conversation = $1 AND (SELECT count(*) FROM ins) = $9::int8 RETURNING epoch";
+
+/// Inserts `bodies` (with their floor flags) at seqs from `first`, under batch id
+/// `batch_id`, inside `tx` (which holds the conversation's row lock); returns the epoch.
+/// The caller commits.
+pub(crate) fn insert_batch(
+    tx: &mut postgres::Transaction<'_>,
+    insert: &postgres::Statement,
+    conversation: &str,
+    first: u64,
+    bodies: &[&[u8]],
+    floors: &[bool],
+    batch_id: &str,
+) -> Result<u64> {
+    let n = bodies.len() as u64;
+    let last = first + n - 1;
+    let seqs: Vec<i64> = (first..=last).map(to_i64).collect();
+    let floor = floors
         .iter()
         .zip(first..)
-        .filter(|(r, _)| r.floor)
+        .filter(|(f, _)| **f)
         .map(|(_, s)| s)
         .max()
         .unwrap_or(0);
     let (first_i, last_i, floor_i, n_i) = (to_i64(first), to_i64(last), to_i64(floor), to_i64(n));
     let updated = tx
         .query(
-            &insert,
+            insert,
             &[
                 &conversation,
                 &seqs,
@@ -502,22 +538,12 @@ fn append_once(
             ],
         )
         .map_err(PgError::db("appending rows"))?;
-    let epoch_after = match updated.first() {
-        Some(r) => from_i64(r.get(0)),
-        None => {
-            return Err(PgError::Invalid(format!(
-                "the append to {conversation:?} did not insert {n} rows; nothing was written"
-            )))
-        }
-    };
-    tx.commit().map_err(PgError::db("COMMIT of an append"))?;
-    debug_assert_eq!(epoch, epoch_after);
-    Ok(Appended {
-        first_seq: first,
-        last_seq: last,
-        epoch: epoch_after,
-        replayed: false,
-    })
+    match updated.first() {
+        Some(r) => Ok(from_i64(r.get(0))),
+        None => Err(PgError::Invalid(format!(
+            "the append to {conversation:?} did not insert {n} rows; nothing was written"
+        ))),
+    }
 }
 
 fn check_rows(rows: &[NewRow]) -> Result<()> {

@@ -1,6 +1,7 @@
 //! Opaque, authenticated cursors: base64url(payload) "." base64url(HMAC-SHA256).
 //!
-//! The key is random per process, so a restart expires every cursor. A cursor is bound
+//! The key is random per process unless the store supplies one (hosts sharing a
+//! PostgreSQL store share a key), so with the file store a restart expires every cursor. A cursor is bound
 //! to the workspace, the action and its arguments, and carries the receipt epoch and
 //! the position to continue from, plus the anchor (the last commit line's offset and
 //! CRC when it was minted) that catches same-size rewrites.
@@ -52,14 +53,19 @@ fn key() -> &'static [u8; 64] {
     })
 }
 
-fn mac() -> HmacSha256 {
-    <HmacSha256 as hmac::digest::KeyInit>::new(&(*key()).into())
+/// The MAC under `key`, or under the per-process key when there is none.
+fn mac(key: Option<&[u8]>) -> HmacSha256 {
+    match key {
+        Some(k) => <HmacSha256 as hmac::Mac>::new_from_slice(k)
+            .unwrap_or_else(|_| <HmacSha256 as hmac::digest::KeyInit>::new(&(*self::key()).into())),
+        None => <HmacSha256 as hmac::digest::KeyInit>::new(&(*self::key()).into()),
+    }
 }
 
 /// Encodes and signs `payload`.
-pub(crate) fn mint(payload: &Payload) -> String {
+pub(crate) fn mint(payload: &Payload, key: Option<&[u8]>) -> String {
     let body = serde_json::to_vec(payload).unwrap_or_default();
-    let mut m = mac();
+    let mut m = mac(key);
     m.update(&body);
     let tag = m.finalize().into_bytes();
     format!(
@@ -69,12 +75,12 @@ pub(crate) fn mint(payload: &Payload) -> String {
     )
 }
 
-/// Verifies and decodes a cursor; `None` if it was not minted by this process.
-pub(crate) fn open(cursor: &str) -> Option<Payload> {
+/// Verifies and decodes a cursor; `None` if it was not minted under this key.
+pub(crate) fn open(cursor: &str, key: Option<&[u8]>) -> Option<Payload> {
     let (body, tag) = cursor.split_once('.')?;
     let body = URL_SAFE_NO_PAD.decode(body).ok()?;
     let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-    let mut m = mac();
+    let mut m = mac(key);
     m.update(&body);
     m.verify_slice(&tag).ok()?;
     parse(&body)
@@ -102,12 +108,17 @@ mod tests {
             anchor_off: 2000,
             anchor_crc: Some(5),
         };
-        let c = mint(&p);
-        assert_eq!(open(&c), Some(p));
+        let c = mint(&p, None);
+        assert_eq!(open(&c, None), Some(p.clone()));
+        let shared = [7u8; 48];
+        let c2 = mint(&p, Some(&shared));
+        assert_eq!(open(&c2, Some(&shared)), Some(p));
+        assert_eq!(open(&c2, None), None);
+        assert_eq!(open(&c2, Some(&[8u8; 48])), None);
         let mut bytes = c.into_bytes();
         bytes[3] ^= 0x02;
         let tampered = String::from_utf8(bytes).unwrap_or_default();
-        assert_eq!(open(&tampered), None);
-        assert_eq!(open("not a cursor"), None);
+        assert_eq!(open(&tampered, None), None);
+        assert_eq!(open("not a cursor", None), None);
     }
 }

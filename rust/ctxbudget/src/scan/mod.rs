@@ -27,16 +27,15 @@ mod args;
 mod cursor;
 mod prefilter;
 mod project;
+pub(crate) mod source;
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::store::{commit_crc_before, Entry, History, Snapshot};
+use crate::store::{Entry, History};
 use crate::transcript::{BoundaryKind, WindowFold, WindowId};
 
 pub use args::{Args, Operation};
@@ -51,6 +50,7 @@ pub type SessionHistory = SessionHistoryTool;
 use cursor::Payload;
 use prefilter::Prefilter;
 use project::{fit_item, project, Item};
+use source::{FileSource, Source};
 
 /// Largest serialized result, in bytes.
 pub const RESULT_MAX: usize = 16 * 1024;
@@ -167,17 +167,27 @@ impl Failure {
     }
 }
 
-/// The `session_history` tool over one workspace's store.
+/// The `session_history` tool over one conversation's store.
 pub struct SessionHistoryTool {
-    history: Arc<History>,
+    backing: Backing,
     options: ScanOptions,
     workspace_hash: u64,
+    /// The cursor key; `None`: the per-process key.
+    key: Option<Vec<u8>>,
+}
+
+/// The store a tool reads.
+#[derive(Debug)]
+enum Backing {
+    File(Arc<History>),
+    #[cfg(feature = "postgres")]
+    Pg(Arc<crate::pg::PgHistory>),
 }
 
 impl std::fmt::Debug for SessionHistoryTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionHistoryTool")
-            .field("history", &self.history)
+            .field("store", &self.backing)
             .field("options", &self.options)
             .finish()
     }
@@ -197,8 +207,27 @@ impl SessionHistoryTool {
         let dir = history.paths().dir.to_string_lossy().into_owned();
         SessionHistoryTool {
             workspace_hash: xxhash_rust::xxh3::xxh3_64(dir.as_bytes()),
-            history,
+            backing: Backing::File(history),
             options,
+            key: None,
+        }
+    }
+
+    /// The tool over a PostgreSQL conversation, its cursors signed with `key` (the
+    /// deployment's, see [`crate::pg::PgStore::cursor_key`]) so that a cursor minted on
+    /// one host pages on another.
+    #[cfg(feature = "postgres")]
+    pub fn over_pg(
+        history: Arc<crate::pg::PgHistory>,
+        key: crate::pg::CursorKey,
+        options: ScanOptions,
+    ) -> SessionHistoryTool {
+        let id = format!("postgresql:{}", history.conversation().id());
+        SessionHistoryTool {
+            workspace_hash: xxhash_rust::xxh3::xxh3_64(id.as_bytes()),
+            backing: Backing::Pg(history),
+            options,
+            key: Some(key.as_bytes().to_vec()),
         }
     }
 
@@ -255,7 +284,7 @@ impl SessionHistoryTool {
         let cursor = match &args.cursor {
             None => None,
             Some(c) => {
-                let p = cursor::open(c).ok_or_else(|| {
+                let p = cursor::open(c, self.key.as_deref()).ok_or_else(|| {
                     Failure::new(
                         "invalid_cursor",
                         "cursor is not valid here (altered, from another process or session, or \
@@ -272,9 +301,16 @@ impl SessionHistoryTool {
                 Some(p)
             }
         };
-        let outcome = self
-            .history
-            .with_snapshot(|snap| Page::new(self, snap, args, start).run(cursor.as_ref()));
+        let outcome = match &self.backing {
+            Backing::File(history) => history.with_snapshot(|snap| {
+                Page::new(self, &FileSource::new(snap), args, start).run(cursor.as_ref())
+            }),
+            #[cfg(feature = "postgres")]
+            Backing::Pg(history) => history.with_fresh(|ix, tx, conversation| {
+                let src = crate::pg::transcript::PgSource::new(ix, tx, conversation);
+                Ok(Page::new(self, &src, args, start).run(cursor.as_ref()))
+            }),
+        };
         match outcome {
             Ok(result) => result,
             Err(e) => Err(Failure::new(
@@ -291,9 +327,9 @@ impl SessionHistoryTool {
 #[doc(hidden)]
 pub fn fuzz_cursor(input: &[u8]) {
     let text = String::from_utf8_lossy(input);
-    let _ = cursor::open(&text);
+    let _ = cursor::open(&text, None);
     if let Some(p) = cursor::parse(input) {
-        assert_eq!(cursor::open(&cursor::mint(&p)), Some(p));
+        assert_eq!(cursor::open(&cursor::mint(&p, None), None), Some(p));
     }
 }
 
@@ -312,27 +348,29 @@ fn is_reset(e: &Entry) -> bool {
 /// last reset row, the last row at or below the floor seq the store recorded (which
 /// damage cannot lower), and the last row before a damaged region of either file (a
 /// damaged region may have held a reset). `None` when nothing is hidden.
-fn floor_position(rows: &[Pos<'_>], snap: &Snapshot<'_>) -> Option<usize> {
+fn floor_position(rows: &[Pos<'_>], src: &dyn Source) -> Option<usize> {
     let before = |file: u8, offset: u64| {
         rows.partition_point(|(f, e)| (*f, e.offset) < (file, offset))
             .checked_sub(1)
     };
     let reset = rows.iter().rposition(|(_, e)| is_reset(e));
-    let recorded = (snap.floor_seq > 0)
+    let floor_seq = src.floor_seq();
+    let recorded = (floor_seq > 0)
         .then(|| {
             rows.iter()
-                .rposition(|(_, e)| e.head.as_ref().is_some_and(|h| h.seq <= snap.floor_seq))
+                .rposition(|(_, e)| e.head.as_ref().is_some_and(|h| h.seq <= floor_seq))
         })
         .flatten();
-    let archive_damage = snap.archive_damage.and_then(|d| before(0, d));
-    let chat_damage = snap.chat_damage.and_then(|d| before(1, d));
+    let (archive_damage, chat_damage) = src.damage();
+    let archive_damage = archive_damage.and_then(|d| before(0, d));
+    let chat_damage = chat_damage.and_then(|d| before(1, d));
     [reset, recorded, archive_damage, chat_damage]
         .into_iter()
         .flatten()
         .max()
 }
 
-fn changed() -> Failure {
+pub(crate) fn changed() -> Failure {
     Failure::new(
         "history_changed",
         "the transcript changed in a way other than appending since this cursor was issued; \
@@ -343,7 +381,7 @@ fn changed() -> Failure {
 /// One call's bounded walk over the rows after the privacy floor.
 struct Page<'a> {
     tool: &'a SessionHistoryTool,
-    snap: &'a Snapshot<'a>,
+    src: &'a dyn Source,
     args: &'a Args,
     start: Instant,
     rows: Vec<Pos<'a>>,
@@ -358,7 +396,6 @@ struct Page<'a> {
     warnings: Vec<&'static str>,
     rows_examined: usize,
     bytes_read: u64,
-    files: [Option<File>; 2],
 }
 
 /// Why a walk stopped.
@@ -372,17 +409,17 @@ enum Stop {
 impl<'a> Page<'a> {
     fn new(
         tool: &'a SessionHistoryTool,
-        snap: &'a Snapshot<'a>,
+        src: &'a dyn Source,
         args: &'a Args,
         start: Instant,
     ) -> Page<'a> {
-        let rows: Vec<Pos<'a>> = snap
-            .archive
+        let rows: Vec<Pos<'a>> = src
+            .archive()
             .iter()
             .map(|e| (0u8, e))
-            .chain(snap.chat.iter().map(|e| (1u8, e)))
+            .chain(src.chat().iter().map(|e| (1u8, e)))
             .collect();
-        let floor = floor_position(&rows, snap);
+        let floor = floor_position(&rows, src);
         let visible_start = floor.map_or(0, |f| f + 1);
         let floor_window = match floor {
             None => None,
@@ -423,7 +460,7 @@ impl<'a> Page<'a> {
         }
         Page {
             tool,
-            snap,
+            src,
             args,
             start,
             rows,
@@ -434,7 +471,6 @@ impl<'a> Page<'a> {
             warnings: Vec::new(),
             rows_examined: 0,
             bytes_read: 0,
-            files: [None, None],
         }
     }
 
@@ -497,11 +533,7 @@ impl<'a> Page<'a> {
             Operation::ListItems | Operation::Search => self.list_items(begin),
             Operation::ReadItem => self.read_item(),
         }?;
-        // The lock was held throughout, but an untracked writer may still have touched
-        // the files: never hand out data from a page that changed under us.
-        let now_chat = stat(&self.snap.paths.chat);
-        let now_archive = stat(&self.snap.paths.archive);
-        if now_chat != self.snap.chat_stamp || now_archive != self.snap.archive_stamp {
+        if !self.src.unchanged() {
             return Err(changed());
         }
         Ok(result)
@@ -518,13 +550,11 @@ impl<'a> Page<'a> {
                 (self.visible_start < n).then_some(self.visible_start)
             });
         };
-        if self.snap.receipt_vouches() != Some(c.epoch) {
+        if self.src.epoch() != Some(c.epoch) {
             return Err(changed());
         }
         if let Some(crc) = c.anchor_crc {
-            let at =
-                commit_crc_before(&self.snap.paths.chat, c.anchor_off).map_err(|_| changed())?;
-            if at != Some(crc) {
+            if !self.src.anchor_holds(c.anchor_off, crc) {
                 return Err(changed());
             }
         }
@@ -581,18 +611,22 @@ impl<'a> Page<'a> {
     }
 
     fn mint(&self, p: usize) -> Option<String> {
-        let epoch = self.snap.receipt_vouches()?;
+        let epoch = self.src.epoch()?;
+        let (anchor_off, anchor_crc) = self.src.anchor();
         let (file, entry) = self.rows.get(p)?;
-        Some(cursor::mint(&Payload {
-            v: 1,
-            ws: self.tool.workspace_hash,
-            args: args_hash(self.args),
-            epoch,
-            file: *file,
-            off: entry.offset,
-            anchor_off: self.snap.chat_committed_end,
-            anchor_crc: self.snap.chat_last_crc,
-        }))
+        Some(cursor::mint(
+            &Payload {
+                v: 1,
+                ws: self.tool.workspace_hash,
+                args: args_hash(self.args),
+                epoch,
+                file: *file,
+                off: entry.offset,
+                anchor_off,
+                anchor_crc,
+            },
+            self.tool.key.as_deref(),
+        ))
     }
 
     fn window_json(&self, seq: u64, count: u64) -> Value {
@@ -646,32 +680,8 @@ impl<'a> Page<'a> {
         Ok(self.envelope(stop, "windows", windows))
     }
 
-    fn file(&mut self, which: u8) -> Result<&File, Failure> {
-        let slot = &mut self.files[usize::from(which)];
-        if slot.is_none() {
-            let path = if which == 0 {
-                &self.snap.paths.archive
-            } else {
-                &self.snap.paths.chat
-            };
-            let f = crate::store::open_read(path).map_err(|e| {
-                Failure::new(
-                    "history_unavailable",
-                    format!("cannot open the transcript: {e}"),
-                )
-            })?;
-            *slot = Some(f);
-        }
-        slot.as_ref()
-            .ok_or_else(|| Failure::new("history_unavailable", "transcript not open"))
-    }
-
     fn read_bytes(&mut self, which: u8, offset: u64, len: usize) -> Result<Vec<u8>, Failure> {
-        let mut buf = vec![0u8; len];
-        self.file(which)?
-            .read_exact_at(&mut buf, offset)
-            .map_err(|_| changed())?;
-        Ok(buf)
+        self.src.read(which, offset, len)
     }
 
     /// Positions the page will examine, in walk order, within the row and byte budgets,
@@ -876,12 +886,6 @@ impl<'a> Page<'a> {
         }
         Ok(value)
     }
-}
-
-fn stat(path: &std::path::Path) -> Option<crate::store::Stamp> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| crate::store::Stamp::of_metadata(&m))
 }
 
 /// Appends the case fold of `c` used for matching: its lowercase taken character by

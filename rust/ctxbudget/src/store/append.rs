@@ -11,12 +11,10 @@ use super::frame::{self, Entry, Scan};
 use super::index::Index;
 use super::receipt::{self, AppendIntent, Files, Receipt, ReceiptRead, ReceiptState};
 use super::seam::{BuildBatch, Tip};
-use super::wellformed::{self, MAX_NESTING, MAX_ROW_NESTING};
 use super::{
     failpoint, fsutil, open_read, row, AppendResult, Handles, History, HistoryError, Locked,
     NewRow, Result, RolloverSpec, Stamp,
 };
-use crate::transcript::RowKind;
 use crate::transcript::WindowFold;
 
 impl History {
@@ -199,8 +197,8 @@ impl History {
             let seq = first + i as u64;
             window = WindowFold::next_window(window, seq, row.kind());
             let window_text = window.to_string();
-            let line = row.encode(seq, &window_text, &ts)?;
-            let head = row.head(seq, &window_text);
+            let (line, head) =
+                row.encode_checked(i, seq, &window_text, &ts, self.options.max_row_bytes)?;
             if head.is_floor() {
                 floor = seq;
             }
@@ -211,44 +209,6 @@ impl History {
                 reset_like: false,
                 claimed_seq: None,
             });
-            if line.len() - 1 > self.options.max_row_bytes {
-                return Err(HistoryError::row(
-                    i,
-                    "",
-                    format!(
-                        "serializes to {} bytes, over the {}-byte row limit; store large \
-                         content elsewhere and reference it",
-                        line.len() - 1,
-                        self.options.max_row_bytes
-                    ),
-                ));
-            }
-            // What is acknowledged must read back: the reader's parse is the judge. Rows
-            // leave room for the quarantine row that may one day keep them.
-            let limit = if row.kind() == RowKind::Rejected.as_str() {
-                MAX_NESTING
-            } else {
-                MAX_ROW_NESTING
-            };
-            let body = &line[..line.len() - 1];
-            let depth = wellformed::nesting(body);
-            if depth > limit {
-                return Err(HistoryError::row(
-                    i,
-                    "",
-                    format!(
-                        "nests {depth} objects and arrays deep, the row itself included; \
-                         rows may nest at most {limit}: flatten it"
-                    ),
-                ));
-            }
-            if let Err(e) = wellformed::check(body) {
-                return Err(HistoryError::row(
-                    i,
-                    "",
-                    format!("would not read back as JSON ({e}); nothing was written"),
-                ));
-            }
             framed.extend_from_slice(&line);
         }
         let (commit, crc) = frame::commit_line(epoch, first, last, &framed);

@@ -62,6 +62,16 @@ pub enum HistoryError {
     /// An argument other than a row is invalid.
     #[error("{0}")]
     InvalidArgument(String),
+    /// The transcript database (the PostgreSQL store) failed or refused the operation.
+    #[error("{message}")]
+    Database {
+        /// What failed and what to do (the database's own error, with advice).
+        message: String,
+        /// True when the server could not be reached or the connection broke: the
+        /// operation may be retried (an append's outcome is unknown; a conditional
+        /// retry commits it at most once).
+        transient: bool,
+    },
     /// A filesystem operation failed.
     #[error("could not {op} {path}: {source}; {}", advice(source))]
     Io {

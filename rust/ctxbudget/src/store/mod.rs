@@ -45,7 +45,7 @@ mod fsutil;
 mod head;
 mod lock;
 pub mod receipt;
-mod row;
+pub(crate) mod row;
 mod seam;
 pub(crate) mod wellformed;
 
@@ -53,7 +53,7 @@ mod append;
 mod index;
 mod maintenance;
 mod options;
-mod read;
+pub(crate) mod read;
 mod reports;
 
 use std::fs::{File, OpenOptions as FsOpenOptions};
@@ -63,6 +63,8 @@ use std::sync::{Mutex, MutexGuard};
 
 pub use crate::transcript::{LeadIn, LeadInContext, RolloverSpec};
 pub use error::{HistoryError, Result};
+#[cfg(feature = "postgres")]
+pub(crate) use fsutil::now_rfc3339;
 pub(crate) use fsutil::random_fallback;
 pub use fsutil::Stamp;
 pub use lock::DEFAULT_LOCK_TIMEOUT;

@@ -12,7 +12,7 @@ use super::{
     commit_crc_before, open_read, History, HistoryError, ReadFrom, Result, RowsRead, StoredRow,
     WindowInfo,
 };
-use crate::transcript::{BoundaryKind, WindowFold};
+use crate::transcript::{BoundaryKind, WindowFold, WindowId};
 
 impl History {
     // ----- reading ---------------------------------------------------------------
@@ -52,20 +52,10 @@ impl History {
             all.pop();
         }
         all.reverse();
-        // The window a row belongs to is the fold's to say: the one open before the
-        // first row read, then boundaries as they come.
-        let mut window = all
-            .iter()
-            .find_map(|(_, e)| e.head.as_ref())
-            .map_or(ix.fold.window(), |h| {
-                ix.fold.window_of(h.seq.saturating_sub(1))
-            });
+        let windows = windows_of(all.iter().map(|(_, e)| *e), &ix.fold);
         let mut out = Vec::with_capacity(all.len());
         let mut files: HashMap<&Path, File> = HashMap::new();
-        for (path, e) in &all {
-            if let Some(h) = e.head.as_ref() {
-                window = WindowFold::next_window(window, h.seq, &h.kind);
-            }
+        for ((path, e), window) in all.iter().zip(windows) {
             let file = match files.entry(path) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
@@ -95,39 +85,7 @@ impl History {
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
         let ix = Self::index(&locked)?;
-        // The index's fold has seen every retraction; a second fold walks the runs.
-        let retracted = &ix.fold;
-        let mut fold = WindowFold::new();
-        let mut out: Vec<WindowInfo> = Vec::new();
-        for e in ix.entries() {
-            let Some(h) = &e.head else {
-                if e.reset_like {
-                    // A reset that does not parse still opens a (floor) window.
-                    out.push(WindowInfo {
-                        window_id: "w:?".into(),
-                        boundary_kind: BoundaryKind::Reset.as_str().into(),
-                        first_seq: 0,
-                        item_count: 0,
-                    });
-                }
-                continue;
-            };
-            if fold.note_head(h.as_head()) || out.is_empty() {
-                out.push(WindowInfo {
-                    window_id: fold.window().to_string(),
-                    boundary_kind: fold.window_kind_name().to_owned(),
-                    first_seq: h.seq,
-                    item_count: 0,
-                });
-            }
-            let item = h.as_head().is_item();
-            if item && !retracted.is_retracted(h.seq) {
-                if let Some(w) = out.last_mut() {
-                    w.item_count += 1;
-                }
-            }
-        }
-        Ok(out)
+        Ok(window_runs(ix.entries(), &ix.fold))
     }
 
     /// Seq of the newest privacy floor, rows and receipt (0: none).
@@ -178,4 +136,65 @@ impl History {
     pub fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
         commit_crc_before(&self.paths.chat, offset)
     }
+}
+
+/// Contiguous window runs of `entries` (every indexed line, oldest first) with their
+/// item counts; `retracted` is the fold that has seen every retraction. Any store's
+/// `windows()` is this walk over its entries.
+pub(crate) fn window_runs<'a>(
+    entries: impl Iterator<Item = &'a Entry>,
+    retracted: &WindowFold,
+) -> Vec<WindowInfo> {
+    let mut fold = WindowFold::new();
+    let mut out: Vec<WindowInfo> = Vec::new();
+    for e in entries {
+        let Some(h) = &e.head else {
+            if e.reset_like {
+                // A reset that does not parse still opens a (floor) window.
+                out.push(WindowInfo {
+                    window_id: "w:?".into(),
+                    boundary_kind: BoundaryKind::Reset.as_str().into(),
+                    first_seq: 0,
+                    item_count: 0,
+                });
+            }
+            continue;
+        };
+        if fold.note_head(h.as_head()) || out.is_empty() {
+            out.push(WindowInfo {
+                window_id: fold.window().to_string(),
+                boundary_kind: fold.window_kind_name().to_owned(),
+                first_seq: h.seq,
+                item_count: 0,
+            });
+        }
+        let item = h.as_head().is_item();
+        if item && !retracted.is_retracted(h.seq) {
+            if let Some(w) = out.last_mut() {
+                w.item_count += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The window of each of `entries`, a run of indexed lines that ends at the store's
+/// last row: the fold's to say — the window open before the first of them, then
+/// boundaries as they come.
+pub(crate) fn windows_of<'a>(
+    entries: impl Iterator<Item = &'a Entry> + Clone,
+    fold: &WindowFold,
+) -> Vec<WindowId> {
+    let mut window = entries
+        .clone()
+        .find_map(|e| e.head.as_ref())
+        .map_or(fold.window(), |h| fold.window_of(h.seq.saturating_sub(1)));
+    entries
+        .map(|e| {
+            if let Some(h) = e.head.as_ref() {
+                window = WindowFold::next_window(window, h.seq, &h.kind);
+            }
+            window
+        })
+        .collect()
 }

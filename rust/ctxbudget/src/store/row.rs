@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::{HistoryError, Result};
+use super::wellformed::{self, MAX_NESTING, MAX_ROW_NESTING};
 
 use crate::transcript::rules::{self, Field, RuleError};
 use crate::transcript::{Role, RowKind};
@@ -201,7 +202,7 @@ mod tests {
 
 /// A row handed over as JSON text (the Python binding's path), validated without
 /// building a value tree: `parts` and `meta` are copied into the line as written.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct RawRow<'a> {
     pub kind: String,
     role: String,
@@ -435,6 +436,58 @@ impl Incoming<'_> {
 }
 
 impl Incoming<'_> {
+    /// The line (with its newline) of row `index` of a batch at `seq` in `window`, and
+    /// its head, after the checks every store applies before acknowledging a row: at
+    /// most `max_row_bytes`, nested no deeper than readers parse (leaving room for the
+    /// quarantine row that may one day keep it), and read back by the reader's parse.
+    pub(crate) fn encode_checked(
+        &self,
+        index: usize,
+        seq: u64,
+        window: &str,
+        ts: &str,
+        max_row_bytes: usize,
+    ) -> Result<(Vec<u8>, super::frame::RowHead)> {
+        let line = self.encode(seq, window, ts)?;
+        let body = &line[..line.len() - 1];
+        if body.len() > max_row_bytes {
+            return Err(HistoryError::row(
+                index,
+                "",
+                format!(
+                    "serializes to {} bytes, over the {max_row_bytes}-byte row limit; store \
+                     large content elsewhere and reference it",
+                    body.len()
+                ),
+            ));
+        }
+        let limit = if self.kind() == RowKind::Rejected.as_str() {
+            MAX_NESTING
+        } else {
+            MAX_ROW_NESTING
+        };
+        let depth = wellformed::nesting(body);
+        if depth > limit {
+            return Err(HistoryError::row(
+                index,
+                "",
+                format!(
+                    "nests {depth} objects and arrays deep, the row itself included; rows \
+                     may nest at most {limit}: flatten it"
+                ),
+            ));
+        }
+        if let Err(e) = wellformed::check(body) {
+            return Err(HistoryError::row(
+                index,
+                "",
+                format!("would not read back as JSON ({e}); nothing was written"),
+            ));
+        }
+        let head = self.head(seq, window);
+        Ok((line, head))
+    }
+
     /// What the index keeps of this row once written at `seq` in `window`.
     pub(crate) fn head(&self, seq: u64, window: &str) -> super::frame::RowHead {
         let (role, meta) = match self {

@@ -378,7 +378,7 @@ impl WindowFold {
     /// boundary first, when it has seen none) in one store call, notes them, and returns
     /// them parsed. A fold that starts this way knows the current window and everything
     /// after; windows before it are `session_history`'s to read.
-    pub fn catch_up(&mut self, store: &crate::store::History) -> crate::store::Result<Vec<Row>> {
+    pub fn catch_up(&mut self, store: &dyn crate::store::Store) -> crate::store::Result<Vec<Row>> {
         use crate::store::ReadFrom;
         let from = if self.is_empty() {
             ReadFrom::CurrentWindow

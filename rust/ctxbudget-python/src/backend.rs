@@ -1,0 +1,116 @@
+//! The store behind a `ctxbudget.History`: a workspace's files or a PostgreSQL
+//! conversation. Both implement the core's `Store` seam; what only one of them has (a
+//! directory, commit anchors) is answered here.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use ctxbudget::pg::{CursorKey, PgError, PgHistory, PgOptions, PgStore};
+use ctxbudget::store::{History, Result, Store, StoredRow, WindowInfo};
+
+/// One conversation's store.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    /// `<workspace>/history/`.
+    File(Arc<History>),
+    /// A conversation in a PostgreSQL database, with the deployment's cursor key.
+    Pg(Arc<PgHistory>, Arc<CursorKey>),
+}
+
+impl Backend {
+    /// The seam every transcript operation goes through.
+    pub(crate) fn store(&self) -> &dyn Store {
+        match self {
+            Backend::File(h) => h.as_ref(),
+            Backend::Pg(h, _) => h.as_ref(),
+        }
+    }
+
+    pub(crate) fn rows_since(&self, seq: u64) -> Result<Vec<StoredRow>> {
+        match self {
+            Backend::File(h) => h.rows_since(seq),
+            Backend::Pg(h, _) => h.rows_since(seq),
+        }
+    }
+
+    pub(crate) fn windows(&self) -> Result<Vec<WindowInfo>> {
+        match self {
+            Backend::File(h) => h.windows(),
+            Backend::Pg(h, _) => h.windows(),
+        }
+    }
+
+    pub(crate) fn current_window(&self) -> Result<String> {
+        match self {
+            Backend::File(h) => h.current_window(),
+            Backend::Pg(h, _) => h.current_window(),
+        }
+    }
+
+    /// The CRC of the commit ending at `offset` (file store only: a PostgreSQL
+    /// conversation binds cursors by its epoch alone).
+    pub(crate) fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
+        match self {
+            Backend::File(h) => h.anchor_crc_at(offset),
+            Backend::Pg(..) => Ok(None),
+        }
+    }
+
+    /// `<workspace>/history` for the file store; `None` for a database.
+    pub(crate) fn directory(&self) -> Option<PathBuf> {
+        match self {
+            Backend::File(h) => Some(h.paths().dir.clone()),
+            Backend::Pg(..) => None,
+        }
+    }
+}
+
+/// A connected database and its cursor key, shared by every `History` of the process
+/// that names the same URL (one pool per URL, as a backend keeps one engine per
+/// database).
+pub(crate) struct Database {
+    pub store: PgStore,
+    pub key: Arc<CursorKey>,
+}
+
+fn databases() -> &'static Mutex<HashMap<String, Arc<Database>>> {
+    static DATABASES: OnceLock<Mutex<HashMap<String, Arc<Database>>>> = OnceLock::new();
+    DATABASES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The database at `url`, connected (and its schema migrated) on first use. With
+/// `cursor_key`, cursors are signed with it; otherwise with `CTXBUDGET_CURSOR_KEY` or the
+/// key kept in the database.
+pub(crate) fn database(
+    url: &str,
+    cursor_key: Option<&str>,
+) -> std::result::Result<Arc<Database>, PgError> {
+    let cache_key = format!("{url}\u{0}{}", cursor_key.unwrap_or(""));
+    if let Some(db) = databases()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&cache_key)
+    {
+        return Ok(Arc::clone(db));
+    }
+    let store = PgStore::connect(url, PgOptions::default())?;
+    let key = match cursor_key
+        .map(CursorKey::from_setting)
+        .transpose()?
+        .flatten()
+    {
+        Some(key) => key,
+        None => store.cursor_key()?,
+    };
+    let db = Arc::new(Database {
+        store,
+        key: Arc::new(key),
+    });
+    databases()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(cache_key)
+        .or_insert_with(|| Arc::clone(&db));
+    Ok(db)
+}

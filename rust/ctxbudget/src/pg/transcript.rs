@@ -1,0 +1,747 @@
+//! A PostgreSQL conversation as a transcript store: [`PgHistory`] implements the same
+//! [`Store`] seam as the file store, so the transcript layer (rollover, quarantine, soft
+//! clear), the window fold, `Session` and `session_history` run on it unchanged.
+//!
+//! Rows are encoded and checked exactly as the file store encodes and checks them (one
+//! function does it for both), and their heads are read back by the same strict parse.
+//! Each handle keeps an index of the conversation — one entry per row, with the row's
+//! head and its place in a virtual concatenation of the rows (so `session_history` pages
+//! over it as over a file) — and brings it up to date from the database with
+//! O(new rows) work: under the conversation's row lock before a write, in one
+//! repeatable-read snapshot before a read. A new epoch (a rotation, a row changed by
+//! hand, the conversation recreated) rebuilds it.
+
+use std::cell::RefCell;
+use std::sync::{Mutex, MutexGuard};
+
+use postgres::{IsolationLevel, Transaction};
+
+use super::pool::Conn;
+use super::{from_i64, insert_batch, random_batch_id, to_i64, PgConversation, PgError, PgStore};
+use crate::store::frame::{self, Entry};
+use crate::store::read::{window_runs, windows_of};
+use crate::store::row::{Incoming, RawRow};
+use crate::store::{
+    AppendResult, BuildBatch, FileReport, Files, HistoryError, NewRow, ReadFrom, Receipt,
+    ReceiptRead, ReceiptState, RecoveryReport, Result, RotateReport, RowsRead, Store, StoredRow,
+    Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
+};
+use crate::transcript::{Row, WindowFold};
+
+/// A conversation of a [`PgStore`] as a transcript store.
+#[derive(Debug)]
+pub struct PgHistory {
+    conversation: PgConversation,
+    max_row_bytes: usize,
+    index: Mutex<PgIndex>,
+}
+
+/// What a handle knows of its conversation: the rows' heads and the fold over them.
+#[derive(Debug, Default)]
+pub(crate) struct PgIndex {
+    /// The epoch the entries were read under (`None`: nothing read yet).
+    pub epoch: Option<u64>,
+    /// The conversation's last seq.
+    pub last_seq: u64,
+    /// Rows below this seq are archived.
+    pub archived_before: u64,
+    /// One entry per row, in seq order; `offset` is the row's place in the virtual
+    /// concatenation of the rows (each followed by a newline).
+    pub entries: Vec<Entry>,
+    /// The database seq of each entry (a row whose body does not parse has no head).
+    pub seqs: Vec<u64>,
+    /// The fold over every row.
+    pub fold: WindowFold,
+    /// Where the next row starts in the virtual concatenation.
+    end: u64,
+    /// The highest seq among rows that parse.
+    max_row_seq: u64,
+}
+
+impl PgIndex {
+    /// Notes the row stored at `seq` (its bytes and floor flag), which follows every row
+    /// noted so far. A row whose body is not a row, or shows another seq than the one it
+    /// is stored at, is malformed (a hand-written change): readers skip it, and if it
+    /// may be a soft clear it is a floor (fail closed).
+    fn note(&mut self, seq: u64, body: &[u8], floor: bool) {
+        let read = frame::read_line(body);
+        let mut entry = Entry {
+            offset: self.end,
+            len: u32::try_from(body.len()).unwrap_or(u32::MAX),
+            head: read.head,
+            reset_like: read.reset_like,
+            claimed_seq: read.claimed_seq,
+        };
+        if let Some(h) = entry
+            .head
+            .take_if(|h| h.seq != seq || h.seq <= self.max_row_seq)
+        {
+            entry.reset_like = h.is_floor();
+        }
+        match &entry.head {
+            Some(h) => {
+                self.max_row_seq = h.seq;
+                self.fold.note_head(h.as_head());
+            }
+            None => {
+                entry.claimed_seq = Some(seq);
+                if entry.reset_like {
+                    self.fold.raise_floor(seq);
+                }
+            }
+        }
+        if floor {
+            self.fold.raise_floor(seq);
+        }
+        self.end += body.len() as u64 + 1;
+        self.entries.push(entry);
+        self.seqs.push(seq);
+    }
+
+    /// Position of the first entry whose seq is at least `seq`.
+    fn position(&self, seq: u64) -> usize {
+        self.seqs.partition_point(|&s| s < seq)
+    }
+}
+
+/// The conversation's counters, read with its rows.
+struct State {
+    epoch: u64,
+    last_seq: u64,
+    floor_seq: u64,
+    archived_before: u64,
+}
+
+const STATE: &str = "SELECT epoch, last_seq, floor_seq, archived_before \
+                     FROM ctxbudget_conversations WHERE conversation = $1";
+const LOCK: &str = "SELECT c.epoch, c.last_seq, c.floor_seq, c.archived_before, r.seq, r.batch_last \
+                    FROM ctxbudget_conversations c \
+                    LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation AND r.batch_id = $2 \
+                    WHERE c.conversation = $1 FOR UPDATE OF c";
+const ROWS_AFTER: &str = "SELECT seq, body, floor FROM ctxbudget_rows \
+                          WHERE conversation = $1 AND seq > $2 AND seq <= $3 ORDER BY seq";
+const BODIES: &str = "SELECT seq, body FROM ctxbudget_rows \
+                      WHERE conversation = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq";
+const ROW: &str = "SELECT body FROM ctxbudget_rows WHERE conversation = $1 AND seq = $2";
+
+impl From<PgError> for HistoryError {
+    fn from(e: PgError) -> HistoryError {
+        match e {
+            PgError::Conflict {
+                expected_last_seq,
+                last_seq,
+                ..
+            } => HistoryError::Conflict {
+                expected_last_seq,
+                last_seq,
+            },
+            PgError::Invalid(message) => HistoryError::InvalidArgument(message),
+            other => HistoryError::Database {
+                transient: other.is_transient(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+fn state_of(row: &postgres::Row) -> State {
+    State {
+        epoch: from_i64(row.get(0)),
+        last_seq: from_i64(row.get(1)),
+        floor_seq: from_i64(row.get(2)),
+        archived_before: from_i64(row.get(3)),
+    }
+}
+
+/// Brings `ix` up to `state` with the rows `tx` sees: a new epoch starts over.
+fn sync(
+    ix: &mut PgIndex,
+    tx: &mut Transaction<'_>,
+    rows_after: &postgres::Statement,
+    conversation: &str,
+    state: &State,
+) -> std::result::Result<(), PgError> {
+    if ix.epoch != Some(state.epoch) {
+        *ix = PgIndex {
+            epoch: Some(state.epoch),
+            ..PgIndex::default()
+        };
+    }
+    if state.last_seq > ix.last_seq {
+        let rows = tx
+            .query(
+                rows_after,
+                &[&conversation, &to_i64(ix.last_seq), &to_i64(state.last_seq)],
+            )
+            .map_err(PgError::db("reading new rows"))?;
+        for r in &rows {
+            let body: &[u8] = r.get(1);
+            ix.note(from_i64(r.get(0)), body, r.get(2));
+        }
+    }
+    ix.last_seq = ix.last_seq.max(state.last_seq);
+    ix.archived_before = state.archived_before;
+    ix.fold.raise_floor(state.floor_seq);
+    ix.fold.skip_to(ix.last_seq);
+    Ok(())
+}
+
+impl PgStore {
+    /// The conversation `id` as a transcript store (created if it does not exist).
+    pub fn history(&self, id: &str) -> super::Result<PgHistory> {
+        Ok(PgHistory::new(self.open(id)?))
+    }
+}
+
+impl PgHistory {
+    /// The conversation as a transcript store, with the default row limit.
+    pub fn new(conversation: PgConversation) -> PgHistory {
+        PgHistory {
+            conversation,
+            max_row_bytes: DEFAULT_MAX_ROW_BYTES,
+            index: Mutex::new(PgIndex::default()),
+        }
+    }
+
+    /// The same, refusing rows longer than `max_row_bytes` when serialized.
+    pub fn with_max_row_bytes(mut self, max_row_bytes: usize) -> PgHistory {
+        self.max_row_bytes = max_row_bytes;
+        self
+    }
+
+    /// The conversation.
+    pub fn conversation(&self) -> &PgConversation {
+        &self.conversation
+    }
+
+    fn index(&self) -> MutexGuard<'_, PgIndex> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn run<T>(&self, op: impl FnMut(&mut Conn) -> super::Result<T>) -> Result<T> {
+        self.conversation
+            .store()
+            .run(op)
+            .map_err(HistoryError::from)
+    }
+
+    /// Runs `f` on the index brought up to date in one repeatable-read snapshot, with
+    /// that snapshot's transaction for further reads (every read sees the same rows).
+    pub(crate) fn with_fresh<T>(
+        &self,
+        mut f: impl FnMut(&PgIndex, &mut Transaction<'_>, &str) -> super::Result<T>,
+    ) -> Result<T> {
+        let conversation = self.conversation.id();
+        let mut ix = self.index();
+        self.run(|c| {
+            let state_q = c.statement(STATE)?;
+            let rows_after = c.statement(ROWS_AFTER)?;
+            let mut tx = c
+                .client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .map_err(PgError::db("BEGIN"))?;
+            let rows = tx
+                .query(&state_q, &[&conversation])
+                .map_err(PgError::db("reading the conversation"))?;
+            let state = rows
+                .first()
+                .map(state_of)
+                .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
+            sync(&mut ix, &mut tx, &rows_after, conversation, &state)?;
+            let out = f(&ix, &mut tx, conversation)?;
+            tx.commit().map_err(PgError::db("COMMIT of a read"))?;
+            Ok(out)
+        })
+    }
+
+    /// Rows from `first_seq` on.
+    pub fn rows_since(&self, first_seq: u64) -> Result<Vec<StoredRow>> {
+        Ok(self.read(ReadFrom::Seq(first_seq))?.rows)
+    }
+
+    /// Contiguous window runs, oldest first.
+    pub fn windows(&self) -> Result<Vec<WindowInfo>> {
+        self.with_fresh(|ix, _, _| Ok(window_runs(ix.entries.iter(), &ix.fold)))
+    }
+
+    /// ID of the window new rows go to.
+    pub fn current_window(&self) -> Result<String> {
+        self.with_fresh(|ix, _, _| Ok(ix.fold.window().to_string()))
+    }
+
+    /// Appends a batch built under the conversation's row lock from the index brought up
+    /// to date there. Retried on a broken connection with the same batch id, so it
+    /// commits at most once.
+    fn append_locked(
+        &self,
+        expected_last_seq: Option<u64>,
+        build: &mut dyn FnMut(&Tip<'_>) -> Result<Option<Vec<NewRow>>>,
+        raw: Option<&[RawRow<'_>]>,
+    ) -> Result<Option<AppendResult>> {
+        let conversation = self.conversation.id();
+        let batch_id = random_batch_id();
+        let mut ix = self.index();
+        let mut failure: Option<HistoryError> = None;
+        let outcome = self.conversation.store().run(|c| {
+            let lock = c.statement(LOCK)?;
+            let rows_after = c.statement(ROWS_AFTER)?;
+            let row_q = c.statement(ROW)?;
+            let insert = c.statement(super::INSERT_BATCH)?;
+            let mut tx = c.client.transaction().map_err(PgError::db("BEGIN"))?;
+            let found = tx
+                .query(&lock, &[&conversation, &batch_id])
+                .map_err(PgError::db("locking the conversation"))?;
+            let row = found
+                .first()
+                .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
+            let state = state_of(row);
+            let replayed: (Option<i64>, Option<i64>) = (row.get(4), row.get(5));
+            sync(&mut ix, &mut tx, &rows_after, conversation, &state)?;
+            if let (Some(first), Some(last)) = replayed {
+                // An earlier attempt of this call committed before its connection broke.
+                let last = from_i64(last);
+                return Ok(Some(AppendResult {
+                    first_seq: from_i64(first),
+                    last_seq: last,
+                    epoch: state.epoch,
+                    window: ix.fold.window_of(last).to_string(),
+                }));
+            }
+            if let Some(expected) = expected_last_seq {
+                if expected != state.last_seq {
+                    return Err(PgError::Conflict {
+                        conversation: conversation.to_string(),
+                        expected_last_seq: expected,
+                        last_seq: state.last_seq,
+                    });
+                }
+            }
+            let first = state
+                .last_seq
+                .checked_add(1)
+                .filter(|&s| s < i64::MAX as u64);
+            let built: Vec<NewRow>;
+            let incoming: Vec<Incoming<'_>> = match raw {
+                Some(raws) => raws.iter().cloned().map(Incoming::Raw).collect(),
+                None => {
+                    let tx_cell = RefCell::new(&mut tx);
+                    let reader = |seq: u64| -> Result<Option<Row>> {
+                        let mut tx = tx_cell.borrow_mut();
+                        let found = tx
+                            .query(&row_q, &[&conversation, &to_i64(seq)])
+                            .map_err(PgError::db("reading a row"))?;
+                        Ok(found.first().and_then(|r| {
+                            Row::parse(seq, ix.fold.window_of(seq), r.get::<_, &[u8]>(0))
+                        }))
+                    };
+                    let tip = Tip {
+                        last_seq: state.last_seq,
+                        next_seq: first,
+                        fold: &ix.fold,
+                        rows: &reader,
+                    };
+                    match build(&tip) {
+                        Ok(Some(rows)) => {
+                            built = rows;
+                            built.iter().map(Incoming::Built).collect()
+                        }
+                        Ok(None) => return Ok(None),
+                        Err(e) => {
+                            failure = Some(e);
+                            return Ok(None);
+                        }
+                    }
+                }
+            };
+            if incoming.is_empty() {
+                failure = Some(HistoryError::InvalidArgument(
+                    "append needs at least one row".to_owned(),
+                ));
+                return Ok(None);
+            }
+            let first = match first.and_then(|f| {
+                f.checked_add(incoming.len() as u64 - 1)
+                    .filter(|&l| l < i64::MAX as u64)
+                    .map(|_| f)
+            }) {
+                Some(f) => f,
+                None => {
+                    failure = Some(HistoryError::InvalidArgument(
+                        "no seq is left to hand out; the transcript cannot grow, start a new \
+                         conversation"
+                            .to_owned(),
+                    ));
+                    return Ok(None);
+                }
+            };
+            let ts = crate::store::now_rfc3339();
+            let mut window = ix.fold.window();
+            let mut lines = Vec::with_capacity(incoming.len());
+            for (i, row) in incoming.iter().enumerate() {
+                let seq = first + i as u64;
+                window = WindowFold::next_window(window, seq, row.kind());
+                match row.encode_checked(i, seq, &window.to_string(), &ts, self.max_row_bytes) {
+                    Ok((mut line, head)) => {
+                        line.pop();
+                        lines.push((line, head.is_floor()));
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        return Ok(None);
+                    }
+                }
+            }
+            let bodies: Vec<&[u8]> = lines.iter().map(|(l, _)| l.as_slice()).collect();
+            let floors: Vec<bool> = lines.iter().map(|(_, f)| *f).collect();
+            let epoch = insert_batch(
+                &mut tx,
+                &insert,
+                conversation,
+                first,
+                &bodies,
+                &floors,
+                &batch_id,
+            )?;
+            tx.commit().map_err(PgError::db("COMMIT of an append"))?;
+            let last = first + lines.len() as u64 - 1;
+            for (i, (line, floor)) in lines.iter().enumerate() {
+                ix.note(first + i as u64, line, *floor);
+            }
+            ix.last_seq = last;
+            Ok(Some(AppendResult {
+                first_seq: first,
+                last_seq: last,
+                epoch,
+                window: window.to_string(),
+            }))
+        });
+        match (outcome, failure) {
+            (_, Some(e)) => Err(e),
+            (outcome, None) => outcome.map_err(HistoryError::from),
+        }
+    }
+
+    fn append_built(&self, rows: &[NewRow], expected: Option<u64>) -> Result<AppendResult> {
+        for (i, row) in rows.iter().enumerate() {
+            row.validate(i)?;
+        }
+        let mut build = |_: &Tip<'_>| Ok(Some(rows.to_vec()));
+        self.append_locked(expected, &mut build, None)?
+            .ok_or_else(|| HistoryError::InvalidArgument("append needs at least one row".into()))
+    }
+}
+
+impl Store for PgHistory {
+    fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult> {
+        if rows.is_empty() {
+            return Err(HistoryError::InvalidArgument(
+                "append needs at least one row".to_owned(),
+            ));
+        }
+        self.append_built(rows, expected_last_seq)
+    }
+
+    fn append_json(
+        &self,
+        rows_json: &[u8],
+        expected_last_seq: Option<u64>,
+    ) -> Result<AppendResult> {
+        let raws: Vec<&serde_json::value::RawValue> = serde_json::from_slice(rows_json)
+            .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
+        if raws.is_empty() {
+            return Err(HistoryError::InvalidArgument(
+                "append needs at least one row".to_owned(),
+            ));
+        }
+        let rows = raws
+            .into_iter()
+            .enumerate()
+            .map(|(i, raw)| RawRow::parse(i, raw))
+            .collect::<Result<Vec<_>>>()?;
+        let mut unused = |_: &Tip<'_>| Ok(None);
+        self.append_locked(expected_last_seq, &mut unused, Some(&rows))?
+            .ok_or_else(|| HistoryError::InvalidArgument("append needs at least one row".into()))
+    }
+
+    fn append_with(
+        &self,
+        expected_last_seq: Option<u64>,
+        build: &mut BuildBatch<'_>,
+    ) -> Result<Option<AppendResult>> {
+        let mut checked = |tip: &Tip<'_>| {
+            let rows = build(tip)?;
+            if let Some(rows) = &rows {
+                for (i, row) in rows.iter().enumerate() {
+                    row.validate(i)?;
+                }
+            }
+            Ok(rows)
+        };
+        self.append_locked(expected_last_seq, &mut checked, None)
+    }
+
+    fn read(&self, from: ReadFrom) -> Result<RowsRead> {
+        self.with_fresh(|ix, tx, conversation| {
+            let first_seq = match from {
+                ReadFrom::Seq(seq) => seq,
+                ReadFrom::CurrentWindow => ix.fold.window().seq(),
+            };
+            let at = ix.position(first_seq);
+            let entries = &ix.entries[at..];
+            let windows = windows_of(entries.iter(), &ix.fold);
+            let mut rows = Vec::with_capacity(entries.len());
+            if let Some(&first) = ix.seqs.get(at) {
+                let found = tx
+                    .query(
+                        BODIES,
+                        &[&conversation, &to_i64(first), &to_i64(ix.last_seq)],
+                    )
+                    .map_err(PgError::db("reading rows"))?;
+                let bodies: std::collections::HashMap<u64, Vec<u8>> = found
+                    .iter()
+                    .map(|r| (from_i64(r.get(0)), r.get(1)))
+                    .collect();
+                let seqs = &ix.seqs[at..];
+                for ((e, window), seq) in entries.iter().zip(windows).zip(seqs) {
+                    // The index and this snapshot share the epoch, so every row is there;
+                    // a row missing all the same is skipped, never invented.
+                    let Some(raw) = bodies.get(seq) else { continue };
+                    rows.push(StoredRow {
+                        seq: e.head.as_ref().map(|h| h.seq),
+                        window: window.to_string(),
+                        raw: raw.clone(),
+                    });
+                }
+            }
+            Ok(RowsRead {
+                rows,
+                last_seq: ix.last_seq,
+                floor_seq: ix.fold.floor_seq(),
+            })
+        })
+    }
+
+    fn receipt(&self) -> Result<ReceiptRead> {
+        self.with_fresh(|ix, _, _| {
+            Ok(ReceiptRead::Valid(Receipt {
+                version: crate::store::receipt::RECEIPT_VERSION,
+                epoch: ix.epoch.unwrap_or(0),
+                state: ReceiptState::Stable,
+                seq: ix.last_seq,
+                committed_end: ix.end,
+                anchor_crc: 0,
+                files: Files {
+                    chat: None,
+                    archive: None,
+                },
+                floor: ix.fold.floor_seq(),
+                rotation: None,
+                append: None,
+                archive_check: None,
+            }))
+        })
+    }
+
+    fn floor_seq(&self) -> Result<u64> {
+        self.with_fresh(|ix, _, _| Ok(ix.fold.floor_seq()))
+    }
+
+    /// Archives the closed windows (the rows before the current window's first row):
+    /// they stay readable, and the conversation gets a new epoch, as the file store's
+    /// rotation gives it one.
+    fn rotate(&self) -> Result<RotateReport> {
+        let (before, archived_before) = self.with_fresh(|ix, _, _| {
+            Ok((ix.fold.window_first_seq().unwrap_or(1), ix.archived_before))
+        })?;
+        let epoch = self.conversation.rotate(before)?;
+        let (rows, bytes) = match epoch {
+            None => (0, 0),
+            Some(_) => self.with_fresh(|ix, _, _| {
+                let moved = ix
+                    .seqs
+                    .iter()
+                    .zip(&ix.entries)
+                    .filter(|(s, _)| **s >= archived_before && **s < ix.archived_before);
+                Ok(moved.fold((0u64, 0u64), |(n, b), (_, e)| {
+                    (n + 1, b + u64::from(e.len) + 1)
+                }))
+            })?,
+        };
+        Ok(RotateReport { rows, bytes, epoch })
+    }
+
+    /// Reads every row again under a fresh index and checks what the database cannot:
+    /// that every row reads back as a row with its own seq.
+    fn verify(&self) -> Result<VerifyReport> {
+        *self.index() = PgIndex::default();
+        self.with_fresh(|ix, _, _| {
+            let mut live = FileReport::default();
+            let mut archive = FileReport::default();
+            let mut violations = 0u64;
+            let mut first_violation = None;
+            let mut expected = 1u64;
+            for (e, &seq) in ix.entries.iter().zip(&ix.seqs) {
+                let report = if seq < ix.archived_before {
+                    &mut archive
+                } else {
+                    &mut live
+                };
+                report.bytes += u64::from(e.len) + 1;
+                if e.head.is_some() {
+                    report.rows += 1;
+                } else {
+                    report.malformed_lines += 1;
+                }
+                if seq != expected {
+                    violations += 1;
+                    first_violation.get_or_insert_with(|| {
+                        format!("seq {seq} where seq {expected} was expected (a gap)")
+                    });
+                }
+                expected = seq + 1;
+            }
+            let ok = violations == 0 && live.malformed_lines == 0 && archive.malformed_lines == 0;
+            Ok(VerifyReport {
+                chat: live,
+                archive,
+                receipt: "stable".to_owned(),
+                seq_violations: violations,
+                first_seq_violation: first_violation,
+                floor_seq: ix.fold.floor_seq(),
+                ok,
+            })
+        })
+    }
+
+    /// Nothing to repair: every append is one transaction, so a crash leaves no torn
+    /// tail. Reports the epoch.
+    fn recover(&self) -> Result<RecoveryReport> {
+        self.with_fresh(|ix, _, _| {
+            Ok(RecoveryReport {
+                changed: false,
+                chat_torn_bytes: 0,
+                archive_torn_bytes: 0,
+                moved_to: Vec::new(),
+                rotation_completed_bytes: 0,
+                rotation_rolled_back_bytes: 0,
+                epoch: ix.epoch,
+                damage: None,
+            })
+        })
+    }
+}
+
+/// One `session_history` page's view of a conversation: the index brought up to date in
+/// a repeatable-read transaction, and that transaction to read row bytes from, so every
+/// byte the page reads belongs to the same snapshot as the entries.
+pub(crate) struct PgSource<'a, 't> {
+    ix: &'a PgIndex,
+    tx: RefCell<&'a mut Transaction<'t>>,
+    conversation: &'a str,
+}
+
+impl<'a, 't> PgSource<'a, 't> {
+    pub(crate) fn new(
+        ix: &'a PgIndex,
+        tx: &'a mut Transaction<'t>,
+        conversation: &'a str,
+    ) -> PgSource<'a, 't> {
+        PgSource {
+            ix,
+            tx: RefCell::new(tx),
+            conversation,
+        }
+    }
+}
+
+impl crate::scan::source::Source for PgSource<'_, '_> {
+    /// Archived rows stay where they are in the database; the page walks every row as
+    /// one sequence.
+    fn archive(&self) -> &[Entry] {
+        &[]
+    }
+
+    fn chat(&self) -> &[Entry] {
+        &self.ix.entries
+    }
+
+    fn floor_seq(&self) -> u64 {
+        self.ix.fold.floor_seq()
+    }
+
+    /// A transaction is never torn: no damaged regions.
+    fn damage(&self) -> (Option<u64>, Option<u64>) {
+        (None, None)
+    }
+
+    fn epoch(&self) -> Option<u64> {
+        self.ix.epoch
+    }
+
+    /// The epoch alone binds a cursor: any change other than an append gives the
+    /// conversation a new one (a trigger sees to changes made by hand).
+    fn anchor(&self) -> (u64, Option<u32>) {
+        (self.ix.end, None)
+    }
+
+    fn anchor_holds(&self, _offset: u64, _crc: u32) -> bool {
+        false
+    }
+
+    /// Every read of the page is in the snapshot the entries came from.
+    fn unchanged(&self) -> bool {
+        true
+    }
+
+    fn read(
+        &self,
+        _file: u8,
+        offset: u64,
+        len: usize,
+    ) -> std::result::Result<Vec<u8>, crate::scan::Failure> {
+        let changed = crate::scan::changed;
+        let first = self.ix.entries.partition_point(|e| e.offset < offset);
+        let end = offset + len as u64;
+        let last = self.ix.entries.partition_point(|e| e.offset < end);
+        if first >= last || self.ix.entries[first].offset != offset {
+            return Err(changed());
+        }
+        let (from, to) = (self.ix.seqs[first], self.ix.seqs[last - 1]);
+        let found = self
+            .tx
+            .borrow_mut()
+            .query(BODIES, &[&self.conversation, &to_i64(from), &to_i64(to)])
+            .map_err(|e| {
+                crate::scan::Failure::new(
+                    "history_unavailable",
+                    format!(
+                        "the transcript cannot be read right now: {}",
+                        PgError::db("reading rows")(e)
+                    ),
+                )
+            })?;
+        let mut out = Vec::with_capacity(len + 1);
+        let expected = self.ix.entries[first..last]
+            .iter()
+            .zip(&self.ix.seqs[first..last]);
+        if found.len() != last - first {
+            return Err(changed());
+        }
+        for (row, (e, &seq)) in found.iter().zip(expected) {
+            let body: &[u8] = row.get(1);
+            if from_i64(row.get(0)) != seq || body.len() != e.len as usize {
+                return Err(changed());
+            }
+            out.extend_from_slice(body);
+            out.push(b'\n');
+        }
+        if out.len() < len {
+            return Err(changed());
+        }
+        out.truncate(len);
+        Ok(out)
+    }
+}
