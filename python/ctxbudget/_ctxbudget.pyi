@@ -326,6 +326,12 @@ class WindowFold:
     def __new__(cls, history: History) -> WindowFold: ...
     def advance(self) -> tuple[list[Row], bool]:
         """``(new rows, window changed)``."""
+    def append(
+        self, rows: list[Any], if_last_seq: int | None = None
+    ) -> tuple[AppendResult, list[Row], bool]:
+        """Appends ``rows`` (conditional on ``if_last_seq``), then reads what was
+        appended since the last call, in one store call: ``(appended, new rows, window
+        changed)``."""
     @property
     def window_id(self) -> str: ...
     @property

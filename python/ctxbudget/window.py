@@ -13,7 +13,7 @@ nothing here decides what a row means.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,13 +108,13 @@ class WindowFold:
         return self._note(rows, changed)
 
     def append(
-        self, rows: list[Mapping[str, Any]], if_last_seq: int | None = None
+        self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None = None
     ) -> tuple[AppendResult, WindowChange]:
         """Appends ``rows`` as one batch (only if ``if_last_seq`` is still the last seq,
         when given; else :class:`~ctxbudget.ConflictError` and nothing is written), then
         reads and notes what was appended since the last step — this batch included — in
         one store call."""
-        appended, read, changed = self._core.append(rows, if_last_seq)
+        appended, read, changed = self._core.append(list(rows), if_last_seq)
         return appended, self._note(read, changed)
 
     def _note(self, rows: list[Row], changed: bool) -> WindowChange:

@@ -212,7 +212,7 @@ class Session:
         self._apply(self._fold.advance())
 
     def _append(
-        self, rows: list[Mapping[str, Any]], if_last_seq: int | None = None
+        self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None = None
     ) -> AppendResult:
         """Appends ``rows`` as one batch (conditional on ``if_last_seq`` when given) and
         brings the window up to date, this batch included, in one store call: the write
