@@ -98,9 +98,46 @@ impl PgIndex {
         self.seqs.push(seq);
     }
 
+    /// Takes the conversation's counters once its rows up to `state.last_seq` are noted.
+    fn settle(&mut self, state: &State) {
+        self.last_seq = self.last_seq.max(state.last_seq);
+        self.archived_before = state.archived_before;
+        self.fold.raise_floor(state.floor_seq);
+        self.fold.skip_to(self.last_seq);
+    }
+
     /// Position of the first entry whose seq is at least `seq`.
     fn position(&self, seq: u64) -> usize {
         self.seqs.partition_point(|&s| s < seq)
+    }
+}
+
+/// The rows of `ix` from position `at` with their windows, their bytes from `bodies`.
+/// The index and the bodies come from one snapshot of one epoch, so every row is
+/// there; one missing all the same is skipped, never invented.
+fn rows_read(
+    ix: &PgIndex,
+    at: usize,
+    bodies: &std::collections::HashMap<u64, Vec<u8>>,
+) -> RowsRead {
+    let entries = &ix.entries[at..];
+    let windows = windows_of(entries.iter(), &ix.fold);
+    let rows = entries
+        .iter()
+        .zip(windows)
+        .zip(&ix.seqs[at..])
+        .filter_map(|((e, window), seq)| {
+            Some(StoredRow {
+                seq: e.head.as_ref().map(|h| h.seq),
+                window: window.to_string(),
+                raw: bodies.get(seq)?.clone(),
+            })
+        })
+        .collect();
+    RowsRead {
+        rows,
+        last_seq: ix.last_seq,
+        floor_seq: ix.fold.floor_seq(),
     }
 }
 
@@ -122,6 +159,14 @@ const ROWS_AFTER: &str = "SELECT seq, body, floor FROM ctxbudget_rows \
                           WHERE conversation = $1 AND seq > $2 AND seq <= $3 ORDER BY seq";
 const BODIES: &str = "SELECT seq, body FROM ctxbudget_rows \
                       WHERE conversation = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq";
+/// The conversation's counters and its rows after `$2`, in ONE statement (one snapshot,
+/// one round trip): what a read needs when the index is nearly up to date.
+const REFRESH: &str = "SELECT c.epoch, c.last_seq, c.floor_seq, c.archived_before, \
+                       r.seq, r.body, r.floor \
+                       FROM ctxbudget_conversations c \
+                       LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation \
+                         AND r.seq > $2 AND r.seq <= c.last_seq \
+                       WHERE c.conversation = $1 ORDER BY r.seq";
 const ROW: &str = "SELECT body FROM ctxbudget_rows WHERE conversation = $1 AND seq = $2";
 
 impl From<PgError> for HistoryError {
@@ -179,10 +224,7 @@ fn sync(
             ix.note(from_i64(r.get(0)), body, r.get(2));
         }
     }
-    ix.last_seq = ix.last_seq.max(state.last_seq);
-    ix.archived_before = state.archived_before;
-    ix.fold.raise_floor(state.floor_seq);
-    ix.fold.skip_to(ix.last_seq);
+    ix.settle(state);
     Ok(())
 }
 
@@ -257,6 +299,59 @@ impl PgHistory {
         })
     }
 
+    /// Runs `f` on the index brought up to date by one statement, with the bodies of
+    /// the rows from `keep_from` on that the same statement returned (a consistent cut:
+    /// every row up to the index's last seq is there or before `keep_from`).
+    fn with_refreshed<T>(
+        &self,
+        keep_from: u64,
+        f: impl FnOnce(&PgIndex, Vec<(u64, Vec<u8>)>) -> T,
+    ) -> Result<T> {
+        let conversation = self.conversation.id();
+        let mut ix = self.index();
+        let bodies = self.run(|c| {
+            let refresh = c.statement(REFRESH)?;
+            let mut after = ix.last_seq.min(keep_from.saturating_sub(1));
+            loop {
+                let found = c
+                    .client
+                    .query(&refresh, &[&conversation, &to_i64(after)])
+                    .map_err(PgError::db("reading the conversation"))?;
+                let first = found
+                    .first()
+                    .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
+                let state = state_of(first);
+                if ix.epoch != Some(state.epoch) {
+                    *ix = PgIndex {
+                        epoch: Some(state.epoch),
+                        ..PgIndex::default()
+                    };
+                    if after > 0 {
+                        // A new epoch: every row is needed again.
+                        after = 0;
+                        continue;
+                    }
+                }
+                let mut bodies = Vec::new();
+                for r in &found {
+                    let Some(seq) = r.get::<_, Option<i64>>(4).map(from_i64) else {
+                        continue;
+                    };
+                    let body: Vec<u8> = r.get(5);
+                    if seq > ix.last_seq {
+                        ix.note(seq, &body, r.get(6));
+                    }
+                    if seq >= keep_from {
+                        bodies.push((seq, body));
+                    }
+                }
+                ix.settle(&state);
+                return Ok(bodies);
+            }
+        })?;
+        Ok(f(&ix, bodies))
+    }
+
     /// Rows from `first_seq` on.
     pub fn rows_since(&self, first_seq: u64) -> Result<Vec<StoredRow>> {
         Ok(self.read(ReadFrom::Seq(first_seq))?.rows)
@@ -264,12 +359,12 @@ impl PgHistory {
 
     /// Contiguous window runs, oldest first.
     pub fn windows(&self) -> Result<Vec<WindowInfo>> {
-        self.with_fresh(|ix, _, _| Ok(window_runs(ix.entries.iter(), &ix.fold)))
+        self.with_refreshed(u64::MAX, |ix, _| window_runs(ix.entries.iter(), &ix.fold))
     }
 
     /// ID of the window new rows go to.
     pub fn current_window(&self) -> Result<String> {
-        self.with_fresh(|ix, _, _| Ok(ix.fold.window().to_string()))
+        self.with_refreshed(u64::MAX, |ix, _| ix.fold.window().to_string())
     }
 
     /// Appends a batch built under the conversation's row lock from the index brought up
@@ -483,50 +578,53 @@ impl Store for PgHistory {
         self.append_locked(expected_last_seq, &mut checked, None)
     }
 
+    /// One statement in the common case (the rows since the caller last looked); a
+    /// second snapshot read only when the conversation changed under a new epoch.
     fn read(&self, from: ReadFrom) -> Result<RowsRead> {
-        self.with_fresh(|ix, tx, conversation| {
+        let keep_from = match from {
+            ReadFrom::Seq(seq) => seq,
+            // The current window starts at or after the one this handle knows.
+            ReadFrom::CurrentWindow => self.index().fold.window().seq(),
+        };
+        let answer = self.with_refreshed(keep_from, |ix, bodies| {
             let first_seq = match from {
                 ReadFrom::Seq(seq) => seq,
                 ReadFrom::CurrentWindow => ix.fold.window().seq(),
             };
             let at = ix.position(first_seq);
-            let entries = &ix.entries[at..];
-            let windows = windows_of(entries.iter(), &ix.fold);
-            let mut rows = Vec::with_capacity(entries.len());
-            if let Some(&first) = ix.seqs.get(at) {
+            if ix.seqs.get(at).is_some_and(|&s| s < keep_from) {
+                return None; // rows before what the statement returned: read them all
+            }
+            let bodies: std::collections::HashMap<u64, Vec<u8>> = bodies.into_iter().collect();
+            Some(rows_read(ix, at, &bodies))
+        })?;
+        match answer {
+            Some(read) => Ok(read),
+            None => self.with_fresh(|ix, tx, conversation| {
+                let first_seq = match from {
+                    ReadFrom::Seq(seq) => seq,
+                    ReadFrom::CurrentWindow => ix.fold.window().seq(),
+                };
+                let at = ix.position(first_seq);
+                let first = ix.seqs.get(at).copied().unwrap_or(u64::MAX);
                 let found = tx
                     .query(
                         BODIES,
                         &[&conversation, &to_i64(first), &to_i64(ix.last_seq)],
                     )
                     .map_err(PgError::db("reading rows"))?;
-                let bodies: std::collections::HashMap<u64, Vec<u8>> = found
+                let bodies = found
                     .iter()
                     .map(|r| (from_i64(r.get(0)), r.get(1)))
                     .collect();
-                let seqs = &ix.seqs[at..];
-                for ((e, window), seq) in entries.iter().zip(windows).zip(seqs) {
-                    // The index and this snapshot share the epoch, so every row is there;
-                    // a row missing all the same is skipped, never invented.
-                    let Some(raw) = bodies.get(seq) else { continue };
-                    rows.push(StoredRow {
-                        seq: e.head.as_ref().map(|h| h.seq),
-                        window: window.to_string(),
-                        raw: raw.clone(),
-                    });
-                }
-            }
-            Ok(RowsRead {
-                rows,
-                last_seq: ix.last_seq,
-                floor_seq: ix.fold.floor_seq(),
-            })
-        })
+                Ok(rows_read(ix, at, &bodies))
+            }),
+        }
     }
 
     fn receipt(&self) -> Result<ReceiptRead> {
-        self.with_fresh(|ix, _, _| {
-            Ok(ReceiptRead::Valid(Receipt {
+        self.with_refreshed(u64::MAX, |ix, _| {
+            ReceiptRead::Valid(Receipt {
                 version: crate::store::receipt::RECEIPT_VERSION,
                 epoch: ix.epoch.unwrap_or(0),
                 state: ReceiptState::Stable,
@@ -541,33 +639,33 @@ impl Store for PgHistory {
                 rotation: None,
                 append: None,
                 archive_check: None,
-            }))
+            })
         })
     }
 
     fn floor_seq(&self) -> Result<u64> {
-        self.with_fresh(|ix, _, _| Ok(ix.fold.floor_seq()))
+        self.with_refreshed(u64::MAX, |ix, _| ix.fold.floor_seq())
     }
 
     /// Archives the closed windows (the rows before the current window's first row):
     /// they stay readable, and the conversation gets a new epoch, as the file store's
     /// rotation gives it one.
     fn rotate(&self) -> Result<RotateReport> {
-        let (before, archived_before) = self.with_fresh(|ix, _, _| {
-            Ok((ix.fold.window_first_seq().unwrap_or(1), ix.archived_before))
+        let (before, archived_before) = self.with_refreshed(u64::MAX, |ix, _| {
+            (ix.fold.window_first_seq().unwrap_or(1), ix.archived_before)
         })?;
         let epoch = self.conversation.rotate(before)?;
         let (rows, bytes) = match epoch {
             None => (0, 0),
-            Some(_) => self.with_fresh(|ix, _, _| {
+            Some(_) => self.with_refreshed(u64::MAX, |ix, _| {
                 let moved = ix
                     .seqs
                     .iter()
                     .zip(&ix.entries)
                     .filter(|(s, _)| **s >= archived_before && **s < ix.archived_before);
-                Ok(moved.fold((0u64, 0u64), |(n, b), (_, e)| {
+                moved.fold((0u64, 0u64), |(n, b), (_, e)| {
                     (n + 1, b + u64::from(e.len) + 1)
-                }))
+                })
             })?,
         };
         Ok(RotateReport { rows, bytes, epoch })
@@ -619,17 +717,15 @@ impl Store for PgHistory {
     /// Nothing to repair: every append is one transaction, so a crash leaves no torn
     /// tail. Reports the epoch.
     fn recover(&self) -> Result<RecoveryReport> {
-        self.with_fresh(|ix, _, _| {
-            Ok(RecoveryReport {
-                changed: false,
-                chat_torn_bytes: 0,
-                archive_torn_bytes: 0,
-                moved_to: Vec::new(),
-                rotation_completed_bytes: 0,
-                rotation_rolled_back_bytes: 0,
-                epoch: ix.epoch,
-                damage: None,
-            })
+        self.with_refreshed(u64::MAX, |ix, _| RecoveryReport {
+            changed: false,
+            chat_torn_bytes: 0,
+            archive_torn_bytes: 0,
+            moved_to: Vec::new(),
+            rotation_completed_bytes: 0,
+            rotation_rolled_back_bytes: 0,
+            epoch: ix.epoch,
+            damage: None,
         })
     }
 }
