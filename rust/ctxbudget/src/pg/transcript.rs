@@ -64,6 +64,10 @@ impl PgIndex {
     /// is stored at, is malformed (a hand-written change): readers skip it, and if it
     /// may be a soft clear it is a floor (fail closed).
     fn note(&mut self, seq: u64, body: &[u8], floor: bool) {
+        if self.seqs.last().is_some_and(|&last| seq <= last) {
+            // Already noted (a read retried after its connection broke saw it again).
+            return;
+        }
         let read = frame::read_line(body);
         let mut entry = Entry {
             offset: self.end,
