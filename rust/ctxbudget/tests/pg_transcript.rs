@@ -471,3 +471,73 @@ fn two_hosts_rolling_over_at_once_seal_the_window_once() {
         );
     }
 }
+
+#[test]
+fn appends_survive_dropped_connections_exactly_once() {
+    let Some(url) = url() else { return };
+    // Only this test's connections are dropped (its own application name).
+    let app = unique("pgtx_drop");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let pool = ctxbudget::pg::PgStore::connect(
+        &format!("{url}{sep}application_name={app}"),
+        options("ctxbudget_tests"),
+    )
+    .expect("connect");
+    let id = unique("drops");
+    let h = Arc::new(PgHistory::new(pool.open(&id).expect("open")));
+    let writer = {
+        let h = Arc::clone(&h);
+        std::thread::spawn(move || {
+            let mut acknowledged = Vec::new();
+            for i in 0..120u64 {
+                let text = format!("row {i}");
+                // A failure is an outcome the caller must handle; a success must be
+                // there exactly once.
+                if let Ok(r) = h.append_rows(&[NewRow::text("message", "user", &text)], None) {
+                    acknowledged.push((r.first_seq, text));
+                }
+            }
+            acknowledged
+        })
+    };
+    let mut sql = raw(&url, "ctxbudget_tests");
+    let mut dropped = 0i64;
+    // Bounded: at most 40 rounds, 25 ms apart (a new connection gets time to do work).
+    for _ in 0..40 {
+        if writer.is_finished() {
+            break;
+        }
+        if let Ok(row) = sql.query_one(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = $1",
+            &[&app],
+        ) {
+            dropped += row.get::<_, i64>(0);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let acknowledged = writer.join().unwrap_or_default();
+    assert!(
+        dropped > 0,
+        "no connection was dropped; the test did not test"
+    );
+    let fresh = PgHistory::new(store(&url).open(&id).expect("open"));
+    let read = fresh.read(ReadFrom::Seq(0)).expect("read");
+    let seqs: Vec<u64> = read.rows.iter().filter_map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=read.last_seq).collect::<Vec<_>>(), "gapless");
+    for (seq, text) in &acknowledged {
+        let matching: Vec<_> = read
+            .rows
+            .iter()
+            .filter(|r| comparable(&r.raw)["parts"][0]["text"] == *text.as_str())
+            .collect();
+        assert_eq!(matching.len(), 1, "{text} present exactly once");
+        assert_eq!(matching[0].seq, Some(*seq));
+    }
+    assert!(fresh.verify().expect("verify").ok);
+    // The handle whose connections were dropped agrees with a fresh one.
+    assert_eq!(
+        h.read(ReadFrom::Seq(0)).expect("read").rows.len(),
+        read.rows.len()
+    );
+}

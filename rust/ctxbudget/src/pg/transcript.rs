@@ -175,16 +175,18 @@ const ROW: &str = "SELECT body FROM ctxbudget_rows WHERE conversation = $1 AND s
 
 impl From<PgError> for HistoryError {
     fn from(e: PgError) -> HistoryError {
-        match e {
+        match &e {
             PgError::Conflict {
                 expected_last_seq,
                 last_seq,
                 ..
             } => HistoryError::Conflict {
-                expected_last_seq,
-                last_seq,
+                expected_last_seq: *expected_last_seq,
+                last_seq: *last_seq,
             },
-            PgError::Invalid(message) => HistoryError::InvalidArgument(message),
+            PgError::Invalid(_) | PgError::Config(_) => {
+                HistoryError::InvalidArgument(e.to_string())
+            }
             other => HistoryError::Database {
                 transient: other.is_transient(),
                 message: other.to_string(),
