@@ -541,3 +541,53 @@ fn appends_survive_dropped_connections_exactly_once() {
         read.rows.len()
     );
 }
+
+#[test]
+fn a_lead_in_that_reads_the_history_does_not_wait_for_its_own_rollover() {
+    let Some(url) = url() else { return };
+    let h = Arc::new(pg_history(&url, "leadin"));
+    h.append_rows(&texts(&["the plan", "agreed"]), None)
+        .expect("append");
+    let reader = Arc::clone(&h);
+    let lead_in = LeadIn::render(move |ctx| {
+        // A renderer that looks at the transcript it is rolling over (its last rows).
+        let rows = reader.rows_since(1).map_err(|e| e.to_string())?;
+        Ok(format!(
+            "{} rows before {}; continue in {}",
+            rows.len(),
+            ctx.previous_window,
+            ctx.window
+        ))
+    });
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let writer = Arc::clone(&h);
+    std::thread::spawn(move || {
+        let window = transcript::rollover(
+            writer.as_ref(),
+            RolloverSpec {
+                rollover_id: "r1".into(),
+                reason: "manual".into(),
+                lead_in,
+                ..RolloverSpec::default()
+            },
+        );
+        let _ = done_tx.send(window.map(|w| w.to_string()));
+    });
+    let window = done_rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the rollover finished (no self-deadlock)")
+        .expect("the rollover succeeded");
+    assert_eq!(window, "w:3");
+    let rows = h.read(ReadFrom::CurrentWindow).expect("read").rows;
+    let lead_in = rows
+        .iter()
+        .map(|r| comparable(&r.raw))
+        .find(|v| v["kind"] == "lead_in")
+        .expect("a lead-in");
+    assert!(
+        lead_in
+            .to_string()
+            .contains("2 rows before w:0; continue in w:3"),
+        "{lead_in}"
+    );
+}

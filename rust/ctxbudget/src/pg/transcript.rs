@@ -34,6 +34,36 @@ pub struct PgHistory {
     conversation: PgConversation,
     max_row_bytes: usize,
     index: Mutex<PgIndex>,
+    /// The thread building a batch under the conversation's lock while it holds the
+    /// index (its callbacks — a lead-in renderer — may read the history: they get an
+    /// index of their own instead of waiting for the one their own thread holds).
+    writer: Mutex<Option<std::thread::ThreadId>>,
+}
+
+/// The index a read works on: the handle's, or, for a read made from inside this
+/// thread's own write (a callback), a fresh one read from the database.
+enum IndexRef<'a> {
+    Shared(MutexGuard<'a, PgIndex>),
+    Scratch(Box<PgIndex>),
+}
+
+impl std::ops::Deref for IndexRef<'_> {
+    type Target = PgIndex;
+    fn deref(&self) -> &PgIndex {
+        match self {
+            IndexRef::Shared(g) => g,
+            IndexRef::Scratch(ix) => ix,
+        }
+    }
+}
+
+impl std::ops::DerefMut for IndexRef<'_> {
+    fn deref_mut(&mut self) -> &mut PgIndex {
+        match self {
+            IndexRef::Shared(g) => g,
+            IndexRef::Scratch(ix) => ix,
+        }
+    }
 }
 
 /// What a handle knows of its conversation: the rows' heads and the fold over them.
@@ -145,6 +175,22 @@ fn rows_read(
     }
 }
 
+/// Marks the current thread as the one writing under the index until dropped.
+struct WriterMark<'a>(&'a PgHistory);
+
+impl<'a> WriterMark<'a> {
+    fn set(h: &'a PgHistory) -> WriterMark<'a> {
+        *h.writer() = Some(std::thread::current().id());
+        WriterMark(h)
+    }
+}
+
+impl Drop for WriterMark<'_> {
+    fn drop(&mut self) {
+        *self.0.writer() = None;
+    }
+}
+
 /// The conversation's counters, read with its rows.
 struct State {
     epoch: u64,
@@ -248,6 +294,7 @@ impl PgHistory {
             conversation,
             max_row_bytes: DEFAULT_MAX_ROW_BYTES,
             index: Mutex::new(PgIndex::default()),
+            writer: Mutex::new(None),
         }
     }
 
@@ -266,6 +313,19 @@ impl PgHistory {
         self.index.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn writer(&self) -> MutexGuard<'_, Option<std::thread::ThreadId>> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The index for a read (see [`IndexRef`]).
+    fn index_for_read(&self) -> IndexRef<'_> {
+        if *self.writer() == Some(std::thread::current().id()) {
+            IndexRef::Scratch(Box::default())
+        } else {
+            IndexRef::Shared(self.index())
+        }
+    }
+
     fn run<T>(&self, op: impl FnMut(&mut Conn) -> super::Result<T>) -> Result<T> {
         self.conversation
             .store()
@@ -280,7 +340,7 @@ impl PgHistory {
         mut f: impl FnMut(&PgIndex, &mut Transaction<'_>, &str) -> super::Result<T>,
     ) -> Result<T> {
         let conversation = self.conversation.id();
-        let mut ix = self.index();
+        let mut ix = self.index_for_read();
         self.run(|c| {
             let state_q = c.statement(STATE)?;
             let rows_after = c.statement(ROWS_AFTER)?;
@@ -314,7 +374,7 @@ impl PgHistory {
         f: impl FnOnce(&PgIndex, Vec<(u64, Vec<u8>)>) -> T,
     ) -> Result<T> {
         let conversation = self.conversation.id();
-        let mut ix = self.index();
+        let mut ix = self.index_for_read();
         let bodies = self.run(|c| {
             let refresh = c.statement(REFRESH)?;
             let mut after = ix.last_seq.min(keep_from.saturating_sub(1));
@@ -385,6 +445,7 @@ impl PgHistory {
         let conversation = self.conversation.id();
         let batch_id = random_batch_id();
         let mut ix = self.index();
+        let _writing = WriterMark::set(self);
         let mut failure: Option<HistoryError> = None;
         let outcome = self.conversation.store().run(|c| {
             let lock = c.statement(LOCK)?;
@@ -590,7 +651,7 @@ impl Store for PgHistory {
         let keep_from = match from {
             ReadFrom::Seq(seq) => seq,
             // The current window starts at or after the one this handle knows.
-            ReadFrom::CurrentWindow => self.index().fold.window().seq(),
+            ReadFrom::CurrentWindow => self.index_for_read().fold.window().seq(),
         };
         let answer = self.with_refreshed(keep_from, |ix, bodies| {
             let first_seq = match from {
@@ -680,7 +741,7 @@ impl Store for PgHistory {
     /// Reads every row again under a fresh index and checks what the database cannot:
     /// that every row reads back as a row with its own seq.
     fn verify(&self) -> Result<VerifyReport> {
-        *self.index() = PgIndex::default();
+        *self.index_for_read() = PgIndex::default();
         self.with_fresh(|ix, _, _| {
             let mut live = FileReport::default();
             let mut archive = FileReport::default();
