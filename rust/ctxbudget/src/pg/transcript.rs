@@ -337,32 +337,47 @@ impl PgHistory {
     /// that snapshot's transaction for further reads (every read sees the same rows).
     pub(crate) fn with_fresh<T>(
         &self,
+        f: impl FnMut(&PgIndex, &mut Transaction<'_>, &str) -> super::Result<T>,
+    ) -> Result<T> {
+        self.with_fresh_within(None, f)
+    }
+
+    /// [`with_fresh`](Self::with_fresh), giving up reconnecting after `within` (a
+    /// bounded call such as a `session_history` page) instead of the store's
+    /// `reconnect_for`.
+    pub(crate) fn with_fresh_within<T>(
+        &self,
+        within: Option<std::time::Duration>,
         mut f: impl FnMut(&PgIndex, &mut Transaction<'_>, &str) -> super::Result<T>,
     ) -> Result<T> {
         let conversation = self.conversation.id();
         let mut ix = self.index_for_read();
-        self.run(|c| {
-            let state_q = c.statement(STATE)?;
-            let rows_after = c.statement(ROWS_AFTER)?;
-            let mut tx = c
-                .client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .map_err(PgError::db("BEGIN"))?;
-            let rows = tx
-                .query(&state_q, &[&conversation])
-                .map_err(PgError::db("reading the conversation"))?;
-            let state = rows
-                .first()
-                .map(state_of)
-                .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
-            sync(&mut ix, &mut tx, &rows_after, conversation, &state)?;
-            let out = f(&ix, &mut tx, conversation)?;
-            tx.commit().map_err(PgError::db("COMMIT of a read"))?;
-            Ok(out)
-        })
+        let store = self.conversation.store();
+        let reconnect_for = within.unwrap_or(store.inner.options.reconnect_for);
+        store
+            .run_within(reconnect_for, |c| {
+                let state_q = c.statement(STATE)?;
+                let rows_after = c.statement(ROWS_AFTER)?;
+                let mut tx = c
+                    .client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()
+                    .map_err(PgError::db("BEGIN"))?;
+                let rows = tx
+                    .query(&state_q, &[&conversation])
+                    .map_err(PgError::db("reading the conversation"))?;
+                let state = rows
+                    .first()
+                    .map(state_of)
+                    .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
+                sync(&mut ix, &mut tx, &rows_after, conversation, &state)?;
+                let out = f(&ix, &mut tx, conversation)?;
+                tx.commit().map_err(PgError::db("COMMIT of a read"))?;
+                Ok(out)
+            })
+            .map_err(HistoryError::from)
     }
 
     /// Runs `f` on the index brought up to date by one statement, with the bodies of
