@@ -541,4 +541,13 @@ fn a_unix_socket_url_works() {
     assert!(!store.connection_encrypted().unwrap());
     let c = store.open(&unique("socket")).unwrap();
     assert_eq!(c.append(rows(&["a"])).unwrap().first_seq, 1);
+    // As in libpq, sslmode does not apply to a unix socket (the server offers no TLS there):
+    // even the strict modes connect, unencrypted, instead of failing.
+    for mode in ["require", "verify-full"] {
+        let url = format!("{socket}?sslmode={mode}");
+        let store = PgStore::connect(&url, options("ctxbudget_tests"))
+            .unwrap_or_else(|e| panic!("sslmode={mode} over the socket: {e}"));
+        assert_eq!(store.ssl_mode() == SslMode::Require, mode == "require");
+        assert!(!store.connection_encrypted().unwrap());
+    }
 }

@@ -124,6 +124,17 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
     let rebuilt = format!("{base}?{}", kept.join("&"));
     let mut config = postgres::Config::from_str(&rebuilt)
         .map_err(|e| PgError::Config(format!("cannot parse the URL {:?}: {e}", redact(url))))?;
+    // As libpq, no TLS over unix sockets (the server offers none there; the socket's
+    // permissions guard it): sslmode applies to TCP hosts only.
+    let unix_only = !config.get_hosts().is_empty()
+        && config.get_hostaddrs().is_empty()
+        && config
+            .get_hosts()
+            .iter()
+            .all(|h| !matches!(h, postgres::config::Host::Tcp(_)));
+    if unix_only {
+        config.ssl_mode(postgres::config::SslMode::Disable);
+    }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(options.connect_timeout);
     }
@@ -151,7 +162,12 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
     if config.get_application_name().is_none() {
         config.application_name("ctxbudget");
     }
-    let tls = tls::connector(ssl_mode, root_cert.as_deref())?;
+    let tls_mode = if unix_only {
+        SslMode::Disable
+    } else {
+        ssl_mode
+    };
+    let tls = tls::connector(tls_mode, root_cert.as_deref())?;
     Ok(Target {
         config,
         tls,
@@ -215,10 +231,27 @@ mod tests {
             ("disable", SslMode::Disable),
             ("prefer", SslMode::Prefer),
             ("require", SslMode::Require),
+            ("verify-ca", SslMode::VerifyCa),
             ("verify-full", SslMode::VerifyFull),
         ] {
-            let t = parse(&format!("postgresql://u@h/db?sslmode={mode}"), &o);
+            // A root file of the tests', so that the verify modes need no system roots.
+            let root = format!(
+                "{}/src/pg/config/testdata/ca.pem",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let t = parse(
+                &format!("postgresql://u@h/db?sslmode={mode}&sslrootcert={root}"),
+                &o,
+            );
             assert_eq!(t.map(|t| t.ssl_mode).ok(), Some(want), "{mode}");
+        }
+        // A root file that cannot be read is named, at parse time.
+        match parse(
+            "postgresql://u@h/db?sslmode=verify-ca&sslrootcert=%2Fno%2Fca.pem",
+            &o,
+        ) {
+            Err(PgError::Config(m)) => assert!(m.contains("/no/ca.pem"), "{m}"),
+            other => panic!("expected a Config error, got {:?}", other.err()),
         }
         assert!(matches!(
             parse("postgresql://u@h/db?sslmode=sometimes", &o),

@@ -138,12 +138,9 @@ impl Verifier {
     fn new(mode: SslMode, root_cert: Option<&str>) -> Result<Verifier> {
         let explicit = root_cert.filter(|p| *p != SYSTEM_ROOTS);
         let check = match mode {
-            SslMode::Disable | SslMode::Prefer | SslMode::Require if explicit.is_none() => {
-                Check::Nothing
-            }
-            SslMode::Disable | SslMode::Prefer | SslMode::Require | SslMode::VerifyCa => {
-                Check::Chain
-            }
+            SslMode::Disable => Check::Nothing,
+            SslMode::Prefer | SslMode::Require if explicit.is_none() => Check::Nothing,
+            SslMode::Prefer | SslMode::Require | SslMode::VerifyCa => Check::Chain,
             SslMode::VerifyFull => Check::ChainAndHost,
         };
         let (roots, pinned) = match (check, explicit) {
@@ -466,8 +463,10 @@ mod tests {
             matches!(&empty, Err(PgError::Config(m)) if m.contains("no PEM certificate")),
             "{empty:?}"
         );
-        // require without a root file reads nothing.
+        // require without a root file reads nothing, and neither does disable (a unix
+        // socket's connection, whatever sslmode says) with one.
         assert!(Verifier::new(SslMode::Require, None).is_ok());
+        assert!(Verifier::new(SslMode::Disable, Some("/nonexistent/root.pem")).is_ok());
     }
 
     #[test]
