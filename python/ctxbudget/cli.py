@@ -259,9 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
     history = sub.add_parser(
         "history",
-        help="inspect a workspace's transcript",
-        description="List, search and read a workspace's transcript with the same bounds and "
-        "privacy floor as the session_history tool; verify, recover or export it.",
+        help="inspect a workspace's (or a PostgreSQL conversation's) transcript",
+        description="List, search and read a transcript with the same bounds and privacy "
+        "floor as the session_history tool; verify, recover or export it. The transcript is "
+        "a WORKSPACE directory, or --store postgresql://… --conversation ID.",
     )
     hsub = history.add_subparsers(dest="history_command", required=True, parser_class=_Parser)
     for name, text in (
@@ -274,7 +275,15 @@ def build_parser() -> argparse.ArgumentParser:
         ("export", "every row (archive, then chat) as JSON lines"),
     ):
         cmd = hsub.add_parser(name, help=text, description=text)
-        cmd.add_argument("workspace", metavar="WORKSPACE")
+        cmd.add_argument("workspace", metavar="WORKSPACE", nargs="?")
+        cmd.add_argument(
+            "--store",
+            metavar="URL",
+            help="a postgresql:// URL: the conversation's database instead of a WORKSPACE",
+        )
+        cmd.add_argument(
+            "--conversation", metavar="ID", help="with --store: the conversation to read"
+        )
         if name == "export":
             cmd.add_argument("-o", "--output", help="file to write (default: stdout)")
             # Export is JSON Lines already; --json is refused with a clear message.
@@ -322,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _doing(args: argparse.Namespace) -> str:
     """What a command was doing, for an I/O error message."""
     if args.command == "history":
-        return f"{args.history_command} the transcript of {args.workspace}"
+        where = args.workspace or f"conversation {args.conversation!r}"
+        return f"{args.history_command} the transcript of {where}"
     if args.command == "plot":
         return f"plot {args.workspace} to {args.output}"
     if args.command == "demo":
