@@ -59,6 +59,6 @@ def serve(host: int, jobs: Any, results: Any, barrier: Any) -> None:
         if job is None:
             return
         try:
-            results.put({"host": host, **ops[job["op"]](job, barrier)})
+            results.put({"host": host, **ops[job["op"]]({**job, "host": host}, barrier)})
         except Exception as exc:  # reported to the test, which fails with it
-            results.put({"host": host, "error": f"{type(exc).__name__}: {exc}"})
+            results.put({"host": host, "exception": f"{type(exc).__name__}: {exc}"})

@@ -33,24 +33,26 @@ class Hosts:
         self.url = url
         self.jobs: list[Any] = [ctx.Queue() for _ in range(HOSTS)]
         self.results: Any = ctx.Queue()
-        barrier = ctx.Barrier(HOSTS)
+        self.barrier: Any = ctx.Barrier(HOSTS)  # kept: the workers unpickle it after start
         self.procs = [
-            ctx.Process(target=pg_host_worker.serve, args=(h, self.jobs[h], self.results, barrier))
+            ctx.Process(
+                target=pg_host_worker.serve, args=(h, self.jobs[h], self.results, self.barrier)
+            )
             for h in range(HOSTS)
         ]
         for p in self.procs:
             p.start()
 
-    def run(self, jobs: dict[int, dict[str, Any]], timeout: float = 300) -> dict[int, Any]:
+    def run(self, jobs: dict[int, dict[str, Any]], timeout: float = 180) -> dict[int, Any]:
         """Sends each host its job and waits for every answer (an error fails the test)."""
         for host, job in jobs.items():
             self.jobs[host].put({"url": self.url, **job})
         got = [self.results.get(timeout=timeout) for _ in jobs]
-        errors = [g["error"] for g in got if "error" in g]
+        errors = [g["exception"] for g in got if "exception" in g]
         assert not errors, errors
         return {g["host"]: g for g in got}
 
-    def all(self, job: dict[str, Any], timeout: float = 300) -> list[Any]:
+    def all(self, job: dict[str, Any], timeout: float = 180) -> list[Any]:
         return list(self.run(dict.fromkeys(range(HOSTS), job), timeout).values())
 
     def close(self) -> None:

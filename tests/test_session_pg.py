@@ -54,7 +54,8 @@ def test_a_session_over_postgresql_runs_the_ladder(pg_url: str, tmp_path: Path) 
     assert repr(s) == f"Session(\"postgresql conversation '{conversation}'\", window='w:0')"
     s.add_user("Audit the billing code.")
     events = _steps(s, 200, hand_off=True)
-    assert "advisory:warning" in events and "advisory:handoff" in events
+    assert "advisory:warning" in events and {"advisory:handoff", "advisory:final"} & set(events)
+    assert any(e.startswith("rollover:") for e in events), events
     assert s.window_id != "w:0", "new_context rolled the window over"
     lead_in = [r for r in s.history.rows() if r.kind == "lead_in"]
     assert len(lead_in) == 1 and s.window_id in lead_in[0].parts[0]["text"]
