@@ -58,9 +58,7 @@ def _start_cluster() -> tuple[str, str] | None:
     script = REPO / "scripts" / "pg-cluster"
     if subprocess.run([script, "bindir"], capture_output=True).returncode != 0:
         return None
-    out = subprocess.run(
-        [script, "start"], capture_output=True, text=True, check=True
-    ).stdout
+    out = subprocess.run([script, "start"], capture_output=True, text=True, check=True).stdout
     exports = dict(
         line.removeprefix("export ").split("=", 1) for line in out.splitlines() if "=" in line
     )

@@ -99,7 +99,12 @@ def test_history_export_and_verify(
         out = tmp_path / f"{store}.jsonl"
         assert main(["history", "export", *args, "-o", str(out)]) == 0
         exported[store] = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["kind"] for r in exported["postgresql"]] == ["message", "boundary", "lead_in", "message"]
+    assert [r["kind"] for r in exported["postgresql"]] == [
+        "message",
+        "boundary",
+        "lead_in",
+        "message",
+    ]
     strip = ("ts", "id", "meta")  # stamped when each store wrote its rows
     assert [{k: v for k, v in r.items() if k not in strip} for r in exported["postgresql"]] == [
         {k: v for k, v in r.items() if k not in strip} for r in exported["workspace"]
@@ -115,7 +120,9 @@ def test_a_url_in_place_of_the_workspace_works_too(
     both: dict[str, list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, conversation = both["postgresql"][1], both["postgresql"][3]
-    code, out = _run(capsys, "history", "search", url, "deploy", "--conversation", conversation, "--json")
+    code, out = _run(
+        capsys, "history", "search", url, "deploy", "--conversation", conversation, "--json"
+    )
     assert code == 0 and [i["item_id"] for i in json.loads(out)] == ["1"]
 
 

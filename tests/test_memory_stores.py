@@ -17,22 +17,20 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from memory_stores import new_conversation
 
 from ctxbudget import DatabaseError, MemoryTool, Session
 from ctxbudget.tools.memory import CHECKPOINT_MAX
-from memory_stores import new_conversation
 
 FILE_MAX = 256 * 1024  # the contract's number (SPEC §8), written out on purpose
 
 
 def _prune_empty_dirs(memories: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(memories, topdown=False):
-        if Path(dirpath) != memories and not dirnames and not filenames:
+    """Removes every empty directory below ``memories`` (deepest first, so a directory
+    whose only children were empty directories goes too)."""
+    for dirpath, _, _ in os.walk(memories, topdown=False):
+        if Path(dirpath) != memories and not any(Path(dirpath).iterdir()):
             os.rmdir(dirpath)
-        elif Path(dirpath) != memories:
-            # os.walk listed children before they were removed: look again.
-            if not any(Path(dirpath).iterdir()):
-                os.rmdir(dirpath)
 
 
 def _outcome(result: dict[str, Any]) -> dict[str, Any]:
@@ -83,7 +81,10 @@ commands = st.one_of(
 )
 @given(calls=st.lists(commands, min_size=1, max_size=12), read_only=st.booleans())
 def test_both_stores_give_the_same_results(
-    pg_url: str, tmp_path_factory: pytest.TempPathFactory, calls: list[dict[str, Any]], read_only: bool
+    pg_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    calls: list[dict[str, Any]],
+    read_only: bool,
 ) -> None:
     ws = tmp_path_factory.mktemp("ws")
     disk = MemoryTool(ws, read_only=read_only)

@@ -102,8 +102,7 @@ def _template_rows(url: str, until: Callable[[Session], bool]) -> list[dict[str,
         s.add_assistant(None, [{"id": f"c{n}", "name": "read_file", "arguments": {"n": n}}])
         s.add_tool_results([{"call_id": f"c{n}", "name": "read_file", "output": CHUNK}])
     return [
-        {"kind": r.kind, "role": r.role, "parts": r.parts, "meta": r.meta}
-        for r in s.history.rows()
+        {"kind": r.kind, "role": r.role, "parts": r.parts, "meta": r.meta} for r in s.history.rows()
     ]
 
 
@@ -199,7 +198,13 @@ def test_cursors_page_across_hosts(pg_url: str, hosts: Hosts) -> None:
     first = s.run_tool("session_history", search)
     _open(pg_url, conversation).add_user("ledger entry appended by another host")
     more = hosts.run(
-        {1: {"op": "page", "conversation": conversation, "args": {**search, "cursor": first["cursor"]}}}
+        {
+            1: {
+                "op": "page",
+                "conversation": conversation,
+                "args": {**search, "cursor": first["cursor"]},
+            }
+        }
     )[1]
     assert more["ok"], more
     # ... and a tampered cursor fails closed on every host.

@@ -35,7 +35,11 @@ def _steps(s: Session, n: int, *, hand_off: bool) -> list[str]:
             s.add_assistant("Saving.", [{"id": f"n{step}", "name": "new_context", "arguments": {}}])
             saved = s.run_tool(
                 "memory",
-                {"command": "create", "path": "/memories/session/cp.md", "file_text": "goal: audit"},
+                {
+                    "command": "create",
+                    "path": "/memories/session/cp.md",
+                    "file_text": "goal: audit",
+                },
             )
             assert saved["ok"], saved
             out = s.run_tool("new_context", {})
@@ -77,7 +81,7 @@ def test_a_stubborn_agent_is_rolled_over_at_the_limit(pg_url: str) -> None:
     assert any(e.startswith("rollover") for e in events), events
     assert s.window_id != "w:0"
     boundaries = [r for r in s.history.rows() if r.kind == "boundary"]
-    assert [b.meta["previous_window"] for b in boundaries][0] == "w:0"
+    assert boundaries[0].meta["previous_window"] == "w:0"
 
 
 def test_calls_left_open_by_a_stopped_host_are_interrupted(pg_url: str) -> None:
@@ -126,7 +130,12 @@ async def _async_conversation(url: str, conversation: str) -> dict[str, Any]:
     )
     edited = await s.run_tool(
         "memory",
-        {"command": "str_replace", "path": "/memories/session/cp.md", "old_str": "a", "new_str": "b"},
+        {
+            "command": "str_replace",
+            "path": "/memories/session/cp.md",
+            "old_str": "a",
+            "new_str": "b",
+        },
     )
     turn = await s.prepare()
     seen = await s.run_tool("memory", {"command": "view", "path": "/memories/session/cp.md"})

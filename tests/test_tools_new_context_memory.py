@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory_stores import MakeTool, make_memory, stored_text
 
 from ctxbudget import History, MemoryTool, NewContextTool
-from memory_stores import MakeTool, make_memory, stored_text
 
 __all__ = ["make_memory"]  # the fixture, imported for pytest
 

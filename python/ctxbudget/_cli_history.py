@@ -334,19 +334,15 @@ def _target(args: argparse.Namespace) -> _Target:
                 "give a workspace directory as WORKSPACE instead"
             )
         if workspace is not None:
-            raise HistoryCommandError(
-                "give either a WORKSPACE or --store postgresql://…, not both"
-            )
+            raise HistoryCommandError("give either a WORKSPACE or --store postgresql://…, not both")
         if not conversation:
             raise HistoryCommandError(
-                "a postgresql:// store holds many conversations: name one with "
-                "--conversation ID"
+                "a postgresql:// store holds many conversations: name one with --conversation ID"
             )
         return _Target(None, store, conversation)
     if conversation is not None:
         raise HistoryCommandError(
-            "--conversation applies to --store postgresql://…; a workspace holds one "
-            "conversation"
+            "--conversation applies to --store postgresql://…; a workspace holds one conversation"
         )
     if workspace is None:
         raise HistoryCommandError(

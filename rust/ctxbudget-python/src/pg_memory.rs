@@ -162,9 +162,7 @@ impl PyPgMemoryFiles {
 /// The memory files' limits, from the core (the one place they are written):
 /// `MEMORY_CHECKPOINT_MAX`, `MEMORY_FILE_MAX`, `MEMORY_NAME_MAX`, `MEMORY_PATH_MAX`.
 pub(crate) fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    use ctxbudget::pg::{
-        MEMORY_CHECKPOINT_MAX, MEMORY_FILE_MAX, MEMORY_NAME_MAX, MEMORY_PATH_MAX,
-    };
+    use ctxbudget::pg::{MEMORY_CHECKPOINT_MAX, MEMORY_FILE_MAX, MEMORY_NAME_MAX, MEMORY_PATH_MAX};
     m.add("MEMORY_CHECKPOINT_MAX", MEMORY_CHECKPOINT_MAX)?;
     m.add("MEMORY_FILE_MAX", MEMORY_FILE_MAX)?;
     m.add("MEMORY_NAME_MAX", MEMORY_NAME_MAX)?;
