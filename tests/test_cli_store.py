@@ -154,3 +154,9 @@ def test_a_password_in_the_url_is_not_printed(capsys: pytest.CaptureFixture[str]
     shown = _without_password("postgresql://app:s3cret@db:5432/app?sslmode=require")
     assert shown == "postgresql://app:***@db:5432/app?sslmode=require"
     assert _without_password("postgresql://app@db/app") == "postgresql://app@db/app"
+
+
+def test_plot_names_what_to_do_for_a_conversation(pg_url: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="plot reads a workspace directory") as err:
+        main(["plot", pg_url, "-o", str(tmp_path / "u.png")])
+    assert "usage_points" in str(err.value) and not any(tmp_path.iterdir())

@@ -194,3 +194,27 @@ def test_a_database_failure_is_a_result(pg_url: str, monkeypatch: pytest.MonkeyP
         result = m.call(args)
         assert result["code"] == "io_error", result
         assert "connection closed" in result["error"] and "Try again" in result["error"]
+
+
+@pytest.mark.parametrize("store", ["workspace", "postgresql"])
+def test_a_path_under_a_file_is_not_a_directory(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Both stores answer ``not_a_directory`` for a path that goes through a file (the
+    file store said ``invalid_path`` before, as for a symlink)."""
+    target: Any = tmp_path
+    if store == "postgresql":
+        target = new_conversation(request.getfixturevalue("pg_url"))
+    m = MemoryTool(target)
+    assert m.call({"command": "create", "path": "/memories/a.md", "file_text": "x"})["ok"]
+    assert m.call({"command": "create", "path": "/memories/c.md", "file_text": "x"})["ok"]
+    for args in (
+        {"command": "create", "path": "/memories/a.md/b.md", "file_text": "x"},
+        {"command": "view", "path": "/memories/a.md/b.md"},
+        {"command": "delete", "path": "/memories/a.md/b.md"},
+        {"command": "str_replace", "path": "/memories/a.md/b", "old_str": "x", "new_str": "y"},
+        {"command": "rename", "old_path": "/memories/a.md/b", "new_path": "/memories/c.md"},
+        {"command": "rename", "old_path": "/memories/c.md", "new_path": "/memories/a.md/c.md"},
+    ):
+        result = m.call(args)
+        assert result["code"] == "not_a_directory", (args, result)

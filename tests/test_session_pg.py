@@ -165,3 +165,15 @@ def test_agents_session_uses_the_session_id_as_conversation(pg_url: str) -> None
     named = AgentsSession.open("other-id", pg_url, conversation=session_id, model="gpt-4o")
     assert named.session.history.conversation == session_id
     assert History.open(pg_url, conversation=session_id).windows()[0].window_id == "w:0"
+
+
+def test_usage_points_read_a_conversation_without_a_budget_record(pg_url: str) -> None:
+    from ctxbudget import Encoding
+    from ctxbudget.plot import usage_points
+
+    s = Session.open(pg_url, conversation=_id("plot"), context_window=16_000)
+    s.add_user("Audit everything.")
+    _steps(s, 60, hand_off=False)
+    points = usage_points(s.history, Encoding("o200k_base"))
+    assert len(points) == 60 and len({p.window_id for p in points}) >= 2
+    assert all(p.tokens > 0 for p in points)

@@ -16,6 +16,7 @@ from typing import NoReturn
 from ._cli_errors import describe_os_error
 from ._ctxbudget import __version__
 from .errors import CtxBudgetError
+from .history import is_database_url
 from .tokens import Encoding
 
 __all__ = ["main"]
@@ -166,6 +167,12 @@ def _cmd_history(args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_budget, plot_usage
 
+    if is_database_url(args.workspace):
+        raise SystemExit(
+            "ctxbudget plot: plot reads a workspace directory; for a PostgreSQL conversation "
+            "compute the points with ctxbudget.plot.usage_points(History.open(url, "
+            "conversation=…), encoding)"
+        )
     if not (Path(args.workspace) / "history").is_dir():
         raise SystemExit(f"ctxbudget plot: {args.workspace} has no history/ directory")
     given = {"model": args.model, "context_window": args.context_window}
