@@ -43,6 +43,19 @@ def _drive(job: dict[str, Any], barrier: Any) -> dict[str, Any]:
     return {"statuses": statuses, "window_id": s.window_id}
 
 
+def _record(job: dict[str, Any], barrier: Any) -> dict[str, Any]:
+    """Records a result for call ``c1`` at the same moment as the other hosts."""
+    from ctxbudget import InvalidArgumentError, Session
+
+    s = Session.open(job["url"], conversation=job["conversation"], open_calls="wait")
+    barrier.wait()
+    try:
+        s.add_tool_results([{"call_id": "c1", "name": "read_file", "output": str(job["host"])}])
+    except InvalidArgumentError:
+        return {"outcome": "refused"}
+    return {"outcome": "recorded"}
+
+
 def _page(job: dict[str, Any], barrier: Any) -> dict[str, Any]:
     """One ``session_history`` call (with the cursor another host handed over)."""
     s = _open(job["url"], job["conversation"])
@@ -53,7 +66,7 @@ def _page(job: dict[str, Any], barrier: Any) -> dict[str, Any]:
 def serve(host: int, jobs: Any, results: Any, barrier: Any) -> None:
     """Runs the jobs of its own queue until it receives ``None``; an exception is
     reported, not raised."""
-    ops = {"prepare": _prepare, "drive": _drive, "page": _page}
+    ops = {"prepare": _prepare, "drive": _drive, "record": _record, "page": _page}
     while True:
         job = jobs.get()
         if job is None:

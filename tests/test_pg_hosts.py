@@ -163,6 +163,19 @@ def test_hosts_stepping_one_conversation_past_the_limit(pg_url: str, hosts: Host
     assert _open(pg_url, conversation).window_id == boundaries[-1].window
 
 
+def test_hosts_never_record_two_results_for_one_call(pg_url: str, hosts: Hosts) -> None:
+    for _ in range(TRIALS):
+        conversation = _conversation("result")
+        s = _open(pg_url, conversation)
+        s.add_user("go")
+        s.add_assistant(None, [{"id": "c1", "name": "read_file", "arguments": {}}])
+        got = hosts.all({"op": "record", "conversation": conversation})
+        assert sorted(g["outcome"] for g in got) == ["recorded"] + ["refused"] * (HOSTS - 1)
+        rows = list(History.open(pg_url, conversation=conversation).rows())
+        results = [p for r in rows for p in r.parts if p.get("type") == "tool_result"]
+        assert len(results) == 1, results
+
+
 def test_cursors_page_across_hosts(pg_url: str, hosts: Hosts) -> None:
     """A ``session_history`` cursor minted on one host continues on each other host,
     page after page, and the pages are the ones a single host reads."""
