@@ -58,7 +58,10 @@ def _start_cluster() -> tuple[str, str] | None:
     script = REPO / "scripts" / "pg-cluster"
     if subprocess.run([script, "bindir"], capture_output=True).returncode != 0:
         return None
-    out = subprocess.run([script, "start"], capture_output=True, text=True, check=True).stdout
+    started = subprocess.run([script, "start"], capture_output=True, text=True)
+    if started.returncode != 0:
+        pytest.fail(f"scripts/pg-cluster start failed: {started.stderr.strip()[-2000:]}")
+    out = started.stdout
     exports = dict(
         line.removeprefix("export ").split("=", 1) for line in out.splitlines() if "=" in line
     )
@@ -78,7 +81,10 @@ def pg_url():  # type: ignore[no-untyped-def]
     started = _start_cluster()
     if started is None:
         if os.environ.get("CTXBUDGET_REQUIRE_POSTGRES") == "1":
-            pytest.fail("CTXBUDGET_REQUIRE_POSTGRES=1 but " + _PG_SKIP.split(": ", 1)[1])
+            pytest.fail(
+                "CTXBUDGET_REQUIRE_POSTGRES=1: the PostgreSQL tests must run here; "
+                + _PG_SKIP.split(": ", 1)[1]
+            )
         pytest.skip(_PG_SKIP)
     url, cluster = started
     os.environ["CTXBUDGET_PG_URL"] = url  # for worker processes the tests start
