@@ -11,31 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from history_helpers import fill_two_windows
 
 from ctxbudget import History
 from ctxbudget.cli import main
-
-
-def _fill(h: History) -> None:
-    h.append(
-        [
-            {
-                "kind": "message",
-                "role": "user",
-                "parts": [{"type": "text", "text": "the deploy key is in vault"}],
-            }
-        ]
-    )
-    h.rollover(rollover_id="r", reason="usable_limit", lead_in="lead-in text")
-    h.append(
-        [
-            {
-                "kind": "message",
-                "role": "assistant",
-                "parts": [{"type": "text", "text": "after " * 5000}],
-            }
-        ]
-    )
 
 
 @pytest.fixture
@@ -43,9 +22,9 @@ def both(pg_url: str, tmp_path: Path) -> dict[str, list[str]]:
     """The same transcript in a workspace and in a PostgreSQL conversation, as the
     arguments that name each."""
     ws = tmp_path / "ws"
-    _fill(History.open(ws, durability="none"))
+    fill_two_windows(History.open(ws, durability="none"))
     conversation = f"cli-{uuid.uuid4().hex}"
-    _fill(History.open(pg_url, conversation=conversation))
+    fill_two_windows(History.open(pg_url, conversation=conversation))
     return {
         "workspace": [str(ws)],
         "postgresql": ["--store", pg_url, "--conversation", conversation],

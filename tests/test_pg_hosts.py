@@ -11,18 +11,17 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pg_host_worker
 import pytest
+from session_invariants import CHUNK, check_transcript, rollover_due, step_until, warning_due
 
 from ctxbudget import History, Session
 
 HOSTS = 3
 TRIALS = 20
-CHUNK = "audit the ledger entry and report the total\n" * 12  # ~110 tokens
 
 
 class Hosts:
@@ -83,50 +82,21 @@ def _open(url: str, conversation: str) -> Session:
     )
 
 
-def _warning_due(s: Session) -> bool:
-    return s._projected() >= s.budget.warning_at
-
-
-def _rollover_due(s: Session) -> bool:
-    return s._projected() >= s.budget.usable_limit
-
-
 def _template_rows(url: str, until: Callable[[Session], bool]) -> list[dict[str, Any]]:
     """The rows of a conversation stepped (without prepare) until ``until`` holds: the
     state every host will decide on (appended to a fresh conversation per trial)."""
     s = _open(url, _conversation("template"))
-    s.add_user("Audit everything.")
-    n = 0
-    while not until(s):
-        n += 1
-        s.add_assistant(None, [{"id": f"c{n}", "name": "read_file", "arguments": {"n": n}}])
-        s.add_tool_results([{"call_id": f"c{n}", "name": "read_file", "output": CHUNK}])
+    step_until(s, until)
     return [
         {"kind": r.kind, "role": r.role, "parts": r.parts, "meta": r.meta} for r in s.history.rows()
     ]
 
 
 def _check_transcript(url: str, conversation: str) -> list[Any]:
-    """The invariants: one advisory per stage per window, one boundary per sealed
-    window, and every lead-in names its own window and the one it follows."""
-    rows = list(History.open(url, conversation=conversation).rows())
-    stages = Counter((r.window, r.meta.get("stage")) for r in rows if r.kind == "advisory")
-    assert all(n == 1 for n in stages.values()), f"a stage was published twice: {stages}"
-    boundaries = [r for r in rows if r.kind == "boundary"]
-    sealed = Counter(b.meta.get("previous_window") for b in boundaries)
-    assert all(n == 1 for n in sealed.values()), f"a window was sealed twice: {sealed}"
-    by_seq = {r.seq: r for r in rows}
-    for b in boundaries:
-        lead = by_seq[b.seq + 1]
-        assert lead.kind == "lead_in" and lead.window == b.window == f"w:{b.seq}"
-        text = lead.parts[0]["text"]
-        assert b.window in text and str(b.meta["previous_window"]) in text, text
-    for earlier, later in itertools.pairwise(boundaries):
-        assert later.meta["previous_window"] == earlier.window
-    return rows
+    return check_transcript(History.open(url, conversation=conversation).rows())
 
 
-@pytest.mark.parametrize("due", [_warning_due, _rollover_due], ids=["advisory", "rollover"])
+@pytest.mark.parametrize("due", [warning_due, rollover_due], ids=["advisory", "rollover"])
 def test_hosts_deciding_at_once_decide_once(
     pg_url: str, hosts: Hosts, due: Callable[[Session], bool]
 ) -> None:
@@ -138,7 +108,7 @@ def test_hosts_deciding_at_once_decide_once(
         rows = _check_transcript(pg_url, conversation)
         assert all(g["status"] == "send" for g in got), got
         assert len({g["window_id"] for g in got}) == 1, "every host continues in one window"
-        if due is _rollover_due:
+        if due is rollover_due:
             assert {g["previous_window_id"] for g in got} == {"w:0"}, got
             assert sum(r.kind == "boundary" for r in rows) == 1
         else:
