@@ -114,6 +114,7 @@ def test_a_url_in_place_of_the_workspace_works_too(
         (["history", "list", "{ws}", "--store", "{url}", "--conversation", "c"], "not both"),
         (["history", "list", "--store", "/var/db", "--conversation", "c"], "postgresql:// URL"),
         (["history", "list"], "a WORKSPACE directory, or --store"),
+        (["history", "list", "--store", "{url}", "--conversation", "no-such-id"], "holds no rows"),
     ],
 )
 def test_store_argument_errors_are_one_line(

@@ -379,6 +379,11 @@ def cmd_history(args: argparse.Namespace) -> int:
             )
         return _export(target, args.output)
     history = target.open()
+    if target.workspace is None and not history.windows():
+        raise HistoryCommandError(
+            f"{history.location} holds no rows: check --conversation (ids are "
+            "case-sensitive) and the database in --store"
+        )
     tool = SessionHistoryTool(history)
     if action == "list":
         return _list(target, tool, args.json)
