@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_stores import new_conversation
 
-from ctxbudget import DatabaseError, MemoryTool, Session
+from ctxbudget import DatabaseError, History, MemoryTool, Session
 from ctxbudget.tools.memory import CHECKPOINT_MAX
 
 FILE_MAX = 256 * 1024  # the contract's number (SPEC §8), written out on purpose
@@ -218,3 +218,34 @@ def test_a_path_under_a_file_is_not_a_directory(
     ):
         result = m.call(args)
         assert result["code"] == "not_a_directory", (args, result)
+
+
+def test_concurrent_edits_of_one_file_lose_nothing(pg_url: str) -> None:
+    """Edits from many hosts (here: threads with their own tools) serialise on the
+    conversation's row lock: each reads the file as the previous edit left it."""
+    import threading
+
+    history = new_conversation(pg_url)
+    path = "/memories/session/log.md"
+    assert MemoryTool(history).call({"command": "create", "path": path, "file_text": "log"})["ok"]
+    barrier = threading.Barrier(4)
+    failures: list[dict[str, Any]] = []
+
+    def edit(worker: int) -> None:
+        tool = MemoryTool(History.open(pg_url, conversation=history.conversation))
+        barrier.wait()
+        for n in range(15):
+            line = {"command": "insert", "path": path, "insert_line": 1}
+            result = tool.call({**line, "insert_text": f"w{worker}-{n}"})
+            if not result["ok"]:
+                failures.append(result)
+
+    threads = [threading.Thread(target=edit, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    lines = MemoryTool(history).call({"command": "view", "path": path})["content"].split("\n")
+    written = sorted(line.split("\t", 1)[1] for line in lines[1:])
+    assert written == sorted(f"w{w}-{n}" for w in range(4) for n in range(15))
