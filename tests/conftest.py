@@ -40,3 +40,58 @@ def _load_tiktoken(name: str):  # type: ignore[no-untyped-def]
 def tiktoken_encodings():  # type: ignore[no-untyped-def]
     """Python tiktoken encodings by name, loaded offline."""
     return {name: _load_tiktoken(name) for name in ORACLE_ENCODINGS}
+
+
+# ----- PostgreSQL -------------------------------------------------------------------
+
+_PG_SKIP = (
+    "PostgreSQL tests skipped: set CTXBUDGET_PG_URL, or install the server binaries "
+    "(apt-get install postgresql; found through pg_config --bindir) for a throwaway cluster"
+)
+
+
+def _start_cluster() -> tuple[str, str] | None:
+    """Starts a throwaway cluster with scripts/pg-cluster: ``(url, its folder)``, or
+    ``None`` when no server binaries are installed."""
+    import subprocess
+
+    script = REPO / "scripts" / "pg-cluster"
+    if subprocess.run([script, "bindir"], capture_output=True).returncode != 0:
+        return None
+    started = subprocess.run([script, "start"], capture_output=True, text=True)
+    if started.returncode != 0:
+        pytest.fail(f"scripts/pg-cluster start failed: {started.stderr.strip()[-2000:]}")
+    out = started.stdout
+    exports = dict(
+        line.removeprefix("export ").split("=", 1) for line in out.splitlines() if "=" in line
+    )
+    return exports["CTXBUDGET_PG_URL"].strip("'"), exports["CTXBUDGET_PG_CLUSTER"].strip("'")
+
+
+@pytest.fixture(scope="session")
+def pg_url():  # type: ignore[no-untyped-def]
+    """A PostgreSQL URL for the tests: ``CTXBUDGET_PG_URL``, else a throwaway cluster
+    started for this run (and removed after it), else the test is skipped — or fails
+    when ``CTXBUDGET_REQUIRE_POSTGRES=1`` (CI). Tests keep apart by unique conversation
+    ids."""
+    url = os.environ.get("CTXBUDGET_PG_URL")
+    if url:
+        yield url
+        return
+    started = _start_cluster()
+    if started is None:
+        if os.environ.get("CTXBUDGET_REQUIRE_POSTGRES") == "1":
+            pytest.fail(
+                "CTXBUDGET_REQUIRE_POSTGRES=1: the PostgreSQL tests must run here; "
+                + _PG_SKIP.split(": ", 1)[1]
+            )
+        pytest.skip(_PG_SKIP)
+    url, cluster = started
+    os.environ["CTXBUDGET_PG_URL"] = url  # for worker processes the tests start
+    try:
+        yield url
+    finally:
+        import subprocess
+
+        os.environ.pop("CTXBUDGET_PG_URL", None)
+        subprocess.run([REPO / "scripts" / "pg-cluster", "stop", cluster], capture_output=True)

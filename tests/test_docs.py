@@ -38,7 +38,12 @@ def test_docs_have_code() -> None:
 
 
 @pytest.mark.parametrize(("where", "lang", "code"), BLOCKS, ids=[b[0] for b in BLOCKS])
-def test_block_runs(where: str, lang: str, code: str, tmp_path: Path) -> None:
+def test_block_runs(
+    where: str, lang: str, code: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if "CTXBUDGET_PG_URL" in code:
+        # A PostgreSQL example: runs against the test server (skipped without one).
+        request.getfixturevalue("pg_url")
     if lang == "python":
         proc = subprocess.run(
             [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300

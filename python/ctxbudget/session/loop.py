@@ -23,7 +23,6 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .. import providers
@@ -69,7 +68,8 @@ def _locked(
 
 
 class Session:
-    """An agent's token-budget session over one workspace. Create with :meth:`open`.
+    """An agent's token-budget session over one conversation: a workspace directory or a
+    PostgreSQL conversation. Create with :meth:`open`.
 
     Safe to share between threads: every public method holds the session's lock, and
     the store and the tokenizer release the GIL while they work.
@@ -144,8 +144,10 @@ class Session:
     @classmethod
     def open(
         cls,
-        workspace: str | os.PathLike[str],
+        target: str | os.PathLike[str],
         *,
+        conversation: str | None = None,
+        cursor_key: str | None = None,
         model: str = "gpt-4o",
         context_window: int | None = None,
         threshold: float | None = None,
@@ -160,7 +162,11 @@ class Session:
         encoding: str | Encoding | None = None,
         open_calls: str = "interrupt",
     ) -> Session:
-        """Opens (or continues) the session stored in ``workspace``.
+        """Opens (or continues) the session stored in ``target``: a workspace directory,
+        or a ``postgresql://`` URL with ``conversation=`` naming the conversation (and
+        optionally ``cursor_key=``), as :meth:`History.open` takes them — every host
+        that opens the same conversation continues the same session, its memory files
+        included (kept in the same database).
 
         Token-budget mode is active unless ``settings`` say otherwise (its effective
         strategy). ``threshold`` defaults to the settings' value for ``model`` (0.7).
@@ -185,7 +191,9 @@ class Session:
             threshold = settings.threshold_for(model)
         mode_active = settings is None or settings.effective_strategy is Strategy.TOKEN_BUDGET
         return cls(
-            History.open(workspace, durability=durability),
+            History.open(
+                target, conversation=conversation, cursor_key=cursor_key, durability=durability
+            ),
             model=model,
             encoding=encoding_for(model, encoding, window),
             budget=Budget(window, 0.7 if threshold is None else threshold, output_reserve),
@@ -508,4 +516,4 @@ class Session:
         return self._requests.own_tools()
 
     def __repr__(self) -> str:
-        return f"Session({str(Path(self.history.workspace))!r}, window={self.window_id!r})"
+        return f"Session({self.history.location!r}, window={self.window_id!r})"
