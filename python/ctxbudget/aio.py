@@ -93,7 +93,7 @@ async def load_encoding(name: str | None = None, *, model: str | None = None) ->
 class AsyncSession:
     """A :class:`~ctxbudget.Session` whose I/O and counting run off the event loop.
 
-    Open it with ``await AsyncSession.open(target, **options)`` (a workspace directory
+    Open it with ``await AsyncSession.open(workspace, **options)`` (a workspace directory
     or a ``postgresql://`` URL with ``conversation=``, and the options of
     :meth:`Session.open`), or wrap an existing session. Wrap a session once, and while
     its calls are awaited do not call the wrapped :class:`Session` from the loop's
@@ -119,13 +119,13 @@ class AsyncSession:
 
     @classmethod
     async def open(
-        cls, target: str | os.PathLike[str], *, executor: object = None, **options: Any
+        cls, workspace: str | os.PathLike[str], *, executor: object = None, **options: Any
     ) -> AsyncSession:
         """Opens the session; its store, tokenizer and budget-record I/O run on the I/O
         pool. ``options`` are those of :meth:`Session.open`. ``executor`` is accepted for
         compatibility and ignored (with a ``DeprecationWarning``)."""
         _warn_executor(executor)
-        return cls(await _run(Session.open, target, **options))
+        return cls(await _run(Session.open, workspace, **options))
 
     async def _call(self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if self._turns is None:

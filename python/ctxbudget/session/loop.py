@@ -144,7 +144,7 @@ class Session:
     @classmethod
     def open(
         cls,
-        target: str | os.PathLike[str],
+        workspace: str | os.PathLike[str],
         *,
         conversation: str | None = None,
         cursor_key: str | None = None,
@@ -162,7 +162,7 @@ class Session:
         encoding: str | Encoding | None = None,
         open_calls: str = "interrupt",
     ) -> Session:
-        """Opens (or continues) the session stored in ``target``: a workspace directory,
+        """Opens (or continues) the session stored in ``workspace``: a workspace directory,
         or a ``postgresql://`` URL with ``conversation=`` naming the conversation (and
         optionally ``cursor_key=``), as :meth:`History.open` takes them — every host
         that opens the same conversation continues the same session, its memory files
@@ -192,7 +192,7 @@ class Session:
         mode_active = settings is None or settings.effective_strategy is Strategy.TOKEN_BUDGET
         return cls(
             History.open(
-                target, conversation=conversation, cursor_key=cursor_key, durability=durability
+                workspace, conversation=conversation, cursor_key=cursor_key, durability=durability
             ),
             model=model,
             encoding=encoding_for(model, encoding, window),

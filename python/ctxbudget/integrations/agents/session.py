@@ -122,24 +122,24 @@ class AgentsSession:
     def open(
         cls,
         session_id: str,
-        target: str | os.PathLike[str],
+        workspace: str | os.PathLike[str],
         *,
         model: str = "gpt-4o",
         conversation: str | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> AgentsSession:
-        """Opens (or continues) the ctxbudget session in ``target`` for ``model`` —
-        the one-line swap for ``SQLiteSession(session_id, db_path)``. ``target`` is a
+        """Opens (or continues) the ctxbudget session in ``workspace`` for ``model`` —
+        the one-line swap for ``SQLiteSession(session_id, db_path)``. ``workspace`` is a
         workspace directory, or a ``postgresql://`` URL (the swap for the SDK's
         ``SQLAlchemySession``): then the conversation is ``conversation``, by default
         ``session_id``, so every host serving that session id continues the same
         conversation. ``options`` go to :meth:`ctxbudget.Session.open`
         (``context_window``, ``system``, ``cursor_key``, ...)."""
-        if is_database_url(target) and conversation is None:
+        if is_database_url(workspace) and conversation is None:
             conversation = session_id
         return cls(
-            Session.open(target, conversation=conversation, model=model, **options),
+            Session.open(workspace, conversation=conversation, model=model, **options),
             session_id,
             session_settings=session_settings,
         )
