@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from history_helpers import fill_two_windows
 
-from ctxbudget import History
+from ctxbudget import History, InvalidArgumentError
 from ctxbudget.cli import main
 
 
@@ -114,7 +114,7 @@ def test_a_url_in_place_of_the_workspace_works_too(
         (["history", "list", "{ws}", "--store", "{url}", "--conversation", "c"], "not both"),
         (["history", "list", "--store", "/var/db", "--conversation", "c"], "postgresql:// URL"),
         (["history", "list"], "a WORKSPACE directory, or --store"),
-        (["history", "list", "--store", "{url}", "--conversation", "no-such-id"], "holds no rows"),
+        (["history", "list", "--store", "{url}", "--conversation", "no-such-id"], "does not exist"),
     ],
 )
 def test_store_argument_errors_are_one_line(
@@ -126,6 +126,17 @@ def test_store_argument_errors_are_one_line(
     with pytest.raises(SystemExit, match=message) as err:
         main(args)
     assert "\n" not in str(err.value)
+
+
+def test_reading_a_mistyped_conversation_creates_nothing(pg_url: str) -> None:
+    name = f"never-written-{uuid.uuid4().hex}"
+    with pytest.raises(SystemExit, match="does not exist"):
+        main(["history", "list", "--store", pg_url, "--conversation", name])
+    with pytest.raises(InvalidArgumentError, match="does not exist"):
+        History.open(pg_url, conversation=name, create=False)
+    # Opening it to write creates it; then a reader finds it.
+    History.open(pg_url, conversation=name)
+    assert History.open(pg_url, conversation=name, create=False).conversation == name
 
 
 def test_a_password_in_the_url_is_not_printed(capsys: pytest.CaptureFixture[str]) -> None:

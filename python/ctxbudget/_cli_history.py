@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .budget_record import read_budgets
+from .errors import InvalidArgumentError
 from .history import History, Row, is_database_url
 from .session_history import SessionHistoryTool
 
@@ -53,7 +54,11 @@ class _Target:
     def open(self, *, recover: bool = True) -> History:
         if self.workspace is not None:
             return History.open(self.workspace, recover=recover)
-        return History.open(self.url or "", conversation=self.conversation)
+        # Reading never creates a conversation: a mistyped id is an error instead.
+        try:
+            return History.open(self.url or "", conversation=self.conversation, create=False)
+        except InvalidArgumentError as e:  # no such conversation, or an invalid id
+            raise HistoryCommandError(f"{e} (--conversation, in --store)") from None
 
     @property
     def shown(self) -> str:

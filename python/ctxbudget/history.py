@@ -135,6 +135,7 @@ class History:
         max_row_bytes: int = DEFAULT_MAX_ROW_BYTES,
         recover: bool = True,
         cursor_key: str | None = None,
+        create: bool = True,
     ) -> History:
         """Opens (creating ``history/``) the store of ``workspace``, or, when
         ``workspace`` is a ``postgresql://`` URL, the conversation ``conversation`` of
@@ -150,6 +151,9 @@ class History:
         ``CTXBUDGET_CURSOR_KEY``, else a key kept in the database, so a cursor minted on
         one host pages on another; the URL's ``sslmode`` (``require``, ``verify-full``…)
         is honoured. Connection failures raise :class:`~ctxbudget.DatabaseError`.
+        ``create=False`` (readers, the CLI) opens only a conversation that exists: one
+        that does not is an :class:`~ctxbudget.InvalidArgumentError` and nothing is
+        created.
         """
         if is_database_url(workspace):
             return cls._open_database(
@@ -157,6 +161,7 @@ class History:
                 conversation=conversation,
                 max_row_bytes=max_row_bytes,
                 cursor_key=cursor_key,
+                create=create,
             )
         if conversation is not None or cursor_key is not None:
             raise InvalidArgumentError(
@@ -190,6 +195,7 @@ class History:
         conversation: str | None,
         max_row_bytes: int,
         cursor_key: str | None,
+        create: bool,
     ) -> History:
         if not isinstance(conversation, str) or not conversation:
             raise InvalidArgumentError(
@@ -204,6 +210,7 @@ class History:
             conversation=conversation,
             max_row_bytes=max_row_bytes,
             cursor_key=cursor_key,
+            create=bool(create),
         )
         return cls(core, None)
 

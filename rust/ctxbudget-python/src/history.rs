@@ -120,21 +120,30 @@ impl PyHistory {
     /// The conversation `conversation` of the PostgreSQL database at `url` (created if it
     /// does not exist; the schema is created or migrated on the first connection).
     #[staticmethod]
-    #[pyo3(signature = (url, *, conversation, max_row_bytes, cursor_key = None))]
+    #[pyo3(signature = (url, *, conversation, max_row_bytes, cursor_key = None, create = true))]
     fn open_postgres(
         py: Python<'_>,
         url: String,
         conversation: String,
         max_row_bytes: usize,
         cursor_key: Option<String>,
+        create: bool,
     ) -> PyResult<Self> {
         let opened = no_panic_store(py, "History.open()", || {
             crate::offload::blocking(py, move || {
                 let db = crate::backend::database(&url, cursor_key.as_deref())?;
-                let history = db
-                    .store
-                    .history(&conversation)?
-                    .with_max_row_bytes(max_row_bytes);
+                let handle = if create {
+                    db.store.open(&conversation)?
+                } else {
+                    db.store.open_existing(&conversation)?.ok_or_else(|| {
+                        ctxbudget::pg::PgError::Invalid(format!(
+                            "conversation {conversation:?} does not exist in this database; \
+                             check the id (nothing was created)"
+                        ))
+                    })?
+                };
+                let history =
+                    ctxbudget::pg::PgHistory::new(handle).with_max_row_bytes(max_row_bytes);
                 Ok::<_, ctxbudget::pg::PgError>(Backend::Pg(Arc::new(history), Arc::clone(&db.key)))
             })
         })??

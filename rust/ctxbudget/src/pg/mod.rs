@@ -211,6 +211,24 @@ impl PgStore {
         })
     }
 
+    /// The conversation `id` if it exists (`None` otherwise; nothing is created): for
+    /// readers that must not create a conversation by naming it wrong.
+    pub fn open_existing(&self, id: &str) -> Result<Option<PgConversation>> {
+        check_id("conversation id", id, CONVERSATION_ID_MAX)?;
+        let exists = self.run(|c| {
+            let s = c.statement("SELECT 1 FROM ctxbudget_conversations WHERE conversation = $1")?;
+            let rows = c
+                .client
+                .query(&s, &[&id])
+                .map_err(PgError::db("looking up the conversation"))?;
+            Ok(!rows.is_empty())
+        })?;
+        Ok(exists.then(|| PgConversation {
+            store: self.clone(),
+            id: id.to_string(),
+        }))
+    }
+
     /// Deletes a conversation with its rows and memory files; false if it did not exist.
     /// Opening it again starts an empty conversation under a new epoch.
     pub fn delete(&self, id: &str) -> Result<bool> {
