@@ -19,10 +19,12 @@
 //! # Ok::<(), ctxbudget::pg::PgError>(())
 //! ```
 
+mod bodies;
 mod config;
 mod error;
 mod key;
 mod memory;
+pub(crate) mod page;
 mod pool;
 mod schema;
 pub(crate) mod transcript;

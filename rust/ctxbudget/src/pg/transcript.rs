@@ -83,9 +83,11 @@ pub(crate) struct PgIndex {
     /// The fold over every row.
     pub fold: WindowFold,
     /// Where the next row starts in the virtual concatenation.
-    end: u64,
+    pub end: u64,
     /// The highest seq among rows that parse.
     max_row_seq: u64,
+    /// Bodies of the newest rows, so `session_history` pages read them from memory.
+    pub bodies: super::bodies::BodyCache,
 }
 
 impl PgIndex {
@@ -130,6 +132,7 @@ impl PgIndex {
         self.end += body.len() as u64 + 1;
         self.entries.push(entry);
         self.seqs.push(seq);
+        self.bodies.keep(seq, body);
     }
 
     /// Takes the conversation's counters once its rows up to `state.last_seq` are noted.
@@ -337,47 +340,32 @@ impl PgHistory {
     /// that snapshot's transaction for further reads (every read sees the same rows).
     pub(crate) fn with_fresh<T>(
         &self,
-        f: impl FnMut(&PgIndex, &mut Transaction<'_>, &str) -> super::Result<T>,
-    ) -> Result<T> {
-        self.with_fresh_within(None, f)
-    }
-
-    /// [`with_fresh`](Self::with_fresh), giving up reconnecting after `within` (a
-    /// bounded call such as a `session_history` page) instead of the store's
-    /// `reconnect_for`.
-    pub(crate) fn with_fresh_within<T>(
-        &self,
-        within: Option<std::time::Duration>,
         mut f: impl FnMut(&PgIndex, &mut Transaction<'_>, &str) -> super::Result<T>,
     ) -> Result<T> {
         let conversation = self.conversation.id();
         let mut ix = self.index_for_read();
-        let store = self.conversation.store();
-        let reconnect_for = within.unwrap_or(store.inner.options.reconnect_for);
-        store
-            .run_within(reconnect_for, |c| {
-                let state_q = c.statement(STATE)?;
-                let rows_after = c.statement(ROWS_AFTER)?;
-                let mut tx = c
-                    .client
-                    .build_transaction()
-                    .isolation_level(IsolationLevel::RepeatableRead)
-                    .read_only(true)
-                    .start()
-                    .map_err(PgError::db("BEGIN"))?;
-                let rows = tx
-                    .query(&state_q, &[&conversation])
-                    .map_err(PgError::db("reading the conversation"))?;
-                let state = rows
-                    .first()
-                    .map(state_of)
-                    .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
-                sync(&mut ix, &mut tx, &rows_after, conversation, &state)?;
-                let out = f(&ix, &mut tx, conversation)?;
-                tx.commit().map_err(PgError::db("COMMIT of a read"))?;
-                Ok(out)
-            })
-            .map_err(HistoryError::from)
+        self.run(|c| {
+            let state_q = c.statement(STATE)?;
+            let rows_after = c.statement(ROWS_AFTER)?;
+            let mut tx = c
+                .client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .map_err(PgError::db("BEGIN"))?;
+            let rows = tx
+                .query(&state_q, &[&conversation])
+                .map_err(PgError::db("reading the conversation"))?;
+            let state = rows
+                .first()
+                .map(state_of)
+                .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
+            sync(&mut ix, &mut tx, &rows_after, conversation, &state)?;
+            let out = f(&ix, &mut tx, conversation)?;
+            tx.commit().map_err(PgError::db("COMMIT of a read"))?;
+            Ok(out)
+        })
     }
 
     /// Runs `f` on the index brought up to date by one statement, with the bodies of
@@ -388,48 +376,63 @@ impl PgHistory {
         keep_from: u64,
         f: impl FnOnce(&PgIndex, Vec<(u64, Vec<u8>)>) -> T,
     ) -> Result<T> {
+        self.with_refreshed_within(keep_from, None, f)
+    }
+
+    /// [`with_refreshed`](Self::with_refreshed), reconnecting for at most `within` when
+    /// given (a bounded call such as a `session_history` page).
+    pub(crate) fn with_refreshed_within<T>(
+        &self,
+        keep_from: u64,
+        within: Option<std::time::Duration>,
+        f: impl FnOnce(&PgIndex, Vec<(u64, Vec<u8>)>) -> T,
+    ) -> Result<T> {
         let conversation = self.conversation.id();
         let mut ix = self.index_for_read();
-        let bodies = self.run(|c| {
-            let refresh = c.statement(REFRESH)?;
-            let mut after = ix.last_seq.min(keep_from.saturating_sub(1));
-            loop {
-                let found = c
-                    .client
-                    .query(&refresh, &[&conversation, &to_i64(after)])
-                    .map_err(PgError::db("reading the conversation"))?;
-                let first = found
-                    .first()
-                    .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
-                let state = state_of(first);
-                if ix.epoch != Some(state.epoch) {
-                    *ix = PgIndex {
-                        epoch: Some(state.epoch),
-                        ..PgIndex::default()
-                    };
-                    if after > 0 {
-                        // A new epoch: every row is needed again.
-                        after = 0;
-                        continue;
+        let store = self.conversation.store();
+        let reconnect_for = within.unwrap_or(store.inner.options.reconnect_for);
+        let bodies = store
+            .run_within(reconnect_for, |c| {
+                let refresh = c.statement(REFRESH)?;
+                let mut after = ix.last_seq.min(keep_from.saturating_sub(1));
+                loop {
+                    let found = c
+                        .client
+                        .query(&refresh, &[&conversation, &to_i64(after)])
+                        .map_err(PgError::db("reading the conversation"))?;
+                    let first = found
+                        .first()
+                        .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
+                    let state = state_of(first);
+                    if ix.epoch != Some(state.epoch) {
+                        *ix = PgIndex {
+                            epoch: Some(state.epoch),
+                            ..PgIndex::default()
+                        };
+                        if after > 0 {
+                            // A new epoch: every row is needed again.
+                            after = 0;
+                            continue;
+                        }
                     }
+                    let mut bodies = Vec::new();
+                    for r in &found {
+                        let Some(seq) = r.get::<_, Option<i64>>(4).map(from_i64) else {
+                            continue;
+                        };
+                        let body: Vec<u8> = r.get(5);
+                        if seq > ix.last_seq {
+                            ix.note(seq, &body, r.get(6));
+                        }
+                        if seq >= keep_from {
+                            bodies.push((seq, body));
+                        }
+                    }
+                    ix.settle(&state);
+                    return Ok(bodies);
                 }
-                let mut bodies = Vec::new();
-                for r in &found {
-                    let Some(seq) = r.get::<_, Option<i64>>(4).map(from_i64) else {
-                        continue;
-                    };
-                    let body: Vec<u8> = r.get(5);
-                    if seq > ix.last_seq {
-                        ix.note(seq, &body, r.get(6));
-                    }
-                    if seq >= keep_from {
-                        bodies.push((seq, body));
-                    }
-                }
-                ix.settle(&state);
-                return Ok(bodies);
-            }
-        })?;
+            })
+            .map_err(HistoryError::from)?;
         Ok(f(&ix, bodies))
     }
 
@@ -809,117 +812,5 @@ impl Store for PgHistory {
             epoch: ix.epoch,
             damage: None,
         })
-    }
-}
-
-/// One `session_history` page's view of a conversation: the index brought up to date in
-/// a repeatable-read transaction, and that transaction to read row bytes from, so every
-/// byte the page reads belongs to the same snapshot as the entries.
-pub(crate) struct PgSource<'a, 't> {
-    ix: &'a PgIndex,
-    tx: RefCell<&'a mut Transaction<'t>>,
-    conversation: &'a str,
-}
-
-impl<'a, 't> PgSource<'a, 't> {
-    pub(crate) fn new(
-        ix: &'a PgIndex,
-        tx: &'a mut Transaction<'t>,
-        conversation: &'a str,
-    ) -> PgSource<'a, 't> {
-        PgSource {
-            ix,
-            tx: RefCell::new(tx),
-            conversation,
-        }
-    }
-}
-
-impl crate::scan::source::Source for PgSource<'_, '_> {
-    /// Archived rows stay where they are in the database; the page walks every row as
-    /// one sequence.
-    fn archive(&self) -> &[Entry] {
-        &[]
-    }
-
-    fn chat(&self) -> &[Entry] {
-        &self.ix.entries
-    }
-
-    fn floor_seq(&self) -> u64 {
-        self.ix.fold.floor_seq()
-    }
-
-    /// A transaction is never torn: no damaged regions.
-    fn damage(&self) -> (Option<u64>, Option<u64>) {
-        (None, None)
-    }
-
-    fn epoch(&self) -> Option<u64> {
-        self.ix.epoch
-    }
-
-    /// The epoch alone binds a cursor: any change other than an append gives the
-    /// conversation a new one (a trigger sees to changes made by hand).
-    fn anchor(&self) -> (u64, Option<u32>) {
-        (self.ix.end, None)
-    }
-
-    fn anchor_holds(&self, _offset: u64, _crc: u32) -> bool {
-        false
-    }
-
-    /// Every read of the page is in the snapshot the entries came from.
-    fn unchanged(&self) -> bool {
-        true
-    }
-
-    fn read(
-        &self,
-        _file: u8,
-        offset: u64,
-        len: usize,
-    ) -> std::result::Result<Vec<u8>, crate::scan::Failure> {
-        let changed = crate::scan::changed;
-        let first = self.ix.entries.partition_point(|e| e.offset < offset);
-        let end = offset + len as u64;
-        let last = self.ix.entries.partition_point(|e| e.offset < end);
-        if first >= last || self.ix.entries[first].offset != offset {
-            return Err(changed());
-        }
-        let (from, to) = (self.ix.seqs[first], self.ix.seqs[last - 1]);
-        let found = self
-            .tx
-            .borrow_mut()
-            .query(BODIES, &[&self.conversation, &to_i64(from), &to_i64(to)])
-            .map_err(|e| {
-                crate::scan::Failure::new(
-                    "history_unavailable",
-                    format!(
-                        "the transcript cannot be read right now: {}",
-                        PgError::db("reading rows")(e)
-                    ),
-                )
-            })?;
-        let mut out = Vec::with_capacity(len + 1);
-        let expected = self.ix.entries[first..last]
-            .iter()
-            .zip(&self.ix.seqs[first..last]);
-        if found.len() != last - first {
-            return Err(changed());
-        }
-        for (row, (e, &seq)) in found.iter().zip(expected) {
-            let body: &[u8] = row.get(1);
-            if from_i64(row.get(0)) != seq || body.len() != e.len as usize {
-                return Err(changed());
-            }
-            out.extend_from_slice(body);
-            out.push(b'\n');
-        }
-        if out.len() < len {
-            return Err(changed());
-        }
-        out.truncate(len);
-        Ok(out)
     }
 }

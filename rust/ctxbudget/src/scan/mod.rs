@@ -308,9 +308,10 @@ impl SessionHistoryTool {
             #[cfg(feature = "postgres")]
             // Reconnecting never outlasts the call's deadline.
             Backing::Pg(history) => {
-                history.with_fresh_within(Some(self.options.deadline), |ix, tx, conversation| {
-                    let src = crate::pg::transcript::PgSource::new(ix, tx, conversation);
-                    Ok(Page::new(self, &src, args, start).run(cursor.as_ref()))
+                let until = start + self.options.deadline;
+                history.with_refreshed_within(u64::MAX, Some(self.options.deadline), |ix, _| {
+                    let src = crate::pg::page::PgSource::new(ix, history, until);
+                    Page::new(self, &src, args, start).run(cursor.as_ref())
                 })
             }
         };

@@ -1,0 +1,146 @@
+//! One `session_history` page over a PostgreSQL conversation: the handle's index,
+//! brought up to date by one statement, and the rows' bytes from the handle's body cache,
+//! fetching only what it does not hold — each fetch checked against the epoch the index
+//! was read under, so every byte a page returns belongs to that epoch's rows.
+
+use std::time::{Duration, Instant};
+
+use super::transcript::PgIndex;
+use super::{from_i64, to_i64, PgError, PgHistory};
+use crate::scan::source::Source;
+use crate::scan::{changed, Failure};
+use crate::store::frame::Entry;
+
+/// Bodies of a seq range, with the epoch of the same snapshot.
+const BODIES_WITH_EPOCH: &str = "SELECT r.seq, r.body, c.epoch \
+     FROM ctxbudget_rows r JOIN ctxbudget_conversations c USING (conversation) \
+     WHERE r.conversation = $1 AND r.seq >= $2 AND r.seq <= $3 ORDER BY r.seq";
+
+/// A page's view of a conversation.
+pub(crate) struct PgSource<'a> {
+    ix: &'a PgIndex,
+    history: &'a PgHistory,
+    /// When the call gives up reconnecting (its deadline).
+    until: Instant,
+}
+
+impl<'a> PgSource<'a> {
+    pub(crate) fn new(ix: &'a PgIndex, history: &'a PgHistory, until: Instant) -> PgSource<'a> {
+        PgSource { ix, history, until }
+    }
+
+    /// Bodies of seqs `from..=to` from the server, as of the index's epoch.
+    fn fetch(&self, from: u64, to: u64) -> Result<Vec<(u64, Vec<u8>)>, Failure> {
+        let conversation = self.history.conversation().id();
+        let within = self.until.saturating_duration_since(Instant::now());
+        let found = self
+            .history
+            .conversation()
+            .store()
+            .run_within(within.max(Duration::from_millis(1)), |c| {
+                let s = c.statement(BODIES_WITH_EPOCH)?;
+                c.client
+                    .query(&s, &[&conversation, &to_i64(from), &to_i64(to)])
+                    .map_err(PgError::db("reading rows"))
+            })
+            .map_err(|e| {
+                Failure::new(
+                    "history_unavailable",
+                    format!("the transcript cannot be read right now: {e}"),
+                )
+            })?;
+        let mut out = Vec::with_capacity(found.len());
+        for r in &found {
+            let seq = from_i64(r.get(0));
+            // Another epoch, or a row the index never saw (one written by hand into a
+            // gap): the page would not describe what is stored.
+            if Some(from_i64(r.get(2))) != self.ix.epoch
+                || self.ix.seqs.binary_search(&seq).is_err()
+            {
+                return Err(changed());
+            }
+            out.push((seq, r.get(1)));
+        }
+        Ok(out)
+    }
+}
+
+impl Source for PgSource<'_> {
+    /// Archived rows stay where they are in the database; the page walks every row as
+    /// one sequence.
+    fn archive(&self) -> &[Entry] {
+        &[]
+    }
+
+    fn chat(&self) -> &[Entry] {
+        &self.ix.entries
+    }
+
+    fn floor_seq(&self) -> u64 {
+        self.ix.fold.floor_seq()
+    }
+
+    /// A transaction is never torn: no damaged regions.
+    fn damage(&self) -> (Option<u64>, Option<u64>) {
+        (None, None)
+    }
+
+    fn epoch(&self) -> Option<u64> {
+        self.ix.epoch
+    }
+
+    /// The epoch alone binds a cursor: any change other than an append gives the
+    /// conversation a new one (a trigger sees to changes made by hand).
+    fn anchor(&self) -> (u64, Option<u32>) {
+        (self.ix.end, None)
+    }
+
+    fn anchor_holds(&self, _offset: u64, _crc: u32) -> bool {
+        false
+    }
+
+    /// Every byte read was checked against the index's epoch as it was read.
+    fn unchanged(&self) -> bool {
+        true
+    }
+
+    fn read(&self, _file: u8, offset: u64, len: usize) -> Result<Vec<u8>, Failure> {
+        let entries = &self.ix.entries;
+        let first = entries.partition_point(|e| e.offset < offset);
+        let last = entries.partition_point(|e| e.offset < offset + len as u64);
+        if first >= last || entries[first].offset != offset {
+            return Err(changed());
+        }
+        let seqs = &self.ix.seqs[first..last];
+        // The rows the cache does not hold, fetched in one statement.
+        let missing: Vec<u64> = seqs
+            .iter()
+            .copied()
+            .filter(|&s| self.ix.bodies.get(s).is_none())
+            .collect();
+        let fetched = match (missing.first(), missing.last()) {
+            (Some(&from), Some(&to)) => self.fetch(from, to)?,
+            _ => Vec::new(),
+        };
+        let mut out = Vec::with_capacity(len + 1);
+        for (e, &seq) in entries[first..last].iter().zip(seqs) {
+            let body = match self.ix.bodies.get(seq) {
+                Some(body) => body,
+                None => fetched
+                    .binary_search_by_key(&seq, |(s, _)| *s)
+                    .map(|i| fetched[i].1.as_slice())
+                    .map_err(|_| changed())?,
+            };
+            if body.len() != e.len as usize {
+                return Err(changed());
+            }
+            out.extend_from_slice(body);
+            out.push(b'\n');
+        }
+        if out.len() < len {
+            return Err(changed());
+        }
+        out.truncate(len);
+        Ok(out)
+    }
+}
