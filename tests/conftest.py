@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from stores import STORE_KINDS, StoreUnderTest
 
 REPO = Path(__file__).resolve().parents[1]
 _default_cache = REPO.parent / "shared" / "tiktoken-cache"
@@ -40,3 +44,48 @@ def _load_tiktoken(name: str):  # type: ignore[no-untyped-def]
 def tiktoken_encodings():  # type: ignore[no-untyped-def]
     """Python tiktoken encodings by name, loaded offline."""
     return {name: _load_tiktoken(name) for name in ORACLE_ENCODINGS}
+
+
+def _start_throwaway_cluster() -> tuple[str, str] | None:
+    """Starts a cluster with scripts/pg-cluster: (URL, folder), or None without server
+    binaries."""
+    script = REPO / "scripts" / "pg-cluster"
+    if subprocess.run([script, "bindir"], capture_output=True).returncode != 0:
+        return None
+    out = subprocess.run([script, "start"], capture_output=True, text=True, check=True).stdout
+    env = dict(re.findall(r"export (\w+)='([^']*)'", out))
+    return env["CTXBUDGET_PG_URL"], env["CTXBUDGET_PG_CLUSTER"]
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL URL for the store tests: CTXBUDGET_PG_URL, else a throwaway cluster
+    (scripts/pg-cluster, removed at the end of the session); skipped without server
+    binaries, a failure with CTXBUDGET_REQUIRE_POSTGRES=1. Tests use unique
+    conversation ids, so one database serves them all."""
+    url = os.environ.get("CTXBUDGET_PG_URL")
+    if url:
+        yield url
+        return
+    started = _start_throwaway_cluster()
+    if started is None:
+        message = (
+            "no PostgreSQL server: set CTXBUDGET_PG_URL, or install the server binaries "
+            "(Debian/Ubuntu: apt-get install postgresql) for a throwaway cluster"
+        )
+        if os.environ.get("CTXBUDGET_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"CTXBUDGET_REQUIRE_POSTGRES=1 and {message}")
+        pytest.skip(message)
+    url, cluster = started
+    try:
+        yield url
+    finally:
+        subprocess.run([REPO / "scripts" / "pg-cluster", "stop", cluster], check=False)
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreUnderTest:
+    """The store under test, once per kind: a workspace directory or a PostgreSQL
+    conversation of its own."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    return StoreUnderTest(request.param, tmp_path, url)

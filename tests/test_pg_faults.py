@@ -1,0 +1,277 @@
+"""The PostgreSQL store under faults, against a real server: clients SIGKILLed in the
+middle of a transaction, the server stopped the hard way and restarted under a
+multi-process append load, connections dropped by the server.
+
+Afterwards every acknowledged batch is there exactly once, no batch is there in part or
+twice, the seqs are gapless, and the clients go on (the store reconnects and retries an
+append with its batch id, which commits it at most once).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from history_helpers import msg
+from pg_append_worker import batch_texts
+from stores import Psql, new_conversation_id, quote, sql, terminate, with_app_name
+
+from ctxbudget import DatabaseError, History
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER = Path(__file__).with_name("pg_append_worker.py")
+PG_CLUSTER = REPO / "scripts" / "pg-cluster"
+
+
+def _spawn(url: str, conversation: str, worker: str, batches: int, acks: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), url, conversation, worker, str(batches), str(acks / worker)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _acks(acks: Path) -> dict[tuple[str, int], tuple[int, int]]:
+    """Acknowledged batches: (worker, n) -> (first_seq, last_seq)."""
+    out = {}
+    for log in acks.iterdir():
+        for line in log.read_text().splitlines():
+            n, first, last = line.split()
+            out[(log.name, int(n))] = (int(first), int(last))
+    return out
+
+
+def check_conversation(
+    url: str, conversation: str, acked: dict[tuple[str, int], tuple[int, int]]
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """Checks the promises on what the database holds and returns every batch found:
+    seqs gapless and equal to the conversation's last seq, each batch whole, in order and
+    there once, every acknowledged batch where its acknowledgement said."""
+    conv = quote(conversation)
+    state = sql(url, f"SELECT last_seq FROM ctxbudget_conversations WHERE conversation = {conv}")
+    last_seq = int(state[0][0])
+    history = History.open(url, conversation=conversation)
+    rows = list(history.rows())
+    seqs = [r.seq for r in rows]
+    assert seqs == list(range(1, last_seq + 1)), "seqs are gapless up to the last seq"
+    groups: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
+    for r in rows:
+        text = r.parts[0]["text"]
+        worker, n, _ = text.split(":")
+        groups[(worker, int(n))].append((r.seq, text))
+    found = {}
+    for (worker, n), members in groups.items():
+        expected = batch_texts(worker, n)
+        got = [t for _, t in members]
+        assert got == expected, f"batch {worker}:{n} is there in part or twice: {members}"
+        first = members[0][0]
+        assert [s for s, _ in members] == list(range(first, first + len(expected)))
+        found[(worker, n)] = (first, members[-1][0])
+    for key, span in acked.items():
+        assert found.get(key) == span, f"acknowledged batch {key} {span} is {found.get(key)}"
+    assert history.verify().ok
+    return found
+
+
+def _backend_waiting(url: str, app: str) -> bool:
+    rows = sql(
+        url,
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+        f"{quote(app)} AND wait_event_type = 'Lock'",
+    )
+    return int(rows[0][0]) > 0
+
+
+def _wait_for(predicate: object, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+_ONE_APPEND = """
+import sys
+from ctxbudget import History
+h = History.open(sys.argv[1], conversation=sys.argv[2])
+h.append([{"kind": "message", "role": "user", "parts": [{"type": "text", "text": t}]}
+          for t in sys.argv[3:]])
+print("acknowledged")
+"""
+
+
+def test_client_sigkilled_inside_its_transaction_leaves_nothing(pg_url: str) -> None:
+    """The client holds the conversation's row lock and has sent its INSERT (blocked by
+    an operator's table lock) when it is killed: its batch never appears, the lock goes
+    with it, and other clients go on at the next seq."""
+    conversation = new_conversation_id("kill")
+    h = History.open(pg_url, conversation=conversation)
+    h.append([msg("w:0:0/1")])
+    app = f"ctxb-kill-{conversation[-8:]}"
+    blocker = Psql(pg_url)
+    try:
+        blocker.run("BEGIN; LOCK TABLE ctxbudget_rows IN SHARE MODE")
+        victim = subprocess.Popen(
+            [sys.executable, "-c", _ONE_APPEND, with_app_name(pg_url, app), conversation]
+            + ["v:0:0/2", "v:0:1/2"],
+            stdout=subprocess.PIPE,
+        )
+        _wait_for(lambda: _backend_waiting(pg_url, app), "the client's INSERT to block")
+        holds = sql(
+            pg_url,
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            f"WHERE a.application_name = {quote(app)} AND l.granted "
+            "AND l.relation = 'ctxbudget_conversations'::regclass",
+        )
+        assert int(holds[0][0]) > 0, "the victim is inside its transaction"
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+        assert victim.stdout is not None and victim.stdout.read() == b""
+        blocker.run("ROLLBACK")
+    finally:
+        blocker.close()
+    # The server notices the dead client and rolls its transaction back.
+    r = h.append([msg("w:1:0/2"), msg("w:1:1/2")])
+    assert (r.first_seq, r.last_seq) == (2, 3)
+    check_conversation(pg_url, conversation, {("w", 0): (1, 1), ("w", 1): (2, 3)})
+
+
+def test_clients_sigkilled_at_random_during_a_load(pg_url: str, tmp_path: Path) -> None:
+    """Three processes append to one conversation; each is killed at some point and a
+    new generation takes over. Every batch acknowledged before a kill is there once."""
+    conversation = new_conversation_id("loadkill")
+    acks = tmp_path / "acks"
+    acks.mkdir()
+    for generation in range(3):
+        workers = [
+            _spawn(pg_url, conversation, f"g{generation}w{i}", 400, acks) for i in range(3)
+        ]
+        # Kill once each has acknowledged something (so the kill lands mid-load).
+        _wait_for(
+            lambda: sum(1 for p in acks.iterdir() if p.name.startswith(f"g{generation}")
+                        and p.read_text().count("\n") >= 3 + generation * 4) == 3,
+            "every worker to acknowledge batches",
+        )
+        for i, p in enumerate(workers):
+            time.sleep(0.02 * i)
+            p.send_signal(signal.SIGKILL)
+        for p in workers:
+            p.wait(timeout=30)
+    found = check_conversation(pg_url, conversation, _acks(acks))
+    assert len(found) >= len(_acks(acks)) >= 9
+
+
+def test_connections_dropped_by_the_server_during_a_load(pg_url: str, tmp_path: Path) -> None:
+    """An operator terminates the clients' connections again and again while three
+    processes append: they reconnect and go on; every batch is there once."""
+    conversation = new_conversation_id("drop")
+    app = f"ctxb-drop-{conversation[-8:]}"
+    url = with_app_name(pg_url, app)
+    acks = tmp_path / "acks"
+    acks.mkdir()
+    workers = [_spawn(url, conversation, f"w{i}", 60, acks) for i in range(3)]
+    dropped = 0
+    while any(p.poll() is None for p in workers):
+        dropped += terminate(pg_url, app)
+        time.sleep(0.05)
+    for p in workers:
+        assert p.wait() == 0, p.stderr.read().decode()[-2000:] if p.stderr else ""
+    assert dropped > 0, "connections were dropped while the workers ran"
+    acked = _acks(acks)
+    assert len(acked) == 180, "every worker finished its batches"
+    found = check_conversation(pg_url, conversation, acked)
+    assert found == acked
+
+
+def test_connection_dropped_inside_an_append_commits_it_once(pg_url: str) -> None:
+    """The server drops the client's connection while its append waits inside its
+    transaction: the store retries on a new connection with the same batch id and the
+    call returns normally, the batch there once."""
+    conversation = new_conversation_id("dropmid")
+    app = f"ctxb-dropmid-{conversation[-8:]}"
+    h = History.open(with_app_name(pg_url, app), conversation=conversation)
+    h.append([msg("w:0:0/1")])
+    blocker = Psql(pg_url)
+    result: list[object] = []
+    try:
+        blocker.run("BEGIN; LOCK TABLE ctxbudget_rows IN SHARE MODE")
+        t = threading.Thread(
+            target=lambda: result.append(_try(lambda: h.append([msg("w:1:0/2"), msg("w:1:1/2")])))
+        )
+        t.start()
+        _wait_for(lambda: _backend_waiting(pg_url, app), "the append to block")
+        assert terminate(pg_url, app) >= 1
+        blocker.run("ROLLBACK")
+    finally:
+        blocker.close()
+    t.join(timeout=60)
+    assert len(result) == 1
+    outcome = result[0]
+    if isinstance(outcome, DatabaseError):
+        assert outcome.transient, outcome
+    else:
+        assert (outcome.first_seq, outcome.last_seq) == (2, 3)  # type: ignore[attr-defined]
+    acked = {} if isinstance(outcome, DatabaseError) else {("w", 1): (2, 3)}
+    found = check_conversation(pg_url, conversation, {("w", 0): (1, 1), **acked})
+    assert len(found) in (1, 2)
+    assert h.append([msg("w:2:0/3"), msg("w:2:1/3"), msg("w:2:2/3")]).first_seq == 2 * len(found)
+
+
+def _try(call: object) -> object:
+    try:
+        return call()  # type: ignore[operator]
+    except DatabaseError as e:
+        return e
+
+
+@pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A cluster of this test's own (it is crashed and restarted): (URL, folder)."""
+    if subprocess.run([PG_CLUSTER, "bindir"], capture_output=True).returncode != 0:
+        if os.environ.get("CTXBUDGET_REQUIRE_POSTGRES") == "1":
+            pytest.fail("CTXBUDGET_REQUIRE_POSTGRES=1 and no PostgreSQL server binaries")
+        pytest.skip("needs PostgreSQL server binaries (apt-get install postgresql)")
+    folder = tmp_path / "pg"
+    out = subprocess.run([PG_CLUSTER, "start", str(folder)], capture_output=True, text=True, check=True)
+    url = re.search(r"CTXBUDGET_PG_URL='([^']*)'", out.stdout)
+    assert url is not None, out.stdout
+    try:
+        yield url.group(1), str(folder)
+    finally:
+        subprocess.run([PG_CLUSTER, "stop", str(folder)], check=False)
+
+
+def test_server_crash_and_restart_during_a_multiprocess_load(
+    own_cluster: tuple[str, str], tmp_path: Path
+) -> None:
+    """`pg_ctl stop -m immediate` while four processes append, then a restart (crash
+    recovery): the clients reconnect and finish; every acknowledged batch is there once,
+    nothing unacknowledged in part."""
+    url, folder = own_cluster
+    conversation = new_conversation_id("crash")
+    History.open(url, conversation=conversation)  # schema and conversation exist
+    acks = tmp_path / "acks"
+    acks.mkdir()
+    workers = [_spawn(url, conversation, f"w{i}", 45, acks) for i in range(4)]
+    for _ in range(2):
+        before = len(_acks(acks))
+        _wait_for(lambda: len(_acks(acks)) >= before + 12, "the load to make progress")
+        subprocess.run([PG_CLUSTER, "crash", folder], check=True)
+        acked_at_crash = _acks(acks)
+        time.sleep(1.0)
+        subprocess.run([PG_CLUSTER, "resume", folder], check=True)
+        check_conversation(url, conversation, acked_at_crash)
+    for p in workers:
+        assert p.wait(timeout=120) == 0, p.stderr.read().decode()[-2000:] if p.stderr else ""
+    acked = _acks(acks)
+    assert len(acked) == 180
+    assert check_conversation(url, conversation, acked) == acked
