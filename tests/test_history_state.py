@@ -152,7 +152,12 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.url is not None
         seq = self.model[-1][0] + 1 if self.model else 1
         body = json.dumps(
-            {"seq": seq, "kind": "message", "role": "user", "parts": [{"type": "text", "text": text}]},
+            {
+                "seq": seq,
+                "kind": "message",
+                "role": "user",
+                "parts": [{"type": "text", "text": text}],
+            },
             ensure_ascii=False,
         )
         conv = quote(self.conversation)

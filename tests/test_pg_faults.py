@@ -25,14 +25,16 @@ from history_helpers import msg
 from pg_append_worker import batch_texts
 from stores import Psql, new_conversation_id, quote, sql, terminate, with_app_name
 
-from ctxbudget import DatabaseError, History
+from ctxbudget import DatabaseError, History, SessionHistoryTool
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("pg_append_worker.py")
 PG_CLUSTER = REPO / "scripts" / "pg-cluster"
 
 
-def _spawn(url: str, conversation: str, worker: str, batches: int, acks: Path) -> subprocess.Popen[bytes]:
+def _spawn(
+    url: str, conversation: str, worker: str, batches: int, acks: Path
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), url, conversation, worker, str(batches), str(acks / worker)],
         stdout=subprocess.DEVNULL,
@@ -121,8 +123,10 @@ def test_client_sigkilled_inside_its_transaction_leaves_nothing(pg_url: str) -> 
     try:
         blocker.run("BEGIN; LOCK TABLE ctxbudget_rows IN SHARE MODE")
         victim = subprocess.Popen(
-            [sys.executable, "-c", _ONE_APPEND, with_app_name(pg_url, app), conversation]
-            + ["v:0:0/2", "v:0:1/2"],
+            [
+                *(sys.executable, "-c", _ONE_APPEND, with_app_name(pg_url, app)),
+                *(conversation, "v:0:0/2", "v:0:1/2"),
+            ],
             stdout=subprocess.PIPE,
         )
         _wait_for(lambda: _backend_waiting(pg_url, app), "the client's INSERT to block")
@@ -145,6 +149,12 @@ def test_client_sigkilled_inside_its_transaction_leaves_nothing(pg_url: str) -> 
     check_conversation(pg_url, conversation, {("w", 0): (1, 1), ("w", 1): (2, 3)})
 
 
+def _workers_acked(acks: Path, prefix: str, at_least: int) -> int:
+    """How many workers named ``prefix…`` acknowledged ``at_least`` batches."""
+    logs = [p for p in acks.iterdir() if p.name.startswith(prefix)]
+    return sum(1 for p in logs if p.read_text().count("\n") >= at_least)
+
+
 def test_clients_sigkilled_at_random_during_a_load(pg_url: str, tmp_path: Path) -> None:
     """Three processes append to one conversation; each is killed at some point and a
     new generation takes over. Every batch acknowledged before a kill is there once."""
@@ -152,13 +162,10 @@ def test_clients_sigkilled_at_random_during_a_load(pg_url: str, tmp_path: Path) 
     acks = tmp_path / "acks"
     acks.mkdir()
     for generation in range(3):
-        workers = [
-            _spawn(pg_url, conversation, f"g{generation}w{i}", 400, acks) for i in range(3)
-        ]
+        workers = [_spawn(pg_url, conversation, f"g{generation}w{i}", 400, acks) for i in range(3)]
         # Kill once each has acknowledged something (so the kill lands mid-load).
         _wait_for(
-            lambda: sum(1 for p in acks.iterdir() if p.name.startswith(f"g{generation}")
-                        and p.read_text().count("\n") >= 3 + generation * 4) == 3,
+            lambda g=generation: _workers_acked(acks, f"g{g}", 3 + g * 4) == 3,
             "every worker to acknowledge batches",
         )
         for i, p in enumerate(workers):
@@ -241,7 +248,9 @@ def own_cluster(tmp_path: Path) -> Iterator[tuple[str, str]]:
             pytest.fail("CTXBUDGET_REQUIRE_POSTGRES=1 and no PostgreSQL server binaries")
         pytest.skip("needs PostgreSQL server binaries (apt-get install postgresql)")
     folder = tmp_path / "pg"
-    out = subprocess.run([PG_CLUSTER, "start", str(folder)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [PG_CLUSTER, "start", str(folder)], capture_output=True, text=True, check=True
+    )
     url = re.search(r"CTXBUDGET_PG_URL='([^']*)'", out.stdout)
     assert url is not None, out.stdout
     try:
@@ -264,7 +273,7 @@ def test_server_crash_and_restart_during_a_multiprocess_load(
     workers = [_spawn(url, conversation, f"w{i}", 45, acks) for i in range(4)]
     for _ in range(2):
         before = len(_acks(acks))
-        _wait_for(lambda: len(_acks(acks)) >= before + 12, "the load to make progress")
+        _wait_for(lambda b=before: len(_acks(acks)) >= b + 12, "the load to make progress")
         subprocess.run([PG_CLUSTER, "crash", folder], check=True)
         acked_at_crash = _acks(acks)
         time.sleep(1.0)
@@ -275,3 +284,38 @@ def test_server_crash_and_restart_during_a_multiprocess_load(
     acked = _acks(acks)
     assert len(acked) == 180
     assert check_conversation(url, conversation, acked) == acked
+
+
+@pytest.mark.slow
+def test_server_down_longer_than_the_retries(own_cluster: tuple[str, str]) -> None:
+    """The server stays away longer than the store retries (30 s): an append raises a
+    transient DatabaseError, session_history answers `history_unavailable` (a result, not
+    an exception); once the server is back, the app retries with if_last_seq."""
+    url, folder = own_cluster
+    conversation = new_conversation_id("down")
+    h = History.open(url, conversation=conversation)
+    last = h.append([msg("w:0:0/1")]).last_seq
+    tool = SessionHistoryTool(h)
+    subprocess.run([PG_CLUSTER, "crash", folder], check=True)
+    outcomes: dict[str, object] = {}
+
+    def append() -> None:
+        outcomes["append"] = _try(lambda: h.append([msg("w:1:0/1")]))
+
+    def call() -> None:
+        outcomes["call"] = tool.call({"action": "list_items"})
+
+    threads = [threading.Thread(target=append), threading.Thread(target=call)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    subprocess.run([PG_CLUSTER, "resume", folder], check=True)
+    failed = outcomes["append"]
+    assert isinstance(failed, DatabaseError) and failed.transient, failed
+    assert "retry" in str(failed)
+    result = outcomes["call"]
+    assert isinstance(result, dict) and result["ok"] is False, result
+    assert result["code"] == "history_unavailable", result
+    assert h.append([msg("w:1:0/1")], if_last_seq=last).first_seq == last + 1
+    check_conversation(url, conversation, {("w", 0): (1, 1), ("w", 1): (2, 2)})

@@ -71,7 +71,9 @@ class Conversation:
             "SELECT epoch, last_seq, floor_seq, archived_before FROM ctxbudget_conversations "
             f"WHERE conversation = {self.q}"
         )[0]
-        return dict(zip(["epoch", "last_seq", "floor_seq", "archived_before"], map(int, row)))
+        return dict(
+            zip(["epoch", "last_seq", "floor_seq", "archived_before"], map(int, row), strict=True)
+        )
 
 
 @pytest.fixture
@@ -332,7 +334,7 @@ def test_rotation_while_a_reader_pages(conv: Conversation) -> None:
                 writer.append([msg(f"row {n:03d}")])
                 writer.rotate()
                 n += 1
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:  # reported below
             errors.append(e)
 
     t = threading.Thread(target=churn)
@@ -355,7 +357,9 @@ def test_rotation_while_a_reader_pages(conv: Conversation) -> None:
                     assert numbers == list(range(len(numbers))), numbers
                     completed += 1
                     break
-                r = tool.call({"action": "search", "query": "row", "limit": 7, "cursor": r["cursor"]})
+                r = tool.call(
+                    {"action": "search", "query": "row", "limit": 7, "cursor": r["cursor"]}
+                )
     finally:
         stop.set()
         t.join(timeout=60)

@@ -90,7 +90,9 @@ def _check(result: Any) -> None:
 
 
 @pytest.fixture(scope="module", params=STORE_KINDS)
-def tool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SessionHistoryTool:
+def tool(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> SessionHistoryTool:
     url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
     history = StoreUnderTest(request.param, tmp_path_factory.mktemp("hyp"), url).open()
     history.append([msg(f"row {i} ΟΔΟΣ İ \ud7ff") for i in range(30)])
