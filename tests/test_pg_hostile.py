@@ -60,9 +60,10 @@ class Conversation:
         )
         return rows[0][0]
 
-    def set_body(self, seq: int, body: str) -> None:
+    def set_body(self, seq: int, body: str | bytes) -> None:
+        data = body.encode() if isinstance(body, str) else body
         self.sql(
-            f"UPDATE ctxbudget_rows SET body = convert_to({quote(body)}, 'UTF8') "
+            f"UPDATE ctxbudget_rows SET body = decode('{data.hex()}', 'hex') "
             f"WHERE conversation = {self.q} AND seq = {seq}"
         )
 
@@ -137,12 +138,23 @@ def _assert_changed(result: dict[str, Any]) -> None:
     assert "items" not in result
 
 
+# A cursor over a PostgreSQL conversation carries a place in the handle's virtual
+# concatenation of the rows and the epoch; the epoch changes on UPDATE and DELETE (row
+# triggers) but not on a hand INSERT below the last seq nor on TRUNCATE, and the anchor
+# (PgSource::anchor) carries no check of the rows before the place. Core fix needed.
+_FAILS_OPEN = pytest.mark.xfail(
+    strict=True,
+    reason="core: a hand INSERT into a hole / TRUNCATE leaves the epoch and the cursor "
+    "anchor valid, so an old cursor pages on over a changed layout (PgSource::anchor)",
+)
+
+
 @pytest.mark.parametrize("same_handle", [True, False], ids=["same-handle", "other-host"])
 def test_row_rewritten_to_garbage_fails_closed(conv: Conversation, same_handle: bool) -> None:
     floor = _with_secrets(conv)
     first = _first_page(conv.h)
     epoch = conv.state()["epoch"]
-    conv.set_body(floor + 2, "\x00 not a row {")
+    conv.set_body(floor + 2, b"\x00 not a row {\xff")
     assert conv.state()["epoch"] != epoch, "a hand UPDATE gives a new epoch"
     reader = conv.h if same_handle else conv.other_host()
     _assert_changed(_next_page(reader, first))
@@ -256,24 +268,31 @@ def test_row_inserted_past_the_last_seq_blocks_appends_with_a_clear_error(
     assert texts(conv.other_host()) == before
 
 
+@_FAILS_OPEN
 def test_row_inserted_into_a_hole_fails_closed(conv: Conversation) -> None:
     """A row deleted and later inserted again (two hand edits) is a non-append change: a
-    cursor minted between the two must not page on over the new layout."""
+    cursor minted between the two must not page on over the new layout (rows of one
+    length, so the old offsets fall on row starts of the new layout: the next page would
+    repeat an item)."""
     conv.h.append([msg(f"row {i}") for i in range(8)])
     deleted = conv.body(3)
     conv.sql(f"DELETE FROM ctxbudget_rows WHERE conversation = {conv.q} AND seq = 3")
     reader = conv.other_host()
-    first = _first_page(reader)
-    assert [i["text"] for i in first["items"]] == ["row 0", "row 1"]
+    tool = SessionHistoryTool(reader)
+    first = tool.call({"action": "list_items", "limit": 3})
+    assert [i["text"] for i in first["items"]] == ["row 0", "row 1", "row 3"]
     conv.sql(
         f"INSERT INTO ctxbudget_rows (conversation, seq, body) VALUES ({conv.q}, 3, "
         f"convert_to({quote(deleted.replace('row 2', 'NEW 2'))}, 'UTF8'))"
     )
     for host in (reader, conv.other_host()):
-        r = _next_page(host, first)
+        r = SessionHistoryTool(host).call(
+            {"action": "list_items", "limit": 3, "cursor": first["cursor"]}
+        )
+        _check(r)
         if r["ok"]:
-            # Paging on is acceptable only if it shows exactly what follows row 1.
-            assert [i["text"] for i in r["items"]] in (["row 3", "row 4"], ["NEW 2", "row 3"]), r
+            texts_ = [i["text"] for i in r["items"]]
+            assert texts_ == ["row 4", "row 5", "row 6"], f"paged on over a changed layout: {r}"
         else:
             _assert_changed(r)
 
@@ -290,18 +309,24 @@ def own_database(pg_url: str) -> Iterator[str]:
     sql(pg_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+@_FAILS_OPEN
 def test_truncated_rows_fail_closed(own_database: str) -> None:
-    """TRUNCATE fires no row trigger; a cursor minted before it must still not page on over
-    rows appended after it, and nothing from before the floor shows."""
-    conv = Conversation(own_database)
-    floor = _with_secrets(conv)
+    """TRUNCATE fires no row trigger. Nothing from before a floor shows after it, and a
+    cursor minted before it must not page on over the rows appended after it (rows of
+    one length, so the old offsets fall on row starts of the new rows)."""
+    secret, conv = Conversation(own_database), Conversation(own_database)
+    floor = _with_secrets(secret)
+    conv.h.append([msg(f"row {i}") for i in range(6)])
     first = _first_page(conv.h)
     conv.sql("TRUNCATE ctxbudget_rows")
-    conv.h.append([msg(f"later {i}") for i in range(8)])
+    secret.h.append([msg("later")])
+    _probe(secret.other_host(), floor=floor, hidden=("SECRET",))
+    conv.h.append([msg(f"ROW {i}") for i in range(6)])
     for host in (conv.h, conv.other_host()):
-        _probe(host, floor=floor, hidden=("SECRET",))
         r = _next_page(host, first)
-        assert r["ok"] is False and r["code"] in ("history_changed", "invalid_cursor"), r
+        _check(r)
+        assert r["ok"] is False, f"a cursor paged on after TRUNCATE: {r}"
+        assert r["code"] in ("history_changed", "invalid_cursor"), r
 
 
 def test_conversation_deleted_and_recreated_fails_closed(conv: Conversation) -> None:
