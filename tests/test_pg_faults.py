@@ -56,15 +56,17 @@ def check_conversation(
     url: str, conversation: str, acked: dict[tuple[str, int], tuple[int, int]]
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """Checks the promises on what the database holds and returns every batch found:
-    seqs gapless and equal to the conversation's last seq, each batch whole, in order and
-    there once, every acknowledged batch where its acknowledgement said."""
+    seqs gapless up to the conversation's last seq, each batch whole, in order and there
+    once, every acknowledged batch where its acknowledgement said. (Writers may still be
+    appending: the rows are read after the last seq.)"""
     conv = quote(conversation)
     state = sql(url, f"SELECT last_seq FROM ctxbudget_conversations WHERE conversation = {conv}")
     last_seq = int(state[0][0])
     history = History.open(url, conversation=conversation)
     rows = list(history.rows())
     seqs = [r.seq for r in rows]
-    assert seqs == list(range(1, last_seq + 1)), "seqs are gapless up to the last seq"
+    assert seqs == list(range(1, len(seqs) + 1)), "seqs are gapless"
+    assert len(seqs) >= last_seq, "no row up to the last seq is missing"
     groups: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
     for r in rows:
         text = r.parts[0]["text"]
@@ -101,13 +103,21 @@ def _wait_for(predicate: object, what: str, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
-_ONE_APPEND = """
+# Appends a first batch (so that the connection has its statements prepared: preparing
+# an INSERT waits for table locks too), says "ready", and appends the second batch once
+# it reads a line.
+_TWO_APPENDS = """
 import sys
 from ctxbudget import History
 h = History.open(sys.argv[1], conversation=sys.argv[2])
-h.append([{"kind": "message", "role": "user", "parts": [{"type": "text", "text": t}]}
-          for t in sys.argv[3:]])
-print("acknowledged")
+def rows(texts):
+    return [{"kind": "message", "role": "user", "parts": [{"type": "text", "text": t}]}
+            for t in texts]
+h.append(rows(sys.argv[3:4]))
+print("ready", flush=True)
+sys.stdin.readline()
+h.append(rows(sys.argv[4:]))
+print("acknowledged", flush=True)
 """
 
 
@@ -119,16 +129,21 @@ def test_client_sigkilled_inside_its_transaction_leaves_nothing(pg_url: str) -> 
     h = History.open(pg_url, conversation=conversation)
     h.append([msg("w:0:0/1")])
     app = f"ctxb-kill-{conversation[-8:]}"
+    victim = subprocess.Popen(
+        [
+            *(sys.executable, "-c", _TWO_APPENDS, with_app_name(pg_url, app)),
+            *(conversation, "v:0:0/1", "v:1:0/2", "v:1:1/2"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert victim.stdin is not None and victim.stdout is not None
+    assert victim.stdout.readline() == b"ready\n"
     blocker = Psql(pg_url)
     try:
         blocker.run("BEGIN; LOCK TABLE ctxbudget_rows IN SHARE MODE")
-        victim = subprocess.Popen(
-            [
-                *(sys.executable, "-c", _ONE_APPEND, with_app_name(pg_url, app)),
-                *(conversation, "v:0:0/2", "v:0:1/2"),
-            ],
-            stdout=subprocess.PIPE,
-        )
+        victim.stdin.write(b"go\n")
+        victim.stdin.flush()
         _wait_for(lambda: _backend_waiting(pg_url, app), "the client's INSERT to block")
         holds = sql(
             pg_url,
@@ -139,14 +154,15 @@ def test_client_sigkilled_inside_its_transaction_leaves_nothing(pg_url: str) -> 
         assert int(holds[0][0]) > 0, "the victim is inside its transaction"
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=30)
-        assert victim.stdout is not None and victim.stdout.read() == b""
+        assert victim.stdout.read() == b"", "the second batch was never acknowledged"
         blocker.run("ROLLBACK")
     finally:
         blocker.close()
     # The server notices the dead client and rolls its transaction back.
     r = h.append([msg("w:1:0/2"), msg("w:1:1/2")])
-    assert (r.first_seq, r.last_seq) == (2, 3)
-    check_conversation(pg_url, conversation, {("w", 0): (1, 1), ("w", 1): (2, 3)})
+    assert (r.first_seq, r.last_seq) == (3, 4)
+    acked = {("w", 0): (1, 1), ("v", 0): (2, 2), ("w", 1): (3, 4)}
+    assert check_conversation(pg_url, conversation, acked) == acked
 
 
 def _workers_acked(acks: Path, prefix: str, at_least: int) -> int:
@@ -241,22 +257,19 @@ def _try(call: object) -> object:
 
 
 @pytest.fixture
-def own_cluster(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A cluster of this test's own (it is crashed and restarted): (URL, folder)."""
+def own_cluster() -> Iterator[tuple[str, str]]:
+    """A cluster of this test's own (it is crashed and restarted): (URL, folder). The
+    script picks the folder (the server's user must be able to reach it)."""
     if subprocess.run([PG_CLUSTER, "bindir"], capture_output=True).returncode != 0:
         if os.environ.get("CTXBUDGET_REQUIRE_POSTGRES") == "1":
             pytest.fail("CTXBUDGET_REQUIRE_POSTGRES=1 and no PostgreSQL server binaries")
         pytest.skip("needs PostgreSQL server binaries (apt-get install postgresql)")
-    folder = tmp_path / "pg"
-    out = subprocess.run(
-        [PG_CLUSTER, "start", str(folder)], capture_output=True, text=True, check=True
-    )
-    url = re.search(r"CTXBUDGET_PG_URL='([^']*)'", out.stdout)
-    assert url is not None, out.stdout
+    out = subprocess.run([PG_CLUSTER, "start"], capture_output=True, text=True, check=True)
+    env = dict(re.findall(r"export (\w+)='([^']*)'", out.stdout))
     try:
-        yield url.group(1), str(folder)
+        yield env["CTXBUDGET_PG_URL"], env["CTXBUDGET_PG_CLUSTER"]
     finally:
-        subprocess.run([PG_CLUSTER, "stop", str(folder)], check=False)
+        subprocess.run([PG_CLUSTER, "stop", env["CTXBUDGET_PG_CLUSTER"]], check=False)
 
 
 def test_server_crash_and_restart_during_a_multiprocess_load(
@@ -284,6 +297,7 @@ def test_server_crash_and_restart_during_a_multiprocess_load(
     acked = _acks(acks)
     assert len(acked) == 180
     assert check_conversation(url, conversation, acked) == acked
+    assert History.open(url, conversation=conversation).receipt().seq == 360  # type: ignore[union-attr]
 
 
 @pytest.mark.slow
