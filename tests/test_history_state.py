@@ -32,7 +32,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from stores import STORE_KINDS, new_conversation_id, quote, sql, terminate, with_app_name
+from stores import new_conversation_id, quote, sql, terminate, with_app_name
 
 from ctxbudget import History, _ctxbudget
 
@@ -270,15 +270,20 @@ class StoreMachine(RuleBasedStateMachine):
         assert report.chat.damage is None and report.archive.damage is None
 
 
-# Each PostgreSQL step is a few round trips to the server: fewer examples there.
-_EXAMPLES = {"file": 250, "postgres": 60}
-
-
-@pytest.mark.parametrize("kind", STORE_KINDS)
-def test_store_machine(kind: str, request: pytest.FixtureRequest) -> None:
+# A PostgreSQL step is a few round trips to the server, and the hand-made faults run
+# psql: fewer examples there, more in the slow run.
+@pytest.mark.parametrize(
+    ("kind", "examples"),
+    [
+        ("file", 250),
+        ("postgres", 20),
+        pytest.param("postgres", 200, marks=pytest.mark.slow, id="postgres-long"),
+    ],
+)
+def test_store_machine(kind: str, examples: int, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue("pg_url") if kind == "postgres" else None
     machine = type(f"StoreMachine_{kind}", (StoreMachine,), {"url": url})
     run_state_machine_as_test(
         machine,
-        settings=settings(max_examples=_EXAMPLES[kind], stateful_step_count=40, deadline=None),
+        settings=settings(max_examples=examples, stateful_step_count=40, deadline=None),
     )

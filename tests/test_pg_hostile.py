@@ -297,6 +297,36 @@ def test_row_inserted_into_a_hole_fails_closed(conv: Conversation) -> None:
             _assert_changed(r)
 
 
+@_FAILS_OPEN
+def test_row_inserted_into_a_hole_is_seen_by_every_handle(conv: Conversation) -> None:
+    """Every handle shows the same rows: a handle that read the conversation while a row
+    was missing must not keep hiding that row once it is back."""
+    conv.h.append([msg(f"row {i}") for i in range(5)])
+    deleted = conv.body(3)
+    conv.sql(f"DELETE FROM ctxbudget_rows WHERE conversation = {conv.q} AND seq = 3")
+    reader = conv.other_host()
+    assert [s for s, _ in texts(reader)] == [1, 2, 4, 5]
+    conv.sql(
+        f"INSERT INTO ctxbudget_rows (conversation, seq, body) VALUES ({conv.q}, 3, "
+        f"convert_to({quote(deleted)}, 'UTF8'))"
+    )
+    conv.h.append([msg("row 5")])
+    assert texts(reader) == texts(conv.other_host())
+
+
+def test_cursor_of_another_conversation_or_key_is_invalid(conv: Conversation) -> None:
+    conv.h.append([msg(f"row {i}") for i in range(6)])
+    first = _first_page(conv.h)
+    other = Conversation(conv.url)
+    other.h.append([msg(f"row {i}") for i in range(6)])
+    r = _next_page(other.h, first)
+    assert (r["ok"], r["code"]) == (False, "invalid_cursor"), r
+    keyed = History.open(conv.url, conversation=conv.id, cursor_key="k" * 43)
+    r = _next_page(keyed, first)
+    assert (r["ok"], r["code"]) == (False, "invalid_cursor"), r
+    assert _next_page(conv.other_host(), first)["ok"]
+
+
 @pytest.fixture
 def own_database(pg_url: str) -> Iterator[str]:
     """A database of the test's own in the same cluster (for edits that touch every
