@@ -75,11 +75,12 @@ def with_app_name(url: str, name: str) -> str:
 
 
 def terminate(url: str, name: str) -> int:
-    """Has the server drop every connection named ``name``; returns how many."""
+    """Has the server drop every connection whose application_name is ``name`` (an SQL
+    LIKE pattern); returns how many."""
     rows = sql(
         url,
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-        f"WHERE application_name = {quote(name)} AND pid <> pg_backend_pid()",
+        f"WHERE application_name LIKE {quote(name)} AND pid <> pg_backend_pid()",
     )
     return int(rows[0][0])
 

@@ -174,8 +174,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def server_drops_the_connections(self) -> None:
         assert self.url is not None
-        terminate(self.url, "ctxb-sm-main")
-        terminate(self.url, "ctxb-sm-other")
+        terminate(self.url, "ctxb-sm-%")
 
     @precondition(_file)
     @rule(cut=st.integers(0, 600), batch=st.lists(words, min_size=1, max_size=3))
@@ -276,7 +275,7 @@ class StoreMachine(RuleBasedStateMachine):
     ("kind", "examples"),
     [
         ("file", 250),
-        ("postgres", 20),
+        ("postgres", 12),
         pytest.param("postgres", 200, marks=pytest.mark.slow, id="postgres-long"),
     ],
 )
