@@ -138,7 +138,7 @@ class Psql:
         marker = f"__done_{uuid.uuid4().hex}__"
         self._proc.stdin.write(statement.rstrip().rstrip(";") + ";\n\\echo " + marker + "\n")
         self._proc.stdin.flush()
-        lines = []
+        lines: list[str] = []
         for line in self._proc.stdout:
             if line.strip() == marker:
                 return lines
