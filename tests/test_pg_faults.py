@@ -312,12 +312,12 @@ def test_server_down_longer_than_the_retries(own_cluster: tuple[str, str]) -> No
     conversation = new_conversation_id("down")
     h = History.open(url, conversation=conversation)
     last = h.append([msg("w:0:0/1")]).last_seq
-    tool = SessionHistoryTool(h)
+    tool = SessionHistoryTool(History.open(url, conversation=conversation))  # own index
     subprocess.run([PG_CLUSTER, "crash", folder], check=True)
     outcomes: dict[str, object] = {}
 
     def append() -> None:
-        outcomes["append"] = _try(lambda: h.append([msg("w:1:0/1")]))
+        outcomes["append"] = _try(lambda: h.append([msg("w:3:0/1")]))
 
     def call() -> None:
         outcomes["call"] = tool.call({"action": "list_items"})
@@ -334,8 +334,8 @@ def test_server_down_longer_than_the_retries(own_cluster: tuple[str, str]) -> No
     result = outcomes["call"]
     assert isinstance(result, dict) and result["ok"] is False, result
     assert result["code"] == "history_unavailable", result
-    assert h.append([msg("w:1:0/1")], if_last_seq=last).first_seq == last + 1
-    check_conversation(url, conversation, {("w", 0): (1, 1), ("w", 1): (2, 2)})
+    assert h.append([msg("w:3:0/1")], if_last_seq=last).first_seq == last + 1
+    check_conversation(url, conversation, {("w", 0): (1, 1), ("w", 3): (2, 2)})
 
 
 class CommitDropper:
