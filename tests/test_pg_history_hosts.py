@@ -14,7 +14,7 @@ from stores import new_conversation_id
 
 from ctxbudget import History
 
-WORKER = Path(__file__).with_name("pg_host_worker.py")
+WORKER = Path(__file__).with_name("pg_history_host_worker.py")
 HOSTS = 4
 STEPS = 60
 

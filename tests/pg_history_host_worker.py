@@ -1,7 +1,7 @@
 """A "host" for the multi-host PostgreSQL test: drives shared conversations with appends,
 rollovers and session_history pages, and continues cursors other hosts left behind.
 
-    python pg_host_worker.py URL CONVERSATIONS(comma-separated) HOST STEPS SEED CURSOR_DIR
+    python pg_history_host_worker.py URL CONVERSATIONS(comma-separated) HOST STEPS SEED CURSOR_DIR
 
 Rollovers are decided as an application would decide them after reading the current
 window: ``rollover_id = "after-<window>"``, so hosts that decide on the same window use
