@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,46 +43,64 @@ def tiktoken_encodings():  # type: ignore[no-untyped-def]
     return {name: _load_tiktoken(name) for name in ORACLE_ENCODINGS}
 
 
-def _start_throwaway_cluster() -> tuple[str, str] | None:
-    """Starts a cluster with scripts/pg-cluster: (URL, folder), or None without server
-    binaries."""
+# ----- PostgreSQL -------------------------------------------------------------------
+
+_PG_SKIP = (
+    "PostgreSQL tests skipped: set CTXBUDGET_PG_URL, or install the server binaries "
+    "(apt-get install postgresql; found through pg_config --bindir) for a throwaway cluster"
+)
+
+
+def _start_cluster() -> tuple[str, str] | None:
+    """Starts a throwaway cluster with scripts/pg-cluster: ``(url, its folder)``, or
+    ``None`` when no server binaries are installed."""
+    import subprocess
+
     script = REPO / "scripts" / "pg-cluster"
     if subprocess.run([script, "bindir"], capture_output=True).returncode != 0:
         return None
-    out = subprocess.run([script, "start"], capture_output=True, text=True, check=True).stdout
-    env = dict(re.findall(r"export (\w+)='([^']*)'", out))
-    return env["CTXBUDGET_PG_URL"], env["CTXBUDGET_PG_CLUSTER"]
+    started = subprocess.run([script, "start"], capture_output=True, text=True)
+    if started.returncode != 0:
+        pytest.fail(f"scripts/pg-cluster start failed: {started.stderr.strip()[-2000:]}")
+    out = started.stdout
+    exports = dict(
+        line.removeprefix("export ").split("=", 1) for line in out.splitlines() if "=" in line
+    )
+    return exports["CTXBUDGET_PG_URL"].strip("'"), exports["CTXBUDGET_PG_CLUSTER"].strip("'")
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL URL for the store tests: CTXBUDGET_PG_URL, else a throwaway cluster
-    (scripts/pg-cluster, removed at the end of the session); skipped without server
-    binaries, a failure with CTXBUDGET_REQUIRE_POSTGRES=1. Tests use unique
-    conversation ids, so one database serves them all."""
+def pg_url():  # type: ignore[no-untyped-def]
+    """A PostgreSQL URL for the tests: ``CTXBUDGET_PG_URL``, else a throwaway cluster
+    started for this run (and removed after it), else the test is skipped — or fails
+    when ``CTXBUDGET_REQUIRE_POSTGRES=1`` (CI). Tests keep apart by unique conversation
+    ids."""
     url = os.environ.get("CTXBUDGET_PG_URL")
     if url:
         yield url
         return
-    started = _start_throwaway_cluster()
+    started = _start_cluster()
     if started is None:
-        message = (
-            "no PostgreSQL server: set CTXBUDGET_PG_URL, or install the server binaries "
-            "(Debian/Ubuntu: apt-get install postgresql) for a throwaway cluster"
-        )
         if os.environ.get("CTXBUDGET_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"CTXBUDGET_REQUIRE_POSTGRES=1 and {message}")
-        pytest.skip(message)
+            pytest.fail(
+                "CTXBUDGET_REQUIRE_POSTGRES=1: the PostgreSQL tests must run here; "
+                + _PG_SKIP.split(": ", 1)[1]
+            )
+        pytest.skip(_PG_SKIP)
     url, cluster = started
+    os.environ["CTXBUDGET_PG_URL"] = url  # for worker processes the tests start
     try:
         yield url
     finally:
-        subprocess.run([REPO / "scripts" / "pg-cluster", "stop", cluster], check=False)
+        import subprocess
+
+        os.environ.pop("CTXBUDGET_PG_URL", None)
+        subprocess.run([REPO / "scripts" / "pg-cluster", "stop", cluster], capture_output=True)
 
 
 @pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreUnderTest:
     """The store under test, once per kind: a workspace directory or a PostgreSQL
-    conversation of its own."""
+    conversation of its own (tests taking it run on both stores)."""
     url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
     return StoreUnderTest(request.param, tmp_path, url)

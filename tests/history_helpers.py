@@ -95,3 +95,11 @@ def spawn_worker(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+
+
+def fill_two_windows(h: Any) -> None:
+    """A user message, a rollover and a long assistant reply (seqs 1 to 4): the
+    transcript the command-line tests read."""
+    h.append([msg("the deploy key is in vault")])
+    h.rollover(rollover_id="r", reason="usable_limit", lead_in="lead-in text")
+    h.append([msg("after " * 5000, "assistant")])

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from history_helpers import fill_two_windows
 
 import ctxbudget
 from ctxbudget.cli import main
@@ -75,26 +76,7 @@ def _workspace(tmp_path: Path) -> Path:
     from ctxbudget import History
 
     ws = tmp_path / "ws"
-    h = History.open(ws, durability="none")
-    h.append(
-        [
-            {
-                "kind": "message",
-                "role": "user",
-                "parts": [{"type": "text", "text": "the deploy key is in vault"}],
-            }
-        ]
-    )
-    h.rollover(rollover_id="r", reason="usable_limit", lead_in="lead-in text")
-    h.append(
-        [
-            {
-                "kind": "message",
-                "role": "assistant",
-                "parts": [{"type": "text", "text": "after " * 5000}],
-            }
-        ]
-    )
+    fill_two_windows(History.open(ws, durability="none"))
     return ws
 
 

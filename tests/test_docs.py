@@ -38,7 +38,12 @@ def test_docs_have_code() -> None:
 
 
 @pytest.mark.parametrize(("where", "lang", "code"), BLOCKS, ids=[b[0] for b in BLOCKS])
-def test_block_runs(where: str, lang: str, code: str, tmp_path: Path) -> None:
+def test_block_runs(
+    where: str, lang: str, code: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if "CTXBUDGET_PG_URL" in code:
+        # A PostgreSQL example: runs against the test server (skipped without one).
+        request.getfixturevalue("pg_url")
     if lang == "python":
         proc = subprocess.run(
             [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
@@ -61,5 +66,6 @@ def test_block_runs(where: str, lang: str, code: str, tmp_path: Path) -> None:
     elif lang == "json":
         json.loads(code)
     elif lang == "rust":
-        example = REPO / "rust" / "ctxbudget" / "examples" / "rust_host.rs"
-        assert code == example.read_text(), f"{where} must be the compiled example verbatim"
+        examples = REPO / "rust" / "ctxbudget" / "examples"
+        compiled = [(examples / name).read_text() for name in ("rust_host.rs", "pg_host.rs")]
+        assert code in compiled, f"{where} must be a compiled example verbatim"

@@ -145,3 +145,38 @@ def test_any_call_is_a_result_and_nothing_outside_changes(
         assert sorted(p.name for p in base.iterdir()) == ["outside", "ws"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    batch=st.lists(calls, min_size=1, max_size=8),
+    session_scope=st.booleans(),
+    read_only=st.booleans(),
+)
+def test_any_call_is_a_result_over_a_postgresql_conversation(
+    pg_url: str, batch: list[Any], session_scope: bool, read_only: bool
+) -> None:
+    """The same over a conversation's memory files in PostgreSQL: every call is a result,
+    nothing is an ``io_error``, and another conversation's files never change."""
+    from memory_stores import new_conversation
+
+    mine, other = new_conversation(pg_url), new_conversation(pg_url)
+    neighbour = MemoryTool(other)
+    assert neighbour.call({"command": "create", "path": "/memories/n.md", "file_text": SECRET})[
+        "ok"
+    ]
+    tool = MemoryTool(mine, session_scope=session_scope, read_only=read_only)
+    for args in batch:
+        result = tool.call(args)
+        assert isinstance(result, dict)
+        assert isinstance(result.get("ok"), bool)
+        sent = json.dumps(result, ensure_ascii=False).encode("utf-8")
+        assert SECRET.encode() not in sent
+        if not result["ok"]:
+            assert isinstance(result["code"], str) and result["error"]
+            assert result["code"] != "io_error", result
+    assert neighbour.call({"command": "view"})["entries"] == ["/memories/n.md (14 bytes)"]

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from ctxbudget import MemoryTool, _confined, memory
+from ctxbudget import MemoryTool, _confined
+from ctxbudget.tools import _memory_disk
 
 SECRET = "OUTSIDE-SECRET"
 
@@ -53,7 +54,7 @@ def _after_lstat(
 
 def _after_walk(monkeypatch: pytest.MonkeyPatch, swap: Callable[[], None]) -> list[bool]:
     """Runs ``swap`` once, right after the tool opened the directory holding its target."""
-    real = memory.walk
+    real = _memory_disk.walk
     done: list[bool] = []
 
     def walk_then_swap(root: int, parts: list[str], **kwargs: Any) -> int:
@@ -63,7 +64,7 @@ def _after_walk(monkeypatch: pytest.MonkeyPatch, swap: Callable[[], None]) -> li
             swap()
         return fd
 
-    monkeypatch.setattr(memory, "walk", walk_then_swap)
+    monkeypatch.setattr(_memory_disk, "walk", walk_then_swap)
     return done
 
 

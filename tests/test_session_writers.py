@@ -5,23 +5,21 @@ windows."""
 
 from __future__ import annotations
 
-import itertools
 import multiprocessing
 import shutil
 import threading
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import session_worker
+from session_invariants import check_transcript, rollover_due, step_until, warning_due
 
 from ctxbudget import ConflictError, History, InvalidArgumentError, Session
 
 TRIALS = 30
 WINDOW = 16_000
-CHUNK = "audit the ledger entry and report the total\n" * 12  # ~110 tokens
 
 
 def _open(ws: Path, **kw: Any) -> Session:
@@ -32,41 +30,12 @@ def _template(tmp_path: Path, name: str, until: Callable[[Session], bool]) -> Pa
     """A workspace stepped (without prepare) until ``until`` holds: the state both
     writers will decide on."""
     ws = tmp_path / name
-    s = _open(ws)
-    s.add_user("Audit everything.")
-    n = 0
-    while not until(s):
-        n += 1
-        s.add_assistant(None, [{"id": f"c{n}", "name": "read_file", "arguments": {"n": n}}])
-        s.add_tool_results([{"call_id": f"c{n}", "name": "read_file", "output": CHUNK}])
+    step_until(_open(ws), until)
     return ws
 
 
-def _warning_due(s: Session) -> bool:
-    return s._projected() >= s.budget.warning_at
-
-
-def _rollover_due(s: Session) -> bool:
-    return s._projected() >= s.budget.usable_limit
-
-
 def _check_transcript(ws: Path) -> None:
-    """The invariants: one advisory per stage per window, one boundary per sealed
-    window, and every lead-in names its own window and the one it follows."""
-    rows = list(History.open(ws, durability="none").rows())
-    stages = Counter((r.window, r.meta.get("stage")) for r in rows if r.kind == "advisory")
-    assert all(n == 1 for n in stages.values()), f"a stage was published twice: {stages}"
-    boundaries = [r for r in rows if r.kind == "boundary"]
-    sealed = Counter(b.meta.get("previous_window") for b in boundaries)
-    assert all(n == 1 for n in sealed.values()), f"a window was sealed twice: {sealed}"
-    by_seq = {r.seq: r for r in rows}
-    for b in boundaries:
-        lead = by_seq[b.seq + 1]
-        assert lead.kind == "lead_in" and lead.window == b.window == f"w:{b.seq}"
-        text = lead.parts[0]["text"]
-        assert b.window in text and str(b.meta["previous_window"]) in text, text
-    for earlier, later in itertools.pairwise(boundaries):
-        assert later.meta["previous_window"] == earlier.window
+    check_transcript(History.open(ws, durability="none").rows())
 
 
 def _race_threads(ws: Path, writers: int = 2) -> list[Any]:
@@ -86,7 +55,7 @@ def _race_threads(ws: Path, writers: int = 2) -> list[Any]:
     return turns
 
 
-@pytest.mark.parametrize("due", [_warning_due, _rollover_due], ids=["advisory", "rollover"])
+@pytest.mark.parametrize("due", [warning_due, rollover_due], ids=["advisory", "rollover"])
 def test_two_sessions_in_threads_decide_once(tmp_path: Path, due: Callable[..., bool]) -> None:
     template = _template(tmp_path, "template", due)
     for trial in range(TRIALS):
@@ -96,7 +65,7 @@ def test_two_sessions_in_threads_decide_once(tmp_path: Path, due: Callable[..., 
         _check_transcript(ws)
         assert all(t.status == "send" for t in turns)
         assert len({t.window_id for t in turns}) == 1, "both continue in the same window"
-        if due is _rollover_due:
+        if due is rollover_due:
             assert {t.previous_window_id for t in turns} == {"w:0"}
 
 
@@ -111,7 +80,7 @@ def test_two_sessions_in_processes_decide_once(tmp_path: Path) -> None:
     for w in workers:
         w.start()
     try:
-        for name, due in (("advisory", _warning_due), ("rollover", _rollover_due)):
+        for name, due in (("advisory", warning_due), ("rollover", rollover_due)):
             template = _template(tmp_path, f"template-{name}", due)
             for trial in range(TRIALS):
                 ws = tmp_path / f"{name}-{trial}"

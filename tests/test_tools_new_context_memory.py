@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory_stores import MakeTool, make_memory, stored_text
 
 from ctxbudget import History, MemoryTool, NewContextTool
+
+__all__ = ["make_memory"]  # the fixture, imported for pytest
 
 # ----- new_context ------------------------------------------------------------------
 
@@ -110,8 +113,8 @@ def test_requested_in_asks_the_core_fold(tmp_path: Path) -> None:
 # ----- memory -----------------------------------------------------------------------
 
 
-def test_memory_commands(tmp_path: Path) -> None:
-    m = MemoryTool(tmp_path, session_scope=True)
+def test_memory_commands(make_memory: MakeTool) -> None:
+    m = make_memory(session_scope=True)
     ok = m.call(
         {
             "command": "create",
@@ -138,7 +141,7 @@ def test_memory_commands(tmp_path: Path) -> None:
             "insert_text": "decision: idempotency keys",
         }
     )["ok"]
-    text = (tmp_path / "memories" / "session" / "checkpoint.md").read_text()
+    text = stored_text(m, "/memories/session/checkpoint.md")
     assert text == "goal: fix export\ndecision: idempotency keys\nnext: ship"
     listing = m.call({"command": "view", "path": "/memories"})
     assert listing["entries"] == ["/memories/session/"]
@@ -153,8 +156,8 @@ def test_memory_commands(tmp_path: Path) -> None:
     assert m.call({"command": "view", "path": "/memories/session/cp.md"})["code"] == "not_found"
 
 
-def test_checkpoint_limit_and_read_only_agents(tmp_path: Path) -> None:
-    m = MemoryTool(tmp_path, session_scope=True, read_only=True)
+def test_checkpoint_limit_and_read_only_agents(make_memory: MakeTool) -> None:
+    m = make_memory(session_scope=True, read_only=True)
     big = m.call({"command": "create", "path": "/memories/session/cp.md", "file_text": "x" * 8193})
     assert big["code"] == "too_large"
     assert m.call(
@@ -164,16 +167,16 @@ def test_checkpoint_limit_and_read_only_agents(tmp_path: Path) -> None:
     assert denied["code"] == "not_allowed"
 
 
-def test_session_scope_exists_only_in_token_budget_mode(tmp_path: Path) -> None:
-    MemoryTool(tmp_path).call(
+def test_session_scope_exists_only_in_token_budget_mode(make_memory: MakeTool) -> None:
+    make_memory().call(
         {"command": "create", "path": "/memories/session/cp.md", "file_text": "saved"}
     )
-    off = MemoryTool(tmp_path, session_scope=False)
+    off = make_memory(session_scope=False)
     assert off.call({"command": "view", "path": "/memories/session/cp.md"})["code"] == (
         "not_available"
     )
     assert off.call({"command": "view", "path": "/memories"})["entries"] == []
-    assert (tmp_path / "memories" / "session" / "cp.md").read_text() == "saved", "kept on disk"
+    assert stored_text(make_memory(), "/memories/session/cp.md") == "saved", "kept"
 
 
 @pytest.mark.parametrize(
@@ -191,8 +194,8 @@ def test_session_scope_exists_only_in_token_budget_mode(tmp_path: Path) -> None:
         None,
     ],
 )
-def test_paths_are_confined(tmp_path: Path, path: object) -> None:
-    r = MemoryTool(tmp_path).call({"command": "create", "path": path, "file_text": "x"})
+def test_paths_are_confined(make_memory: MakeTool, path: object) -> None:
+    r = make_memory().call({"command": "create", "path": path, "file_text": "x"})
     assert r["ok"] is False and r["code"] in {"invalid_path", "invalid_arguments"}
 
 

@@ -11,9 +11,9 @@ from ._ctxbudget import __version__
 from .aio import AsyncSession
 from .errors import (
     ConflictError,
-    DatabaseError,
     CorruptHistoryError,
     CtxBudgetError,
+    DatabaseError,
     HistoryIOError,
     InternalError,
     InvalidArgumentError,
@@ -72,9 +72,9 @@ __all__ = [
     "Capabilities",
     "Claims",
     "ConflictError",
-    "DatabaseError",
     "CorruptHistoryError",
     "CtxBudgetError",
+    "DatabaseError",
     "Decision",
     "Durability",
     "Encoding",

@@ -3,6 +3,9 @@
 ``list``, ``items``, ``search`` and ``read`` go through the ``session_history`` tool (the
 same bounds and privacy floor an agent gets); what they print is the items' text as a
 person reads it, tool calls and results included, never the tool's raw JSON.
+
+The transcript is a workspace's (``WORKSPACE``) or a PostgreSQL conversation's
+(``--store postgresql://… --conversation ID``); ``recover`` applies to workspaces only.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from .budget_record import read_budgets
-from .history import History, Row
+from .history import History, Row, is_database_url
 from .session_history import SessionHistoryTool
 
 __all__ = ["SNIPPET_CHARS", "cmd_history", "render_parts"]
@@ -36,6 +40,35 @@ class HistoryCommandError(SystemExit):
 
     def __init__(self, message: str) -> None:
         super().__init__(f"ctxbudget history: {message}")
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The transcript a command reads: a workspace, or a PostgreSQL conversation."""
+
+    workspace: Path | None
+    url: str | None = None
+    conversation: str | None = None
+
+    def open(self, *, recover: bool = True) -> History:
+        if self.workspace is not None:
+            return History.open(self.workspace, recover=recover)
+        return History.open(self.url or "", conversation=self.conversation)
+
+    @property
+    def shown(self) -> str:
+        """How a command line names it (a URL's password left out)."""
+        if self.workspace is not None:
+            return str(self.workspace)
+        return f"--store {_without_password(self.url or '')} --conversation {self.conversation}"
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _value_text(value: Any) -> str:
@@ -127,10 +160,10 @@ def _item_table(
     return table
 
 
-def _with_ticker(fn: Callable[[], T], ws: Path, what: str) -> T:
+def _with_ticker(fn: Callable[[], T], ws: Path | None, what: str) -> T:
     """Runs ``fn``; on a terminal, shows the bytes being checked and the time elapsed
     (the check itself is one call into the core, which releases the GIL)."""
-    if not sys.stderr.isatty():
+    if ws is None or not sys.stderr.isatty():
         return fn()
     size = sum(p.stat().st_size for p in (ws / "history").glob("chat*.jsonl"))
     done = threading.Event()
@@ -163,10 +196,17 @@ def _progress(done: int, total: int, what: str) -> None:
         print(f"\r{what} {done * 100 // total:3d}%", end="", file=sys.stderr, flush=True)
 
 
-def _verify(ws: Path, as_json: bool) -> int:
-    report = _with_ticker(History.open(ws, recover=False).verify, ws, "verifying")
+def _verify(target: _Target, as_json: bool) -> int:
+    history = target.open(recover=False)
+    report = _with_ticker(history.verify, target.workspace, "verifying")
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
+    elif target.workspace is None:
+        for name, f in (("live rows", report.chat), ("archived rows", report.archive)):
+            print(f"{name}: {f.rows} rows, {f.bytes:,} bytes, {f.malformed_lines} malformed")
+        if report.seq_violations:
+            print(f"seq violations: {report.seq_violations} ({report.first_seq_violation})")
+        print(f"{history.location}\n{'OK' if report.ok else 'NOT OK'}")
     else:
         for name, f in (("chat.jsonl", report.chat), ("chat-archive.jsonl", report.archive)):
             damage = (
@@ -198,8 +238,8 @@ def _recover(ws: Path, as_json: bool) -> int:
     return 0
 
 
-def _export(ws: Path, output: str | None) -> int:
-    rows = list(History.open(ws, recover=False).rows())
+def _export(target: _Target, output: str | None) -> int:
+    rows = list(target.open(recover=False).rows())
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(output, "w", encoding="utf-8")) if output else sys.stdout
         for n, row in enumerate(rows, 1):
@@ -212,12 +252,12 @@ def _export(ws: Path, output: str | None) -> int:
     return 0
 
 
-def _list(ws: Path, tool: SessionHistoryTool, as_json: bool) -> int:
+def _list(target: _Target, tool: SessionHistoryTool, as_json: bool) -> int:
     windows, _ = _pages(tool, {"action": "list_windows", "limit": 50}, "windows", None)
     if as_json:
         print(json.dumps(windows, indent=2))
         return 0
-    budgets = read_budgets(ws)
+    budgets = read_budgets(target.workspace)
     if budgets:
         print(f"budget: {budgets[-1].describe()}")
     print(
@@ -226,11 +266,13 @@ def _list(ws: Path, tool: SessionHistoryTool, as_json: bool) -> int:
             [(w["window_id"], w["boundary_kind"], str(w["item_count"])) for w in windows],
         )
     )
-    print(f"\nnext: ctxbudget history items {ws} --window {windows[-1]['window_id']}")
+    print(f"\nnext: ctxbudget history items {target.shown} --window {windows[-1]['window_id']}")
     return 0
 
 
-def _read(ws: Path, history: History, tool: SessionHistoryTool, item_id: int, as_json: bool) -> int:
+def _read(
+    target: _Target, history: History, tool: SessionHistoryTool, item_id: int, as_json: bool
+) -> int:
     call: dict[str, Any] = {"action": "read_item", "item_id": str(item_id), "limit_chars": 16_000}
     text, offset = "", 0
     while True:
@@ -238,9 +280,9 @@ def _read(ws: Path, history: History, tool: SessionHistoryTool, item_id: int, as
         if not result["ok"]:
             if result["code"] == "item_not_found":
                 raise HistoryCommandError(
-                    f"no item {item_id} in {ws} that can be read (it does not exist, is over "
-                    f"1 MiB, or lies before a soft clear); list item IDs with: "
-                    f"ctxbudget history items {ws}"
+                    f"no item {item_id} in {history.location} that can be read (it does not "
+                    f"exist, is over 1 MiB, or lies before a soft clear); list item IDs "
+                    f"with: ctxbudget history items {target.shown}"
                 )
             raise HistoryCommandError(f"{result['code']}: {result['error']}")
         item = result["items"][0]
@@ -258,7 +300,7 @@ def _read(ws: Path, history: History, tool: SessionHistoryTool, item_id: int, as
 
 
 def _items(
-    ws: Path,
+    target: _Target,
     history: History,
     tool: SessionHistoryTool,
     call: dict[str, Any],
@@ -276,38 +318,80 @@ def _items(
     print(_table(("item", "window", "role", "text"), _item_table(history, items, query)))
     if more:
         print(f"… more items: raise --limit (now {limit})")
-    print(f"\nnext: ctxbudget history read {ws} {items[0]['item_id']}")
+    print(f"\nnext: ctxbudget history read {target.shown} {items[0]['item_id']}")
     return 0
 
 
-def cmd_history(args: argparse.Namespace) -> int:
-    """Runs one ``ctxbudget history`` subcommand."""
-    ws = Path(args.workspace)
+def _target(args: argparse.Namespace) -> _Target:
+    """The transcript the arguments name: ``WORKSPACE``, or ``--store URL --conversation ID``."""
+    store, conversation, workspace = args.store, args.conversation, args.workspace
+    if store is None and workspace is not None and is_database_url(workspace):
+        store, workspace = workspace, None  # a URL given in WORKSPACE's place
+    if store is not None:
+        if not is_database_url(store):
+            raise HistoryCommandError(
+                f"--store takes a postgresql:// URL, got {_without_password(store)!r}; "
+                "give a workspace directory as WORKSPACE instead"
+            )
+        if workspace is not None:
+            raise HistoryCommandError("give either a WORKSPACE or --store postgresql://…, not both")
+        if not conversation:
+            raise HistoryCommandError(
+                "a postgresql:// store holds many conversations: name one with --conversation ID"
+            )
+        return _Target(None, store, conversation)
+    if conversation is not None:
+        raise HistoryCommandError(
+            "--conversation applies to --store postgresql://…; a workspace holds one conversation"
+        )
+    if workspace is None:
+        raise HistoryCommandError(
+            "name the transcript: a WORKSPACE directory, or --store postgresql://… "
+            "--conversation ID"
+        )
+    ws = Path(workspace)
     if not (ws / "history").is_dir():
         raise HistoryCommandError(
             f"{ws} has no history/ directory: give a workspace a session wrote, "
             "e.g. ctxbudget-workspace/cooperative after ctxbudget demo"
         )
+    return _Target(ws)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Runs one ``ctxbudget history`` subcommand."""
+    target = _target(args)
     action = args.history_command
     if action == "verify":
-        return _verify(ws, args.json)
+        return _verify(target, args.json)
     if action == "recover":
-        return _recover(ws, args.json)
+        if target.workspace is None:
+            raise HistoryCommandError(
+                "recover applies to a workspace's files (torn tails, interrupted "
+                "rotations); a PostgreSQL conversation commits every append as one "
+                "transaction and has nothing to recover — check it with verify"
+            )
+        return _recover(target.workspace, args.json)
     if action == "export":
         if args.json:
             raise HistoryCommandError(
                 "export always writes JSON Lines (one row per line); drop --json"
             )
-        return _export(ws, args.output)
-    history = History.open(ws)
+        return _export(target, args.output)
+    history = target.open()
+    if target.workspace is None and not history.windows():
+        raise HistoryCommandError(
+            f"{history.location} holds no rows: check --conversation (ids are "
+            "case-sensitive) and the database in --store"
+        )
     tool = SessionHistoryTool(history)
     if action == "list":
-        return _list(ws, tool, args.json)
+        return _list(target, tool, args.json)
     if action == "read":
-        return _read(ws, history, tool, args.item_id, args.json)
+        return _read(target, history, tool, args.item_id, args.json)
     window = {"window_id": args.window} if args.window else {}
     if action == "items":
         call = {"action": "list_items", **window}
-        return _items(ws, history, tool, call, args.limit, args.json, None)
+        return _items(target, history, tool, call, args.limit, args.json, None)
     call = {"action": "search", "query": args.query, **window}
-    return _items(ws, history, tool, call, args.limit, args.json, args.query)
+    return _items(target, history, tool, call, args.limit, args.json, args.query)

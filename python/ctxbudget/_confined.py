@@ -92,8 +92,17 @@ def open_dir(parent: int, name: str, *, create: bool, shown: str) -> int | None:
         return None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            if _is_regular_file(parent, name):
+                raise Refused("not_a_directory", f"{shown} is a file, not a directory") from None
             raise _not_followed(shown) from None
         raise
+
+
+def _is_regular_file(parent: int, name: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def walk(root: int, parts: list[str], *, create: bool, shown: Callable[[int], str]) -> int:

@@ -14,6 +14,10 @@ __all__ = [
     "FINAL_ZONE",
     "FRAMING_TOKENS",
     "IMAGE_TOKENS",
+    "MEMORY_CHECKPOINT_MAX",
+    "MEMORY_FILE_MAX",
+    "MEMORY_NAME_MAX",
+    "MEMORY_PATH_MAX",
     "MIN_THRESHOLD_BP",
     "OFF_BP",
     "OUTPUT_RESERVE_MAX",
@@ -30,6 +34,7 @@ __all__ = [
     "Encoding",
     "FileReport",
     "History",
+    "PgMemoryFiles",
     "Receipt",
     "RecoveryReport",
     "RotateReport",
@@ -73,6 +78,11 @@ MIN_THRESHOLD_BP: int
 OFF_BP: int
 OUTPUT_RESERVE_MAX: int
 WARNING_ADVANCE_MIN: int
+# The memory files' limits, from the core (both stores of the memory tool).
+MEMORY_CHECKPOINT_MAX: int
+MEMORY_FILE_MAX: int
+MEMORY_NAME_MAX: int
+MEMORY_PATH_MAX: int
 
 @final
 class BudgetCore:
@@ -164,6 +174,22 @@ class History:
     def directory(self) -> pathlib.Path | None: ...
     @property
     def conversation(self) -> str | None: ...
+
+@final
+class PgMemoryFiles:
+    """The memory files of a PostgreSQL conversation (rows, no file-system path). A
+    refusal raises ``InvalidArgumentError`` with the memory tool's ``code``."""
+
+    def __new__(cls, history: History) -> PgMemoryFiles: ...
+    @property
+    def conversation(self) -> str: ...
+    def read(self, path: str) -> bytes: ...
+    def entries(self, path: str) -> list[tuple[str, bool, int]]:
+        """``(path, is_dir, size)`` directly in the directory ``path``."""
+    def write(self, path: str, content: bytes) -> None: ...
+    def update(self, path: str, edit: Callable[[bytes], bytes]) -> None: ...
+    def delete(self, path: str) -> None: ...
+    def rename(self, old_path: str, new_path: str) -> None: ...
 
 @final
 class SessionHistoryTool:
@@ -326,6 +352,12 @@ class WindowFold:
     def __new__(cls, history: History) -> WindowFold: ...
     def advance(self) -> tuple[list[Row], bool]:
         """``(new rows, window changed)``."""
+    def append(
+        self, rows: list[Any], if_last_seq: int | None = None
+    ) -> tuple[AppendResult, list[Row], bool]:
+        """Appends ``rows`` (conditional on ``if_last_seq``), then reads what was
+        appended since the last call, in one store call: ``(appended, new rows, window
+        changed)``."""
     @property
     def window_id(self) -> str: ...
     @property

@@ -93,7 +93,8 @@ async def load_encoding(name: str | None = None, *, model: str | None = None) ->
 class AsyncSession:
     """A :class:`~ctxbudget.Session` whose I/O and counting run off the event loop.
 
-    Open it with ``await AsyncSession.open(workspace, **options)`` (the options of
+    Open it with ``await AsyncSession.open(workspace, **options)`` (a workspace directory
+    or a ``postgresql://`` URL with ``conversation=``, and the options of
     :meth:`Session.open`), or wrap an existing session. Wrap a session once, and while
     its calls are awaited do not call the wrapped :class:`Session` from the loop's
     thread directly (other threads may: they wait for the session's lock).

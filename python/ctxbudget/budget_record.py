@@ -6,6 +6,11 @@ reserve, so that tools reading the workspace later (``ctxbudget plot``,
 a default. The file is small JSON, replaced atomically (write a temporary file, flush it
 to disk, rename) and rewritten only when the budget changes. Every budget a workspace has
 run with is kept, each with the window it started in, newest last.
+
+A PostgreSQL conversation keeps no budget record: it has no workspace directory, and its
+hosts pass the budget when they open it. Every function here takes ``None`` for such a
+conversation (:attr:`History.workspace <ctxbudget.History.workspace>`) and then reads
+nothing and writes nothing.
 """
 
 from __future__ import annotations
@@ -82,10 +87,13 @@ class BudgetRecord:
         )
 
 
-def read_budgets(workspace: str | os.PathLike[str]) -> list[BudgetRecord]:
+def read_budgets(workspace: str | os.PathLike[str] | None) -> list[BudgetRecord]:
     """Every budget recorded in ``workspace``, oldest first; ``[]`` when none was (a
-    workspace written without :class:`~ctxbudget.Session`). A file that cannot be parsed
-    raises :class:`BudgetRecordError` naming it."""
+    workspace written without :class:`~ctxbudget.Session`, or ``None``: a PostgreSQL
+    conversation). A file that cannot be parsed raises :class:`BudgetRecordError`
+    naming it."""
+    if workspace is None:
+        return []
     path = Path(workspace) / BUDGET_FILE
     try:
         raw = path.read_text(encoding="utf-8")
@@ -102,7 +110,7 @@ def read_budgets(workspace: str | os.PathLike[str]) -> list[BudgetRecord]:
 
 
 def record_budget(
-    workspace: str | os.PathLike[str],
+    workspace: str | os.PathLike[str] | None,
     *,
     model: str,
     encoding: str,
@@ -111,7 +119,10 @@ def record_budget(
     mode_active: bool = True,
 ) -> None:
     """Appends the budget to the workspace's record unless it is already the newest
-    entry. Called by :meth:`Session.open`; replaces the file atomically."""
+    entry. Called by :meth:`Session.open`; replaces the file atomically. ``None`` (a
+    PostgreSQL conversation): nothing is recorded."""
+    if workspace is None:
+        return
     entry = BudgetRecord(
         since_window=window,
         model=model,
@@ -142,9 +153,14 @@ def record_session_budget(session: _SessionLike) -> None:
     )
 
 
-def record_request_overhead(workspace: str | os.PathLike[str], window: str, tokens: int) -> None:
+def record_request_overhead(
+    workspace: str | os.PathLike[str] | None, window: str, tokens: int
+) -> None:
     """Keeps ``tokens`` as the request overhead of ``window`` in the newest budget entry
-    (a session calls it once per window it enters); rewrites the file only on a change."""
+    (a session calls it once per window it enters); rewrites the file only on a change.
+    ``None`` (a PostgreSQL conversation): nothing is recorded."""
+    if workspace is None:
+        return
     try:
         entries = read_budgets(workspace)
     except BudgetRecordError:

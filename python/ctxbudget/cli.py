@@ -16,6 +16,7 @@ from typing import NoReturn
 from ._cli_errors import describe_os_error
 from ._ctxbudget import __version__
 from .errors import CtxBudgetError
+from .history import is_database_url
 from .tokens import Encoding
 
 __all__ = ["main"]
@@ -166,6 +167,12 @@ def _cmd_history(args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_budget, plot_usage
 
+    if is_database_url(args.workspace):
+        raise SystemExit(
+            "ctxbudget plot: plot reads a workspace directory; for a PostgreSQL conversation "
+            "compute the points with ctxbudget.plot.usage_points(History.open(url, "
+            "conversation=…), encoding)"
+        )
     if not (Path(args.workspace) / "history").is_dir():
         raise SystemExit(f"ctxbudget plot: {args.workspace} has no history/ directory")
     given = {"model": args.model, "context_window": args.context_window}
@@ -259,9 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
     history = sub.add_parser(
         "history",
-        help="inspect a workspace's transcript",
-        description="List, search and read a workspace's transcript with the same bounds and "
-        "privacy floor as the session_history tool; verify, recover or export it.",
+        help="inspect a workspace's (or a PostgreSQL conversation's) transcript",
+        description="List, search and read a transcript with the same bounds and privacy "
+        "floor as the session_history tool; verify, recover or export it. The transcript is "
+        "a WORKSPACE directory, or --store postgresql://… --conversation ID.",
     )
     hsub = history.add_subparsers(dest="history_command", required=True, parser_class=_Parser)
     for name, text in (
@@ -274,7 +282,15 @@ def build_parser() -> argparse.ArgumentParser:
         ("export", "every row (archive, then chat) as JSON lines"),
     ):
         cmd = hsub.add_parser(name, help=text, description=text)
-        cmd.add_argument("workspace", metavar="WORKSPACE")
+        cmd.add_argument("workspace", metavar="WORKSPACE", nargs="?")
+        cmd.add_argument(
+            "--store",
+            metavar="URL",
+            help="a postgresql:// URL: the conversation's database instead of a WORKSPACE",
+        )
+        cmd.add_argument(
+            "--conversation", metavar="ID", help="with --store: the conversation to read"
+        )
         if name == "export":
             cmd.add_argument("-o", "--output", help="file to write (default: stdout)")
             # Export is JSON Lines already; --json is refused with a clear message.
@@ -322,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _doing(args: argparse.Namespace) -> str:
     """What a command was doing, for an I/O error message."""
     if args.command == "history":
-        return f"{args.history_command} the transcript of {args.workspace}"
+        where = args.workspace or f"conversation {args.conversation!r}"
+        return f"{args.history_command} the transcript of {where}"
     if args.command == "plot":
         return f"plot {args.workspace} to {args.output}"
     if args.command == "demo":

@@ -359,4 +359,4 @@ class History:
         return self._core.anchor_crc_at(offset)
 
     def __repr__(self) -> str:
-        return f"History({str(self._workspace)!r})"
+        return f"History({self.location!r})"

@@ -13,11 +13,12 @@ nothing here decides what a row means.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import _ctxbudget
-from .history import History, Row
+from .history import AppendResult, History, Row
 from .policy import Claims
 
 __all__ = ["OpenCall", "WindowChange", "WindowFold", "WindowView"]
@@ -104,6 +105,19 @@ class WindowFold:
         """Reads the rows appended since the last step (the current window's rows on the
         first) and notes them."""
         rows, changed = self._core.advance()
+        return self._note(rows, changed)
+
+    def append(
+        self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None = None
+    ) -> tuple[AppendResult, WindowChange]:
+        """Appends ``rows`` as one batch (only if ``if_last_seq`` is still the last seq,
+        when given; else :class:`~ctxbudget.ConflictError` and nothing is written), then
+        reads and notes what was appended since the last step — this batch included — in
+        one store call."""
+        appended, read, changed = self._core.append(list(rows), if_last_seq)
+        return appended, self._note(read, changed)
+
+    def _note(self, rows: list[Row], changed: bool) -> WindowChange:
         if not rows and not changed:
             return WindowChange(False, (), False, False)
         self._calls = None

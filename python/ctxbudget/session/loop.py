@@ -23,19 +23,18 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .. import providers
 from ..budget_record import record_request_overhead, record_session_budget
 from ..errors import ConflictError, InvalidArgumentError
-from ..history import Durability, History
+from ..history import AppendResult, Durability, History
 from ..policy import Budget
 from ..prompts import DEFAULT_PROMPTS, Capabilities, Prompts
 from ..settings import Settings, Strategy
 from ..tokens import Encoding
 from ..tools import OWN_TOOL_NAMES, ToolPolicy, Toolset
-from ..window import OpenCall, WindowFold, WindowView
+from ..window import OpenCall, WindowChange, WindowFold, WindowView
 from . import rows as make
 from . import steps
 from .accounting import Requests, WindowTokens
@@ -69,7 +68,8 @@ def _locked(
 
 
 class Session:
-    """An agent's token-budget session over one workspace. Create with :meth:`open`.
+    """An agent's token-budget session over one conversation: a workspace directory or a
+    PostgreSQL conversation. Create with :meth:`open`.
 
     Safe to share between threads: every public method holds the session's lock, and
     the store and the tokenizer release the GIL while they work.
@@ -146,6 +146,8 @@ class Session:
         cls,
         workspace: str | os.PathLike[str],
         *,
+        conversation: str | None = None,
+        cursor_key: str | None = None,
         model: str = "gpt-4o",
         context_window: int | None = None,
         threshold: float | None = None,
@@ -160,7 +162,11 @@ class Session:
         encoding: str | Encoding | None = None,
         open_calls: str = "interrupt",
     ) -> Session:
-        """Opens (or continues) the session stored in ``workspace``.
+        """Opens (or continues) the session stored in ``workspace``: a workspace directory,
+        or a ``postgresql://`` URL with ``conversation=`` naming the conversation (and
+        optionally ``cursor_key=``), as :meth:`History.open` takes them — every host
+        that opens the same conversation continues the same session, its memory files
+        included (kept in the same database).
 
         Token-budget mode is active unless ``settings`` say otherwise (its effective
         strategy). ``threshold`` defaults to the settings' value for ``model`` (0.7).
@@ -185,7 +191,9 @@ class Session:
             threshold = settings.threshold_for(model)
         mode_active = settings is None or settings.effective_strategy is Strategy.TOKEN_BUDGET
         return cls(
-            History.open(workspace, durability=durability),
+            History.open(
+                workspace, conversation=conversation, cursor_key=cursor_key, durability=durability
+            ),
             model=model,
             encoding=encoding_for(model, encoding, window),
             budget=Budget(window, 0.7 if threshold is None else threshold, output_reserve),
@@ -209,7 +217,20 @@ class Session:
         if full:
             self._fold = WindowFold(self.history)
             self._window = WindowTokens(self.encoding, mode_active=self.mode_active)
-        change = self._fold.advance()
+        self._apply(self._fold.advance())
+
+    def _append(
+        self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None = None
+    ) -> AppendResult:
+        """Appends ``rows`` as one batch (conditional on ``if_last_seq`` when given) and
+        brings the window up to date, this batch included, in one store call: the write
+        and the read of what it wrote are one trip to the store (one I/O-pool job for an
+        :class:`~ctxbudget.AsyncSession`), not two."""
+        appended, change = self._fold.append(rows, if_last_seq)
+        self._apply(change)
+        return appended
+
+    def _apply(self, change: WindowChange) -> None:
         if change.read:
             self._window.apply(change, self._fold)
             self._view = None
@@ -311,17 +332,16 @@ class Session:
                 resolve = make.calls_a_turn_interrupts(rows, self._fold, self._left_open)
             try:
                 if resolve:
-                    r = self.history.append(
+                    r = self._append(
                         [*steps.interrupted_rows(resolve), *rows],
                         if_last_seq=self._fold.last_seq,
                     )
                 else:
-                    r = self.history.append(list(rows))
+                    r = self._append(list(rows))
             except ConflictError:
                 if attempt == _MAX_RESYNCS:
                     raise
                 continue
-            self._sync()
             return list(range(r.last_seq - len(rows) + 1, r.last_seq + 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -340,8 +360,7 @@ class Session:
         meta: Mapping[str, Any] | None,
     ) -> str:
         rows = self._stamped([make.assistant_row(text, tool_calls, dict(meta or {}))])
-        r = self.history.append(rows)
-        self._sync()
+        r = self._append(rows)
         return str(r.first_seq)
 
     def _stamped(self, rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -415,17 +434,27 @@ class Session:
         :class:`~ctxbudget.InvalidArgumentError` and nothing is written; the check and
         the write are one conditional append, so it holds against other writers too."""
         for attempt in range(_MAX_RESYNCS + 1):
-            self._sync()
-            rows = make.result_rows(results, self._fold)
+            # The write is conditional on the rows the results were checked against, so
+            # the first attempt trusts the window as last read (the write that read it
+            # brought it up to date); another writer's rows make it conflict, and the
+            # next attempt reads them first.
+            if attempt:
+                self._sync()
+            try:
+                rows = make.result_rows(results, self._fold)
+            except InvalidArgumentError:
+                if attempt:
+                    raise
+                self._sync()  # refused on the window as last read: judge the current one
+                rows = make.result_rows(results, self._fold)
             if not rows:
                 return
             try:
-                self.history.append(rows, if_last_seq=self._fold.last_seq)
+                self._append(rows, if_last_seq=self._fold.last_seq)
             except ConflictError:
                 if attempt == _MAX_RESYNCS:
                     raise
                 continue
-            self._sync()
             return
 
     @_locked
@@ -487,4 +516,4 @@ class Session:
         return self._requests.own_tools()
 
     def __repr__(self) -> str:
-        return f"Session({str(Path(self.history.workspace))!r}, window={self.window_id!r})"
+        return f"Session({self.history.location!r}, window={self.window_id!r})"

@@ -59,8 +59,7 @@ def interrupted_rows(calls: Sequence[OpenCall]) -> list[dict[str, Any]]:
 def interrupt(s: Session, calls: list[OpenCall]) -> list[OpenCall]:
     """Records interrupted results for ``calls`` (one conditional append)."""
     if calls:
-        s.history.append(interrupted_rows(calls), if_last_seq=s._fold.last_seq)
-        s._sync()
+        s._append(interrupted_rows(calls), if_last_seq=s._fold.last_seq)
     return calls
 
 
@@ -184,7 +183,7 @@ def publish_advisory(s: Session, decision: Decision, caps: Capabilities) -> None
         "projected": decision.projected,
         "budget_tokens": s.budget.usable_limit,
     }
-    s.history.append(
+    s._append(
         [
             {
                 "kind": "advisory",
@@ -195,7 +194,6 @@ def publish_advisory(s: Session, decision: Decision, caps: Capabilities) -> None
         ],
         if_last_seq=fold.last_seq,
     )
-    s._sync()
 
 
 def turn(

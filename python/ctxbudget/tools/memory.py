@@ -1,54 +1,40 @@
-"""The ``memory`` tool (SPEC §8): files under ``<workspace>/memories/``.
+"""The ``memory`` tool (SPEC §8): a conversation's memory files.
 
 Commands ``view``, ``create``, ``str_replace``, ``insert``, ``delete``, ``rename`` on
 paths under ``/memories/``. ``/memories/session/`` — the rollover checkpoint — exists only
-in token-budget mode, belongs to this workspace, survives rollovers, and stays writable for
-read-only agents; a checkpoint file holds at most 8 KiB. Paths are confined: no ``..``,
-no absolute path outside ``/memories/``, no symlink anywhere on the way, no NUL, no
-over-long names. Writes are atomic. Results are JSON objects the model can act on; bad
+in token-budget mode, belongs to this conversation, survives rollovers, and stays writable
+for read-only agents; a checkpoint file holds at most 8 KiB. Paths are confined: no
+``..``, no absolute path outside ``/memories/``, no symlink anywhere on the way, no NUL,
+no over-long names. Writes are atomic. Results are JSON objects the model can act on; bad
 input is a result with ``ok: false`` and a ``code``, never an exception.
 
-Every file operation goes through :mod:`._confined`: paths are resolved from an open
-descriptor of ``memories/`` one component at a time without following symlinks, so a
-symlink swapped in while a command runs cannot lead outside (see docs/concepts.md,
-"Memory tool security model").
+This module is the one command layer; the files live in one of two stores with the same
+operations: a workspace's ``<workspace>/memories/`` (:mod:`._memory_disk`, every path
+resolved from an open descriptor without following symlinks — see docs/concepts.md,
+"Memory tool security model"), or, for a PostgreSQL conversation, rows of the same
+database (:mod:`._memory_db`, no file-system path at all).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .._atomic import atomic_write_at, fsync, is_temp_name
-from .._confined import (
-    Refused,
-    held,
-    list_dir,
-    lstat_at,
-    open_dir,
-    open_tree,
-    oversized_file,
-    read_regular,
-    remove_tree,
-    rename_noreplace,
-    walk,
-)
+from .._atomic import is_temp_name
+from .._confined import Entry, Refused
 from .._shared import strict_parameters, tool_definition
+from ..errors import DatabaseError
+from ..history import History
+from ._memory_db import DatabaseMemory
+from ._memory_disk import DiskMemory
+from ._memory_paths import CHECKPOINT_MAX, FILE_MAX, NAME_MAX, PATH_MAX, ROOT, SESSION
+from ._memory_paths import shown as _shown
+from ._memory_paths import too_large as _too_large
 
 __all__ = ["CHECKPOINT_MAX", "MemoryTool"]
-
-CHECKPOINT_MAX = 8 * 1024
-"""Largest file in ``/memories/session/``, in bytes of UTF-8."""
-FILE_MAX = 256 * 1024
-"""Largest file elsewhere under ``/memories/``."""
-_NAME_MAX = 255
-_PATH_MAX = 1024
-_ROOT = "/memories"
-_SESSION = "session"
 
 _DESCRIPTION = (
     "Read and write your memory files under /memories/. Your checkpoint for context "
@@ -90,24 +76,26 @@ def _fail(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "code": code, "error": message}
 
 
-def _shown(parts: list[str], n: int | None = None) -> str:
-    """The virtual path of the first ``n`` components (all by default)."""
-    chosen = parts if n is None else parts[:n]
-    return "/".join([_ROOT, *chosen])
+class MemoryStore(Protocol):
+    """Where a conversation's memory files live (paths are validated components)."""
 
+    def where(self) -> str: ...
 
-def _too_large(in_session: bool, size: int) -> Refused:
-    limit = CHECKPOINT_MAX if in_session else FILE_MAX
-    where = "a checkpoint file in /memories/session/" if in_session else "a memory file"
-    return Refused(
-        "too_large",
-        f"{where} holds at most {limit:,} bytes; this would be {size:,}. "
-        "Keep the checkpoint short: goal, decisions, progress, next steps, IDs.",
-    )
+    def view(self, parts: list[str]) -> list[Entry] | str: ...
+
+    def write(self, parts: list[str], data: bytes) -> None: ...
+
+    def update(self, parts: list[str], change: Callable[[str], bytes]) -> None: ...
+
+    def delete(self, parts: list[str]) -> None: ...
+
+    def rename(self, old: list[str], new: list[str], *, into_session: bool) -> None: ...
 
 
 class MemoryTool:
-    """``memory`` for one workspace.
+    """``memory`` for one conversation: a workspace directory (its ``memories/``) or a
+    :class:`~ctxbudget.History` (its workspace's ``memories/``, or, for a PostgreSQL
+    conversation, the memory files kept in that database).
 
     ``session_scope`` is true in token-budget mode (``/memories/session/`` exists);
     ``read_only`` agents may write only there.
@@ -115,23 +103,36 @@ class MemoryTool:
 
     name = "memory"
 
-    __slots__ = ("_read_only", "_session_scope", "_workspace")
+    __slots__ = ("_read_only", "_session_scope", "_store")
 
     def __init__(
         self,
-        workspace: str | os.PathLike[str],
+        target: str | os.PathLike[str] | History,
         *,
         session_scope: bool = True,
         read_only: bool = False,
     ) -> None:
-        self._workspace = Path(workspace).resolve()
+        self._store: MemoryStore
+        if isinstance(target, History):
+            if target.workspace is None:
+                self._store = DatabaseMemory(target)
+            else:
+                self._store = DiskMemory(target.workspace.resolve())
+        else:
+            self._store = DiskMemory(Path(target).resolve())
         self._session_scope = bool(session_scope)
         self._read_only = bool(read_only)
 
     @property
-    def root(self) -> Path:
-        """``<workspace>/memories`` on disk."""
-        return self._workspace / "memories"
+    def root(self) -> Path | None:
+        """``<workspace>/memories`` on disk; ``None`` for a PostgreSQL conversation
+        (its files are rows of the database)."""
+        return self._store.root if isinstance(self._store, DiskMemory) else None
+
+    @property
+    def location(self) -> str:
+        """Where the files live, for messages."""
+        return self._store.where()
 
     @property
     def description(self) -> str:
@@ -151,13 +152,13 @@ class MemoryTool:
             raise Refused("invalid_path", "path must be a string such as /memories/notes.md")
         if "\x00" in virtual:
             raise Refused("invalid_path", "path contains a NUL character")
-        if len(virtual.encode("utf-8", "surrogatepass")) > _PATH_MAX:
-            raise Refused("invalid_path", f"path is longer than {_PATH_MAX} bytes")
+        if len(virtual.encode("utf-8", "surrogatepass")) > PATH_MAX:
+            raise Refused("invalid_path", f"path is longer than {PATH_MAX} bytes")
         if "\\" in virtual:
             raise Refused("invalid_path", "use / in paths, not backslashes")
-        if virtual != _ROOT and not virtual.startswith(_ROOT + "/"):
+        if virtual != ROOT and not virtual.startswith(ROOT + "/"):
             raise Refused("invalid_path", "paths must be under /memories/, e.g. /memories/a.md")
-        parts = [p for p in virtual[len(_ROOT) :].split("/") if p]
+        parts = [p for p in virtual[len(ROOT) :].split("/") if p]
         for part in parts:
             if part in (".", ".."):
                 raise Refused("invalid_path", "'.' and '..' are not allowed in memory paths")
@@ -165,36 +166,21 @@ class MemoryTool:
                 encoded = part.encode("utf-8")
             except UnicodeEncodeError:
                 raise Refused("invalid_path", "path is not valid Unicode") from None
-            if len(encoded) > _NAME_MAX:
-                raise Refused("invalid_path", f"a path component is longer than {_NAME_MAX} bytes")
+            if len(encoded) > NAME_MAX:
+                raise Refused("invalid_path", f"a path component is longer than {NAME_MAX} bytes")
             if is_temp_name(part):
                 raise Refused("invalid_path", f"names starting with {part[:15]!r} are reserved")
-        if parts and parts[0] == _SESSION and not self._session_scope:
+        if parts and parts[0] == SESSION and not self._session_scope:
             raise Refused("not_available", "/memories/session/ exists only in token-budget mode")
         return parts
 
     def _locate(self, virtual: object, *, write: bool) -> tuple[list[str], bool]:
         """The path's components and whether it is in the session scope."""
         parts = self._parts(virtual)
-        in_session = bool(parts) and parts[0] == _SESSION
+        in_session = bool(parts) and parts[0] == SESSION
         if write and self._read_only and not in_session:
             raise Refused("not_allowed", "read-only agents may write only in /memories/session/")
         return parts, in_session
-
-    def _open_root(self, *, create: bool) -> int | None:
-        return open_tree(self._workspace, "memories", create=create)
-
-    def _existing_root(self, parts: list[str]) -> int:
-        root = self._open_root(create=False)
-        if root is None:
-            raise Refused("not_found", f"{_shown(parts)} does not exist")
-        return root
-
-    def _parent(self, root: int, parts: list[str], *, create: bool) -> int:
-        """The open directory holding ``parts[-1]``."""
-        return walk(root, parts[:-1], create=create, shown=lambda n: _shown(parts, n))
-
-    # ----- writing -------------------------------------------------------------------
 
     @staticmethod
     def _encode(text: str, in_session: bool) -> bytes:
@@ -207,28 +193,6 @@ class MemoryTool:
         if len(data) > (CHECKPOINT_MAX if in_session else FILE_MAX):
             raise _too_large(in_session, len(data))
         return data
-
-    @staticmethod
-    def _replace(parent: int, parts: list[str], data: bytes) -> None:
-        """Atomically replaces the regular file ``parts[-1]`` in ``parent`` (or creates it)."""
-        name = parts[-1]
-        try:
-            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
-        else:
-            if stat.S_ISDIR(st.st_mode):
-                raise Refused("is_directory", f"{_shown(parts)} is a directory")
-            if not stat.S_ISREG(st.st_mode):
-                raise Refused(
-                    "unsupported_file",
-                    f"{_shown(parts)} is a symlink or special file; delete it first",
-                )
-        # Whatever the name holds by now, the rename replaces the name, never a target.
-        atomic_write_at(parent, name, data)
-
-    def _read_text(self, parent: int, parts: list[str]) -> str:
-        return read_regular(parent, parts[-1], FILE_MAX, _shown(parts)).decode("utf-8", "replace")
 
     # ----- commands ------------------------------------------------------------------
 
@@ -263,6 +227,9 @@ class MemoryTool:
             return handler(args)
         except Refused as refused:
             return _fail(refused.code, str(refused))
+        except DatabaseError as exc:  # before OSError: it is a ConnectionError too
+            again = " Try again." if exc.transient else ""
+            return _fail("io_error", f"the memory files could not be reached: {exc}{again}")
         except FileNotFoundError:
             return _fail(
                 "not_found",
@@ -280,7 +247,7 @@ class MemoryTool:
         return value
 
     def _view(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        parts, _ = self._locate(args.get("path", _ROOT), write=False)
+        parts, _ = self._locate(args.get("path", ROOT), write=False)
         rng = args.get("view_range")
         if rng is not None and (
             not isinstance(rng, list)
@@ -288,33 +255,21 @@ class MemoryTool:
             or not all(isinstance(n, int) and not isinstance(n, bool) for n in rng)
         ):
             raise Refused("invalid_arguments", "view_range is [first_line, last_line]")
-        root = self._open_root(create=False)
-        if root is None:
-            if not parts:
-                return {"ok": True, "path": _ROOT, "entries": []}
-            raise Refused("not_found", f"{_shown(parts)} does not exist")
-        with held(root):
-            if not parts:
-                return self._listing(root, parts)
-            with held(self._parent(root, parts, create=False)) as parent:
-                if stat.S_ISDIR(lstat_at(parent, parts[-1], _shown(parts)).st_mode):
-                    directory = open_dir(parent, parts[-1], create=False, shown=_shown(parts))
-                    if directory is None:
-                        raise Refused("not_found", f"{_shown(parts)} does not exist")
-                    with held(directory):
-                        return self._listing(directory, parts)
-                lines = self._read_text(parent, parts).split("\n")
+        found = self._store.view(parts)
+        if not isinstance(found, str):
+            return self._listing(found, parts)
+        lines = found.split("\n")
         first, last = 1, len(lines)
         if rng is not None:
             first, last = max(1, rng[0]), (len(lines) if rng[1] == -1 else min(rng[1], len(lines)))
         numbered = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(first, last + 1))
         return {"ok": True, "path": _shown(parts), "content": numbered}
 
-    def _listing(self, directory: int, parts: list[str]) -> dict[str, Any]:
+    def _listing(self, found: list[Entry], parts: list[str]) -> dict[str, Any]:
         hide_session = not parts and not self._session_scope
         entries = []
-        for entry in list_dir(directory, is_temp_name):
-            if hide_session and entry.name == _SESSION:
+        for entry in found:
+            if hide_session and entry.name == SESSION:
                 continue
             shown = _shown([*parts, entry.name])
             if entry.is_dir:
@@ -329,25 +284,15 @@ class MemoryTool:
         parts, in_session = self._locate(self._need(args, "path", str), write=True)
         if not parts:
             raise Refused("invalid_path", "give a file path under /memories/")
-        data = self._encode(self._need(args, "file_text", str), in_session)
-        root = self._open_root(create=True)
-        if root is None:
-            raise Refused("io_error", "the memories directory could not be created")
-        with held(root), held(self._parent(root, parts, create=True)) as parent:
-            self._replace(parent, parts, data)
+        self._store.write(parts, self._encode(self._need(args, "file_text", str), in_session))
         return {"ok": True, "path": _shown(parts), "status": "written"}
 
-    def _edit(self, args: Mapping[str, Any], change: Any) -> dict[str, Any]:
-        """Reads the file at ``path``, applies ``change(text) -> text`` and writes it back."""
+    def _edit(self, args: Mapping[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
+        """Replaces the file at ``path`` with ``change(its text)``, atomically."""
         parts, in_session = self._locate(self._need(args, "path", str), write=True)
         if not parts:
             raise Refused("is_directory", "/memories is a directory")
-        with (
-            held(self._existing_root(parts)) as root,
-            held(self._parent(root, parts, create=False)) as parent,
-        ):
-            text = change(self._read_text(parent, parts))
-            self._replace(parent, parts, self._encode(text, in_session))
+        self._store.update(parts, lambda text: self._encode(change(text), in_session))
         return {"ok": True, "path": _shown(parts)}
 
     def _str_replace(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -384,67 +329,17 @@ class MemoryTool:
 
     def _delete(self, args: Mapping[str, Any]) -> dict[str, Any]:
         parts, _ = self._locate(self._need(args, "path", str), write=True)
-        if parts in ([], [_SESSION]):
+        if parts in ([], [SESSION]):
             raise Refused("not_allowed", "the memory root and the session scope cannot be deleted")
-        shown = _shown(parts)
-        with (
-            held(self._existing_root(parts)) as root,
-            held(self._parent(root, parts, create=False)) as parent,
-        ):
-            mode = lstat_at(parent, parts[-1], shown).st_mode
-            if stat.S_ISLNK(mode):
-                raise Refused("invalid_path", f"{shown} is a symlink; symlinks are not touched")
-            if stat.S_ISDIR(mode):
-                remove_tree(parent, parts[-1], shown)
-            else:
-                # unlink never follows: a name swapped for a symlink loses only the name.
-                os.unlink(parts[-1], dir_fd=parent)
-            fsync(parent)
-        return {"ok": True, "path": shown, "status": "deleted"}
+        self._store.delete(parts)
+        return {"ok": True, "path": _shown(parts), "status": "deleted"}
 
     def _rename(self, args: Mapping[str, Any]) -> dict[str, Any]:
         old, _ = self._locate(self._need(args, "old_path", str), write=True)
         new, new_session = self._locate(self._need(args, "new_path", str), write=True)
-        if old in ([], [_SESSION]) or not new:
+        if old in ([], [SESSION]) or not new:
             raise Refused("not_allowed", "the memory root and the session scope cannot be moved")
         if new[: len(old)] == old:
             raise Refused("invalid_path", "new_path must not be old_path or inside it")
-        with (
-            held(self._existing_root(old)) as root,
-            held(self._parent(root, old, create=False)) as old_parent,
-        ):
-            st = lstat_at(old_parent, old[-1], _shown(old))
-            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-                raise Refused(
-                    "unsupported_file", f"{_shown(old)} is a symlink or special file; not moved"
-                )
-            if new_session:
-                self._check_checkpoint_sizes(old_parent, old, st)
-            with held(self._parent(root, new, create=True)) as new_parent:
-                try:
-                    rename_noreplace(old_parent, old[-1], new_parent, new[-1])
-                except FileExistsError:
-                    raise Refused("exists", f"{_shown(new)} already exists") from None
-                fsync(new_parent)
-            fsync(old_parent)
+        self._store.rename(old, new, into_session=new_session)
         return {"ok": True, "path": _shown(new), "status": "renamed"}
-
-    @staticmethod
-    def _check_checkpoint_sizes(parent: int, parts: list[str], st: os.stat_result) -> None:
-        """Refuses a move into the session scope that would bring in a file over the
-        checkpoint limit — the file itself or any file in a moved directory."""
-        if stat.S_ISREG(st.st_mode):
-            if st.st_size > CHECKPOINT_MAX:
-                raise _too_large(True, st.st_size)
-            return
-        directory = open_dir(parent, parts[-1], create=False, shown=_shown(parts))
-        if directory is None:
-            raise Refused("not_found", f"{_shown(parts)} does not exist")
-        with held(directory):
-            big = oversized_file(directory, CHECKPOINT_MAX)
-        if big is not None:
-            raise Refused(
-                "too_large",
-                f"{_shown(parts)}/{big} is over {CHECKPOINT_MAX:,} bytes, the most a file in "
-                "/memories/session/ may hold; shorten or move it elsewhere first",
-            )

@@ -41,7 +41,7 @@ class Toolset:
             memory_writable=tool_policy.allows("memory"),
         )
         self.session_history = SessionHistoryTool(history, allowed=self.capabilities.history)
-        self.memory = MemoryTool(history.workspace, session_scope=mode_active, read_only=read_only)
+        self.memory = MemoryTool(history, session_scope=mode_active, read_only=read_only)
         self.new_context = NewContextTool(history, offered=offered)
         tools: list[Any] = []
         if mode_active and self.capabilities.history:

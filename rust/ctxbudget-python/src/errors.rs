@@ -22,7 +22,12 @@ fn exception_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyTy
 }
 
 /// Builds `ctxbudget.errors.<class>(message)` and sets keyword attributes on it.
-fn raise(py: Python<'_>, class: &str, message: String, attrs: &[(&str, Py<PyAny>)]) -> PyErr {
+pub(crate) fn raise(
+    py: Python<'_>,
+    class: &str,
+    message: String,
+    attrs: &[(&str, Py<PyAny>)],
+) -> PyErr {
     let build = || -> PyResult<PyErr> {
         let cls = exception_class(py, class)?;
         let exc = cls.call1((message.clone(),))?;

@@ -75,6 +75,40 @@ impl PyWindowFold {
         Ok((crate::rows::list(py, &rows)?, changed))
     }
 
+    /// Appends `rows` (a list of row dicts) as one batch — only if seq `if_last_seq` is
+    /// still the last one, when given — and then reads what was appended since the last
+    /// call (this batch and anything another writer appended before it), in ONE store
+    /// job without the GIL: the step that writes does not need a second trip to read its
+    /// own rows back. Returns `(append_result, rows, window_changed)` as
+    /// [`advance`](Self::advance) does. An error means nothing was written; a read that
+    /// fails after the write returns no rows (the next `advance` reads them).
+    #[pyo3(signature = (rows, if_last_seq = None))]
+    fn append<'py>(
+        &self,
+        py: Python<'py>,
+        rows: &Bound<'py, PyList>,
+        if_last_seq: Option<u64>,
+    ) -> PyResult<(crate::reports::PyAppendResult, Bound<'py, PyList>, bool)> {
+        let rows_json = no_panic_store(py, "WindowFold.append()", || {
+            crate::pyjson::encode_rows(rows)
+        })??;
+        let (fold, history) = (Arc::clone(&self.fold), self.history.clone());
+        let (appended, read, changed) = no_panic_store(py, "WindowFold.append()", || {
+            crate::offload::blocking(py, move || {
+                let appended = history.store().append_json(&rows_json, if_last_seq)?;
+                let mut fold = lock_fold(&fold);
+                let before = fold.window();
+                // The batch is durable: a read that fails now must not turn it into an
+                // error. The fold then has not moved, and the next read brings it.
+                let read = fold.catch_up(history.store()).unwrap_or_default();
+                let changed = before != fold.window();
+                Ok::<_, ctxbudget::store::HistoryError>((appended, read, changed))
+            })
+        })??
+        .map_err(|e| history_error(py, e))?;
+        Ok((appended.into(), crate::rows::list(py, &read)?, changed))
+    }
+
     /// The window new rows go to (`w:0` before any row).
     #[getter]
     fn window_id(&self, py: Python<'_>) -> PyResult<String> {

@@ -17,6 +17,7 @@ mod failpoints;
 mod fold;
 mod history;
 mod offload;
+mod pg_memory;
 mod pyjson;
 mod pyvalue;
 mod reports;
@@ -43,6 +44,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<budget::PyBudgetCore>()?;
     m.add_function(wrap_pyfunction!(budget::threshold_is_off, m)?)?;
     m.add_class::<history::PyHistory>()?;
+    m.add_class::<pg_memory::PyPgMemoryFiles>()?;
     m.add_class::<session_history::PySessionHistoryTool>()?;
     reports::add(m)?;
     m.add_class::<fold::PyWindowFold>()?;
@@ -55,6 +57,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encoding::model_encoding, m)?)?;
     offload::add(m)?;
     budget::add_constants(m)?;
+    pg_memory::add_constants(m)?;
     m.add("ROW_KINDS", ctxbudget::transcript::KINDS.to_vec())?;
     m.add("ROLES", ctxbudget::transcript::ROLES.to_vec())?;
     m.add("PART_TYPES", ctxbudget::transcript::PART_TYPES.to_vec())?;

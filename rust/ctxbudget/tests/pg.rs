@@ -267,19 +267,57 @@ fn sslmode_require_encrypts() {
     )
     .unwrap();
     assert!(!plain.connection_encrypted().unwrap());
-    // verify-full refuses the test server's self-signed certificate, at once (a refused
-    // certificate is not retried).
+    // verify-full refuses a server whose certificate no trusted root signed, at once (a
+    // refused certificate is not retried).
     let strict = options("ctxbudget_tests");
-    match PgStore::connect(&format!("{base}?sslmode=verify-full"), strict.clone()) {
-        Err(PgError::TlsHandshake(_)) => {}
-        other => panic!("expected TlsHandshake, got {other:?}"),
+    let other_root = format!(
+        "{}/src/pg/config/testdata/other_ca.pem",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for mode in ["verify-ca", "verify-full"] {
+        let url = format!("{base}?sslmode={mode}&sslrootcert={other_root}");
+        match PgStore::connect(&url, strict.clone()) {
+            Err(PgError::TlsHandshake(_)) => {}
+            other => panic!("{mode}: expected TlsHandshake, got {other:?}"),
+        }
     }
-    // verify-ca accepts it when it is the trusted root.
-    if let Ok(dir) = std::env::var(CLUSTER_ENV) {
-        let cert = format!("{dir}/data/server.crt");
-        let url = format!("{base}?sslmode=verify-ca&sslrootcert={cert}");
-        let verified = PgStore::connect(&url, strict).unwrap();
-        assert!(verified.connection_encrypted().unwrap());
+}
+
+/// verify-ca and verify-full against the test server, whose certificate (for localhost and
+/// 127.0.0.1) the cluster's own root signed.
+#[test]
+fn sslmode_verify_ca_and_verify_full_check_the_server() {
+    let Some(url) = url() else { return };
+    let Some(root) = root_cert() else {
+        eprintln!("skipped: {ROOTCERT_ENV} is not set (scripts/pg-cluster start prints it)");
+        return;
+    };
+    let base = url.split('?').next().unwrap().to_string();
+    let strict = options("ctxbudget_tests");
+    for mode in ["verify-ca", "verify-full"] {
+        let url = format!("{base}?sslmode={mode}&sslrootcert={root}");
+        let store = PgStore::connect(&url, strict.clone())
+            .unwrap_or_else(|e| panic!("{mode} with the cluster's root: {e}"));
+        assert!(store.connection_encrypted().unwrap(), "{mode}");
+    }
+    // The same server under a host name its certificate does not name (hostaddr still
+    // reaches it): verify-ca does not check the name, verify-full refuses it.
+    let misnamed = format!(
+        "{}?hostaddr=127.0.0.1&sslrootcert={root}",
+        base.replacen("@127.0.0.1:", "@db.not-this-server.test:", 1)
+    );
+    assert!(misnamed.contains("not-this-server"), "{base}");
+    let ca = PgStore::connect(&format!("{misnamed}&sslmode=verify-ca"), strict.clone())
+        .unwrap_or_else(|e| panic!("verify-ca under another host name: {e}"));
+    assert!(ca.connection_encrypted().unwrap());
+    match PgStore::connect(&format!("{misnamed}&sslmode=verify-full"), strict) {
+        Err(PgError::TlsHandshake(e)) => {
+            let message = PgError::TlsHandshake(e).to_string();
+            assert!(message.contains("sslrootcert"), "{message}");
+        }
+        other => {
+            panic!("verify-full under another host name: expected TlsHandshake, got {other:?}")
+        }
     }
 }
 
@@ -503,4 +541,13 @@ fn a_unix_socket_url_works() {
     assert!(!store.connection_encrypted().unwrap());
     let c = store.open(&unique("socket")).unwrap();
     assert_eq!(c.append(rows(&["a"])).unwrap().first_seq, 1);
+    // As in libpq, sslmode does not apply to a unix socket (the server offers no TLS there):
+    // even the strict modes connect, unencrypted, instead of failing.
+    for mode in ["require", "verify-full"] {
+        let url = format!("{socket}?sslmode={mode}");
+        let store = PgStore::connect(&url, options("ctxbudget_tests"))
+            .unwrap_or_else(|e| panic!("sslmode={mode} over the socket: {e}"));
+        assert_eq!(store.ssl_mode() == SslMode::Require, mode == "require");
+        assert!(!store.connection_encrypted().unwrap());
+    }
 }

@@ -4,8 +4,11 @@
 ``add_items``, ``pop_item``, ``clear_session``, ``session_id``, ``session_settings``,
 ``close``) on top of a :class:`ctxbudget.Session`: the items are those of the active
 context window. ``AgentsSession.open(session_id, workspace, model=...)`` is the one-line
-swap for ``SQLiteSession(session_id, db_path)``. :meth:`AgentsSession.tools` gives
-``session_history``, ``memory`` and ``new_context`` as the SDK's function tools, and
+swap for ``SQLiteSession(session_id, db_path)``, and
+``AgentsSession.open(session_id, "postgresql://…", model=...)`` for the SDK's
+``SQLAlchemySession`` (the conversation is the session id, shared by every host).
+:meth:`AgentsSession.tools` gives ``session_history``, ``memory`` and ``new_context``
+as the SDK's function tools, and
 :meth:`AgentsSession.run_config` installs the model-input filter that runs
 :meth:`ctxbudget.Session.prepare` before every model call, so advisories and rollovers
 happen inside ``Runner.run`` and ``Runner.run_streamed``.

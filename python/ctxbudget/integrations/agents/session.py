@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ...errors import ConflictError, CtxBudgetError
-from ...history import Row
+from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
 from .items import CALL_TO_OUTPUT, fingerprint, for_model, items_of_row, plain, rows_for
 
@@ -102,7 +102,9 @@ class AgentsSession:
         from agents.memory.session_settings import coerce_session_settings
 
         self.session = session
-        self.session_id = session_id or str(session.history.workspace)
+        self.session_id = session_id or (
+            session.history.conversation or str(session.history.workspace)
+        )
         self.session_settings = (
             coerce_session_settings(cast(Any, session_settings))
             if session_settings is not None
@@ -123,14 +125,21 @@ class AgentsSession:
         workspace: str | os.PathLike[str],
         *,
         model: str = "gpt-4o",
+        conversation: str | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> AgentsSession:
         """Opens (or continues) the ctxbudget session in ``workspace`` for ``model`` —
-        the one-line swap for ``SQLiteSession(session_id, db_path)``. ``options`` go to
-        :meth:`ctxbudget.Session.open` (``context_window``, ``system``, ...)."""
+        the one-line swap for ``SQLiteSession(session_id, db_path)``. ``workspace`` is a
+        workspace directory, or a ``postgresql://`` URL (the swap for the SDK's
+        ``SQLAlchemySession``): then the conversation is ``conversation``, by default
+        ``session_id``, so every host serving that session id continues the same
+        conversation. ``options`` go to :meth:`ctxbudget.Session.open`
+        (``context_window``, ``system``, ``cursor_key``, ...)."""
+        if is_database_url(workspace) and conversation is None:
+            conversation = session_id
         return cls(
-            Session.open(workspace, model=model, **options),
+            Session.open(workspace, conversation=conversation, model=model, **options),
             session_id,
             session_settings=session_settings,
         )

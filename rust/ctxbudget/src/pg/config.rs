@@ -3,10 +3,12 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use native_tls::{Certificate, TlsConnector};
-use postgres_native_tls::MakeTlsConnector;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::{PgError, Result};
+
+mod tls;
+pub(crate) use tls::is_tls_refusal;
 
 /// Default of [`PgOptions::idle_in_transaction_timeout`].
 pub const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -46,7 +48,8 @@ impl Default for PgOptions {
     }
 }
 
-/// How TLS is used, as libpq's `sslmode` says.
+/// How TLS is used, as libpq's `sslmode` says. As in libpq, an explicit `sslrootcert` file
+/// makes `prefer` and `require` verify the certificate chain too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SslMode {
     /// No TLS.
@@ -55,7 +58,8 @@ pub enum SslMode {
     Prefer,
     /// TLS required; the certificate is not verified (libpq's `require`).
     Require,
-    /// TLS required; the certificate chain is verified, not the host name.
+    /// TLS required; the certificate chain is verified (against `sslrootcert`, else the
+    /// system's roots), not the host name.
     VerifyCa,
     /// TLS required; the certificate chain and the host name are verified.
     VerifyFull,
@@ -64,13 +68,13 @@ pub enum SslMode {
 /// A parsed connection URL and the TLS connector it asks for.
 pub(crate) struct Target {
     pub config: postgres::Config,
-    pub tls: MakeTlsConnector,
+    pub tls: MakeRustlsConnect,
     pub ssl_mode: SslMode,
 }
 
 /// Parses `postgres://` / `postgresql://` URLs. Besides libpq's usual parameters it takes
 /// `sslmode` (`disable|prefer|require|verify-ca|verify-full`) and `sslrootcert` (a PEM file
-/// of trusted roots for the verify modes; the system's roots otherwise).
+/// of trusted roots; `system` or none = the system's roots for the verify modes).
 pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(PgError::Config(format!(
@@ -120,6 +124,17 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
     let rebuilt = format!("{base}?{}", kept.join("&"));
     let mut config = postgres::Config::from_str(&rebuilt)
         .map_err(|e| PgError::Config(format!("cannot parse the URL {:?}: {e}", redact(url))))?;
+    // As libpq, no TLS over unix sockets (the server offers none there; the socket's
+    // permissions guard it): sslmode applies to TCP hosts only.
+    let unix_only = !config.get_hosts().is_empty()
+        && config.get_hostaddrs().is_empty()
+        && config
+            .get_hosts()
+            .iter()
+            .all(|h| !matches!(h, postgres::config::Host::Tcp(_)));
+    if unix_only {
+        config.ssl_mode(postgres::config::SslMode::Disable);
+    }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(options.connect_timeout);
     }
@@ -147,29 +162,12 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
     if config.get_application_name().is_none() {
         config.application_name("ctxbudget");
     }
-    let mut builder = TlsConnector::builder();
-    match ssl_mode {
-        SslMode::Disable | SslMode::Prefer | SslMode::Require => {
-            builder
-                .danger_accept_invalid_certs(true)
-                .danger_accept_invalid_hostnames(true);
-        }
-        SslMode::VerifyCa => {
-            builder.danger_accept_invalid_hostnames(true);
-        }
-        SslMode::VerifyFull => {}
-    }
-    if let Some(path) = root_cert {
-        let pem = std::fs::read(&path)
-            .map_err(|e| PgError::Config(format!("cannot read sslrootcert {path:?}: {e}")))?;
-        let cert = Certificate::from_pem(&pem).map_err(|e| {
-            PgError::Config(format!(
-                "sslrootcert {path:?} is not a PEM certificate: {e}"
-            ))
-        })?;
-        builder.add_root_certificate(cert);
-    }
-    let tls = MakeTlsConnector::new(builder.build()?);
+    let tls_mode = if unix_only {
+        SslMode::Disable
+    } else {
+        ssl_mode
+    };
+    let tls = tls::connector(tls_mode, root_cert.as_deref())?;
     Ok(Target {
         config,
         tls,
@@ -233,10 +231,27 @@ mod tests {
             ("disable", SslMode::Disable),
             ("prefer", SslMode::Prefer),
             ("require", SslMode::Require),
+            ("verify-ca", SslMode::VerifyCa),
             ("verify-full", SslMode::VerifyFull),
         ] {
-            let t = parse(&format!("postgresql://u@h/db?sslmode={mode}"), &o);
+            // A root file of the tests', so that the verify modes need no system roots.
+            let root = format!(
+                "{}/src/pg/config/testdata/ca.pem",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let t = parse(
+                &format!("postgresql://u@h/db?sslmode={mode}&sslrootcert={root}"),
+                &o,
+            );
             assert_eq!(t.map(|t| t.ssl_mode).ok(), Some(want), "{mode}");
+        }
+        // A root file that cannot be read is named, at parse time.
+        match parse(
+            "postgresql://u@h/db?sslmode=verify-ca&sslrootcert=%2Fno%2Fca.pem",
+            &o,
+        ) {
+            Err(PgError::Config(m)) => assert!(m.contains("/no/ca.pem"), "{m}"),
+            other => panic!("expected a Config error, got {:?}", other.err()),
         }
         assert!(matches!(
             parse("postgresql://u@h/db?sslmode=sometimes", &o),

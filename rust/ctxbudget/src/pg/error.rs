@@ -38,7 +38,7 @@ pub enum PgError {
     TlsHandshake(#[source] postgres::Error),
     /// TLS could not be set up.
     #[error("PostgreSQL TLS setup failed: {0}")]
-    Tls(#[from] native_tls::Error),
+    Tls(String),
     /// No pooled connection became free in time.
     #[error(
         "no PostgreSQL connection became free within {waited_ms} ms ({size} in the pool); \
@@ -121,9 +121,7 @@ impl PgError {
     /// A failed connection attempt: [`PgError::TlsHandshake`] when TLS refused the server
     /// (retrying cannot help), else [`PgError::Connection`] or the server's refusal.
     pub(crate) fn connect(source: postgres::Error) -> PgError {
-        let tls = std::error::Error::source(&source)
-            .is_some_and(|inner| inner.downcast_ref::<native_tls::Error>().is_some());
-        if tls {
+        if super::config::is_tls_refusal(&source) {
             PgError::TlsHandshake(source)
         } else {
             PgError::db("the connection")(source)

@@ -228,7 +228,17 @@ impl PgStore {
     /// Runs `op` on a pooled connection. When the connection breaks or the server is
     /// restarting, it reconnects and runs `op` again until [`PgOptions::reconnect_for`] has
     /// passed; every `op` must therefore be safe to repeat (appends are, by batch id).
-    pub(crate) fn run<T>(&self, mut op: impl FnMut(&mut Conn) -> Result<T>) -> Result<T> {
+    pub(crate) fn run<T>(&self, op: impl FnMut(&mut Conn) -> Result<T>) -> Result<T> {
+        self.run_within(self.inner.options.reconnect_for, op)
+    }
+
+    /// [`run`](Self::run), reconnecting for at most `reconnect_for` (a caller with a
+    /// deadline of its own, such as `session_history`, gives up in time).
+    pub(crate) fn run_within<T>(
+        &self,
+        reconnect_for: Duration,
+        mut op: impl FnMut(&mut Conn) -> Result<T>,
+    ) -> Result<T> {
         let start = Instant::now();
         let mut pause = Duration::from_millis(20);
         loop {
@@ -246,7 +256,7 @@ impl PgStore {
                 Err(e)
                     if e.is_transient()
                         && !matches!(e, PgError::PoolTimeout { .. })
-                        && start.elapsed() + pause < self.inner.options.reconnect_for =>
+                        && start.elapsed() + pause < reconnect_for =>
                 {
                     // The server went away: the other idle connections are stale too.
                     self.inner.pool.clear_idle();

@@ -306,10 +306,13 @@ impl SessionHistoryTool {
                 Page::new(self, &FileSource::new(snap), args, start).run(cursor.as_ref())
             }),
             #[cfg(feature = "postgres")]
-            Backing::Pg(history) => history.with_fresh(|ix, tx, conversation| {
-                let src = crate::pg::transcript::PgSource::new(ix, tx, conversation);
-                Ok(Page::new(self, &src, args, start).run(cursor.as_ref()))
-            }),
+            // Reconnecting never outlasts the call's deadline.
+            Backing::Pg(history) => {
+                history.with_fresh_within(Some(self.options.deadline), |ix, tx, conversation| {
+                    let src = crate::pg::transcript::PgSource::new(ix, tx, conversation);
+                    Ok(Page::new(self, &src, args, start).run(cursor.as_ref()))
+                })
+            }
         };
         match outcome {
             Ok(result) => result,

@@ -1,6 +1,6 @@
 //! The `Store` seam: what the transcript layer needs from a byte store. The file store
-//! ([`History`](super::History)) implements it; a database store can implement the same
-//! operations with the same guarantees (one append = one atomic, durable batch with
+//! ([`History`](super::History)) implements it, and so does a PostgreSQL conversation
+//! (`ctxbudget::pg::PgHistory`, feature `postgres`), with the same guarantees (one append = one atomic, durable batch with
 //! gapless increasing seqs; conditional appends serialised per conversation; the
 //! privacy floor never lowered; cursors fail closed when the epoch changes).
 //!
@@ -125,5 +125,53 @@ impl Store for History {
 
     fn recover(&self) -> Result<RecoveryReport> {
         History::recover(self)
+    }
+}
+
+/// A shared store is a store: hosts keep theirs in an `Arc` and pass it anywhere a
+/// `&dyn Store` goes.
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult> {
+        (**self).append_rows(rows, expected_last_seq)
+    }
+
+    fn append_json(
+        &self,
+        rows_json: &[u8],
+        expected_last_seq: Option<u64>,
+    ) -> Result<AppendResult> {
+        (**self).append_json(rows_json, expected_last_seq)
+    }
+
+    fn append_with(
+        &self,
+        expected_last_seq: Option<u64>,
+        build: &mut BuildBatch<'_>,
+    ) -> Result<Option<AppendResult>> {
+        (**self).append_with(expected_last_seq, build)
+    }
+
+    fn read(&self, from: ReadFrom) -> Result<RowsRead> {
+        (**self).read(from)
+    }
+
+    fn receipt(&self) -> Result<ReceiptRead> {
+        (**self).receipt()
+    }
+
+    fn floor_seq(&self) -> Result<u64> {
+        (**self).floor_seq()
+    }
+
+    fn rotate(&self) -> Result<RotateReport> {
+        (**self).rotate()
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        (**self).verify()
+    }
+
+    fn recover(&self) -> Result<RecoveryReport> {
+        (**self).recover()
     }
 }

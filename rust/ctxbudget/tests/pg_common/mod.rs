@@ -65,19 +65,29 @@ pub fn conversation(url: &str, prefix: &str) -> PgConversation {
         .expect("open a conversation")
 }
 
-/// A raw client for checks and sabotage outside the library.
+/// A raw client for checks and sabotage outside the library (without TLS: the test
+/// server accepts both).
 pub fn raw(url: &str, schema: &str) -> postgres::Client {
-    let tls = postgres_native_tls::MakeTlsConnector::new(
-        native_tls::TlsConnector::builder()
-            .danger_accept_invalid_certs(true)
-            .danger_accept_invalid_hostnames(true)
-            .build()
-            .expect("tls"),
-    );
-    let mut c = postgres::Client::connect(url, tls).expect("raw connect");
+    let plain = url.replace("sslmode=require", "sslmode=disable");
+    let mut c = postgres::Client::connect(&plain, postgres::NoTls).expect("raw connect");
     c.batch_execute(&format!("SET search_path = \"{schema}\""))
         .expect("search_path");
     c
+}
+
+/// Set by the test runner: the root that signed the test server's certificate.
+pub const ROOTCERT_ENV: &str = "CTXBUDGET_PG_ROOTCERT";
+
+/// The PEM file of the root that signed the test server's certificate, when known.
+pub fn root_cert() -> Option<String> {
+    std::env::var(ROOTCERT_ENV)
+        .ok()
+        .filter(|p| !p.is_empty())
+        .or_else(|| {
+            std::env::var(CLUSTER_ENV)
+                .ok()
+                .map(|dir| format!("{dir}/root.crt"))
+        })
 }
 
 /// Body of row `i` of batch `batch` (of `n` rows) written by `who`.

@@ -1,0 +1,142 @@
+"""``ctxbudget history … --store postgresql://… --conversation ID``: every subcommand that
+reads a transcript gives over a PostgreSQL conversation what it gives over a workspace
+holding the same rows; ``recover`` (files only) and bad combinations of arguments are
+one-line errors."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from history_helpers import fill_two_windows
+
+from ctxbudget import History
+from ctxbudget.cli import main
+
+
+@pytest.fixture
+def both(pg_url: str, tmp_path: Path) -> dict[str, list[str]]:
+    """The same transcript in a workspace and in a PostgreSQL conversation, as the
+    arguments that name each."""
+    ws = tmp_path / "ws"
+    fill_two_windows(History.open(ws, durability="none"))
+    conversation = f"cli-{uuid.uuid4().hex}"
+    fill_two_windows(History.open(pg_url, conversation=conversation))
+    return {
+        "workspace": [str(ws)],
+        "postgresql": ["--store", pg_url, "--conversation", conversation],
+    }
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list", "--json"],
+        ["items", "--json"],
+        ["items", "--window", "w:0", "--json"],
+        ["search", "DEPLOY", "--json"],
+        ["read", "4"],
+        ["read", "1", "--json"],
+    ],
+    ids=lambda c: "-".join(c),
+)
+def test_history_commands_read_a_conversation_as_a_workspace(
+    both: dict[str, list[str]], capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    name, *rest = command
+    outs = {store: _run(capsys, "history", name, *args, *rest) for store, args in both.items()}
+    assert outs["postgresql"] == outs["workspace"]
+    assert outs["postgresql"][0] == 0 and outs["postgresql"][1].strip()
+
+
+def test_history_tables_name_the_conversation_in_next_steps(
+    both: dict[str, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = _run(capsys, "history", "list", *both["postgresql"])
+    assert code == 0 and "w:0" in out and "rollover" in out
+    assert f"next: ctxbudget history items --store {both['postgresql'][1]}" in out
+    code, out = _run(capsys, "history", "search", *both["postgresql"], "deploy")
+    assert code == 0 and "the deploy key is in vault" in out
+    assert "next: ctxbudget history read --store" in out
+    with pytest.raises(SystemExit, match="no item 99 in postgresql conversation"):
+        main(["history", "read", *both["postgresql"], "99"])
+
+
+def test_history_export_and_verify(
+    both: dict[str, list[str]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    exported: dict[str, list[Any]] = {}
+    for store, args in both.items():
+        out = tmp_path / f"{store}.jsonl"
+        assert main(["history", "export", *args, "-o", str(out)]) == 0
+        exported[store] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["kind"] for r in exported["postgresql"]] == [
+        "message",
+        "boundary",
+        "lead_in",
+        "message",
+    ]
+    strip = ("ts", "id", "meta")  # stamped when each store wrote its rows
+    assert [{k: v for k, v in r.items() if k not in strip} for r in exported["postgresql"]] == [
+        {k: v for k, v in r.items() if k not in strip} for r in exported["workspace"]
+    ]
+    code, out = _run(capsys, "history", "verify", *both["postgresql"])
+    assert code == 0 and out.rstrip().endswith("OK") and "NOT OK" not in out
+    assert "live rows: 4 rows" in out
+    code, out = _run(capsys, "history", "verify", *both["postgresql"], "--json")
+    assert code == 0 and json.loads(out)["ok"] is True
+
+
+def test_a_url_in_place_of_the_workspace_works_too(
+    both: dict[str, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, conversation = both["postgresql"][1], both["postgresql"][3]
+    code, out = _run(
+        capsys, "history", "search", url, "deploy", "--conversation", conversation, "--json"
+    )
+    assert code == 0 and [i["item_id"] for i in json.loads(out)] == ["1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["history", "recover", "--store", "{url}", "--conversation", "c"], "nothing to recover"),
+        (["history", "list", "--store", "{url}"], "name one with --conversation ID"),
+        (["history", "list", "{ws}", "--conversation", "c"], "--conversation applies to --store"),
+        (["history", "list", "{ws}", "--store", "{url}", "--conversation", "c"], "not both"),
+        (["history", "list", "--store", "/var/db", "--conversation", "c"], "postgresql:// URL"),
+        (["history", "list"], "a WORKSPACE directory, or --store"),
+        (["history", "list", "--store", "{url}", "--conversation", "no-such-id"], "holds no rows"),
+    ],
+)
+def test_store_argument_errors_are_one_line(
+    pg_url: str, tmp_path: Path, argv: list[str], message: str
+) -> None:
+    ws = tmp_path / "ws"
+    History.open(ws, durability="none")
+    args = [a.format(url=pg_url, ws=ws) for a in argv]
+    with pytest.raises(SystemExit, match=message) as err:
+        main(args)
+    assert "\n" not in str(err.value)
+
+
+def test_a_password_in_the_url_is_not_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    from ctxbudget._cli_history import _without_password
+
+    shown = _without_password("postgresql://app:s3cret@db:5432/app?sslmode=require")
+    assert shown == "postgresql://app:***@db:5432/app?sslmode=require"
+    assert _without_password("postgresql://app@db/app") == "postgresql://app@db/app"
+
+
+def test_plot_names_what_to_do_for_a_conversation(pg_url: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="plot reads a workspace directory") as err:
+        main(["plot", pg_url, "-o", str(tmp_path / "u.png")])
+    assert "usage_points" in str(err.value) and not any(tmp_path.iterdir())
