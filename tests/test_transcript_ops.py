@@ -129,20 +129,10 @@ except LockTimeoutError:
 """
 
 
-def test_a_lead_in_that_reads_the_history_never_hangs(
-    store: StoreUnderTest, request: pytest.FixtureRequest
-) -> None:
+def test_a_lead_in_that_reads_the_history_never_hangs(store: StoreUnderTest) -> None:
     """A lead-in renderer that reads the transcript (to summarize it, say) runs while the
     rollover holds the conversation: it gets the rows, or a typed error — the process
     never hangs."""
-    if store.is_pg:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="core: PgHistory holds its index mutex while the batch is built, so "
-                "a read from the lead-in callable deadlocks on it",
-            )
-        )
     try:
         out = subprocess.run(
             [sys.executable, "-c", _READS_IN_LEAD_IN, *store.target_args()],
