@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from stores import STORE_KINDS, StoreUnderTest
 
 REPO = Path(__file__).resolve().parents[1]
 _default_cache = REPO.parent / "shared" / "tiktoken-cache"
@@ -95,3 +96,11 @@ def pg_url():  # type: ignore[no-untyped-def]
 
         os.environ.pop("CTXBUDGET_PG_URL", None)
         subprocess.run([REPO / "scripts" / "pg-cluster", "stop", cluster], capture_output=True)
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreUnderTest:
+    """The store under test, once per kind: a workspace directory or a PostgreSQL
+    conversation of its own (tests taking it run on both stores)."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    return StoreUnderTest(request.param, tmp_path, url)

@@ -7,6 +7,11 @@ recovery or a reopen (restart). After every step: the visible rows are exactly t
 acknowledged ones (plus a whole in-flight batch that reached the disk), seqs strictly
 increase, reset rows are never lost, epochs stay for pure appends and change for
 everything else.
+
+The same machine runs over a PostgreSQL conversation. The file-only faults (torn tails,
+byte edits) give way to the database's: another host appending through its own
+connections, an operator appending a row by hand in SQL, and every connection of the
+client dropped by the server (the next call reconnects). There the seqs are also gapless.
 """
 
 from __future__ import annotations
@@ -20,7 +25,14 @@ import pytest
 from history_helpers import chat_path, msg, rewrite_last_batch_same_size, texts
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from stores import new_conversation_id, quote, sql, terminate, with_app_name
 
 from ctxbudget import History, _ctxbudget
 
@@ -31,16 +43,36 @@ words = st.text(
 ).filter(lambda t: t[0] not in "qxzjkvwyQ")
 
 
+def _file(self: StoreMachine) -> bool:
+    return self.url is None
+
+
+def _pg(self: StoreMachine) -> bool:
+    return self.url is not None
+
+
 class StoreMachine(RuleBasedStateMachine):
+    # Set per run by test_store_machine: None for the file store, else the database URL.
+    url: str | None = None
+
     def __init__(self) -> None:
         super().__init__()
         self.ws = Path(tempfile.mkdtemp(prefix="ctxb-sm-"))
-        self.h = History.open(self.ws, durability="none")
+        self.conversation = new_conversation_id("sm")
+        self.h = self._open()
         self.model: list[tuple[int, str]] = []
         self.resets: set[int] = set()
         self.rollover_ids: set[str] = set()
         self.epoch: int | None = None
         self.pure_since_epoch = True
+
+    def _open(self, host: str = "main") -> History:
+        """A new handle; with PostgreSQL ``host`` picks the connection pool (a pool per
+        URL per process: another application_name acts as another host)."""
+        if self.url is None:
+            return History.open(self.ws, durability="none")
+        url = with_app_name(self.url, f"ctxb-sm-{host}")
+        return History.open(url, conversation=self.conversation)
 
     def teardown(self) -> None:
         _ctxbudget._reset_failpoints()
@@ -106,13 +138,52 @@ class StoreMachine(RuleBasedStateMachine):
             assert self._epoch() != before, "rotation must change the epoch"
             self.epoch = self._epoch()
 
+    @rule(batch=st.lists(words, min_size=1, max_size=3))
+    def another_handle_appends(self, batch: list[str]) -> None:
+        r = self._open("other").append([msg(t) for t in batch])
+        assert r.first_seq == (self.model[-1][0] + 1 if self.model else 1)
+        self.model += [(r.first_seq + i, t) for i, t in enumerate(batch)]
+        self._after_append(r.epoch)
+
+    @precondition(_pg)
+    @rule(text=words)
+    def operator_appends_by_hand(self, text: str) -> None:
+        """A row appended in SQL at the next seq, as a hand-written tool would."""
+        assert self.url is not None
+        seq = self.model[-1][0] + 1 if self.model else 1
+        body = json.dumps(
+            {
+                "seq": seq,
+                "kind": "message",
+                "role": "user",
+                "parts": [{"type": "text", "text": text}],
+            },
+            ensure_ascii=False,
+        )
+        conv = quote(self.conversation)
+        sql(
+            self.url,
+            f"BEGIN; INSERT INTO ctxbudget_rows (conversation, seq, body) VALUES ({conv}, {seq}, "
+            f"convert_to({quote(body)}, 'UTF8')); UPDATE ctxbudget_conversations SET "
+            f"last_seq = {seq} WHERE conversation = {conv}; COMMIT;",
+        )
+        self.model.append((seq, text))
+        self._non_append_change()
+
+    @precondition(_pg)
+    @rule()
+    def server_drops_the_connections(self) -> None:
+        assert self.url is not None
+        terminate(self.url, "ctxb-sm-%")
+
+    @precondition(_file)
     @rule(cut=st.integers(0, 600), batch=st.lists(words, min_size=1, max_size=3))
     def crash_mid_append(self, cut: int, batch: list[str]) -> None:
         _ctxbudget._arm_failpoint("append.write", f"torn:{cut}")
         with pytest.raises(OSError):
             self.h.append([msg(t) for t in batch])
         _ctxbudget._reset_failpoints()
-        self.h = History.open(self.ws, durability="none")  # the process died; restart
+        self.h = self._open()  # the process died; restart
         seen = texts(self.h)
         start = self.model[-1][0] + 1 if self.model else 1
         whole = self.model + [(start + i, t) for i, t in enumerate(batch)]
@@ -122,6 +193,7 @@ class StoreMachine(RuleBasedStateMachine):
         self._non_append_change()
         self.epoch = self._epoch()
 
+    @precondition(_file)
     @rule(text=words)
     def external_append_without_lock(self, text: str) -> None:
         seq = self.model[-1][0] + 1 if self.model else 1
@@ -136,7 +208,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.model.append((seq, text))
         self._non_append_change()
 
-    @precondition(lambda self: bool(self.model))
+    @precondition(lambda self: _file(self) and bool(self.model))
     @rule()
     def external_same_size_rewrite(self) -> None:
         receipt = self.h.receipt()
@@ -167,7 +239,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
-        self.h = History.open(self.ws, durability="none")
+        self.h = self._open()
 
     @invariant()
     def visible_rows_are_the_acknowledged_rows(self) -> None:
@@ -177,6 +249,14 @@ class StoreMachine(RuleBasedStateMachine):
     def seqs_strictly_increase(self) -> None:
         seqs = [s for s, _ in self.model]
         assert seqs == sorted(set(seqs))
+
+    @invariant()
+    def seqs_are_gapless_in_the_database(self) -> None:
+        if _pg(self):
+            seqs = [r.seq for r in self.h.rows()]
+            assert seqs == list(range(1, len(seqs) + 1))
+            receipt = self.h.receipt()
+            assert receipt is not None and receipt.seq == len(seqs)
 
     @invariant()
     def resets_are_never_lost(self) -> None:
@@ -189,5 +269,20 @@ class StoreMachine(RuleBasedStateMachine):
         assert report.chat.damage is None and report.archive.damage is None
 
 
-StoreMachine.TestCase.settings = settings(max_examples=250, stateful_step_count=40, deadline=None)
-TestStoreMachine = StoreMachine.TestCase
+# A PostgreSQL step is a few round trips to the server, and the hand-made faults run
+# psql: fewer examples there, more in the slow run.
+@pytest.mark.parametrize(
+    ("kind", "examples"),
+    [
+        ("file", 250),
+        ("postgres", 12),
+        pytest.param("postgres", 200, marks=pytest.mark.slow, id="postgres-long"),
+    ],
+)
+def test_store_machine(kind: str, examples: int, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("pg_url") if kind == "postgres" else None
+    machine = type(f"StoreMachine_{kind}", (StoreMachine,), {"url": url})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(max_examples=examples, stateful_step_count=40, deadline=None),
+    )

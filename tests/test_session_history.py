@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from history_helpers import chat_path, msg
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stores import StoreUnderTest, new_conversation_id
 
 import ctxbudget
 from ctxbudget import History, SessionHistoryTool
@@ -90,9 +91,8 @@ arguments = st.one_of(
 )
 
 
-def _build(ws: Path, ops: list[tuple[str, str]]) -> tuple[History, list[str], int]:
+def _build(h: History, ops: list[tuple[str, str]]) -> tuple[History, list[str], int]:
     """Applies ops; rows before the newest reset carry SECRET-n, later ones PUB-n."""
-    h = History.open(ws, durability="none")
     texts: list[tuple[int, str]] = []
     floor = 0
     for n, (kind, text) in enumerate(ops):
@@ -110,13 +110,18 @@ def _build(ws: Path, ops: list[tuple[str, str]]) -> tuple[History, list[str], in
     return h, secrets, floor
 
 
-@settings(max_examples=150, deadline=None)
+# The `store` fixture only names the store; every example opens a location of its own.
+_per_example = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@settings(_per_example, max_examples=150)
 @given(ops=st.lists(operation, max_size=25), calls=st.lists(arguments, min_size=1, max_size=8))
 def test_any_arguments_bounded_valid_json_and_floor_holds(
-    ops: list[tuple[str, str]], calls: list[Any]
+    store: StoreUnderTest, ops: list[tuple[str, str]], calls: list[Any]
 ) -> None:
     with tempfile.TemporaryDirectory() as d:
-        h, secrets, floor = _build(Path(d), ops)
+        target = store.fresh() if store.is_pg else d
+        h, secrets, floor = _build(store.open(target), ops)
         tool = SessionHistoryTool(h)
         probes = [*calls, {"action": "search", "query": "MARK"}, {"action": "list_items"}]
         for args in probes:
@@ -147,12 +152,14 @@ def test_any_arguments_bounded_valid_json_and_floor_holds(
                 assert '"call_id": "c2"' not in raw
 
 
-@settings(max_examples=60, deadline=None)
+@settings(_per_example, max_examples=60)
 @given(text=tricky_text.filter(bool), size=st.integers(1, 5_000), page=st.integers(1, 16_000))
-def test_read_item_pages_reassemble_exactly(text: str, size: int, page: int) -> None:
+def test_read_item_pages_reassemble_exactly(
+    store: StoreUnderTest, text: str, size: int, page: int
+) -> None:
     long_text = (text * (size // len(text) + 1))[:size]
     with tempfile.TemporaryDirectory() as d:
-        h = History.open(d, durability="none")
+        h = store.open(store.fresh() if store.is_pg else d)
         h.append([msg(long_text)])
         tool = SessionHistoryTool(h)
         rebuilt, offset = "", 0
@@ -208,20 +215,27 @@ def _page_all(tool: SessionHistoryTool, args: dict[str, Any]) -> tuple[list[str]
 
 _APPENDER = """
 import sys
-from ctxbudget import History
-h = History.open(sys.argv[1], durability="none")
-for i in range(int(sys.argv[2]), int(sys.argv[3])):
+from stores import open_target
+h = open_target(sys.argv[3:])
+for i in range(int(sys.argv[1]), int(sys.argv[2])):
     h.append([{"kind": "message", "role": "user",
                "parts": [{"type": "text", "text": f"row {i:04d}"}]}])
 """
 
 
-def test_another_process_appending_between_pages(tmp_path: Path) -> None:
-    h = History.open(tmp_path, durability="none")
+def _appender(store: StoreUnderTest, start: int, stop: int) -> list[str]:
+    return [sys.executable, "-c", _APPENDER, str(start), str(stop), *store.target_args()]
+
+
+_TESTS = str(Path(__file__).parent)
+
+
+def test_another_process_appending_between_pages(store: StoreUnderTest) -> None:
+    h = store.open()
     h.append([msg(f"row {i:04d}") for i in range(40)])
     tool = SessionHistoryTool(h)
     first = tool.call({"action": "list_items", "limit": 25})
-    subprocess.run([sys.executable, "-c", _APPENDER, str(tmp_path), "40", "60"], check=True)
+    subprocess.run(_appender(store, 40, 60), check=True, cwd=_TESTS)
     rest, _ = _page_all(tool, {"action": "list_items", "limit": 25, "cursor": first["cursor"]})
     texts = [i["text"] for i in first["items"]] + rest
     assert texts == [f"row {i:04d}" for i in range(60)]
@@ -254,12 +268,36 @@ def test_cursor_from_another_process_is_invalid(tmp_path: Path) -> None:
     assert r["code"] == "invalid_cursor", "a restart expires every cursor"
 
 
-def test_paging_while_a_second_process_appends(tmp_path: Path) -> None:
-    h = History.open(tmp_path, durability="none")
-    h.append([msg(f"row {i:04d}") for i in range(200)])
-    writer = subprocess.Popen(
-        [sys.executable, "-c", _APPENDER, str(tmp_path), "200", "1200"],
+def test_cursor_from_another_process_pages_on_in_postgres(pg_url: str) -> None:
+    """A PostgreSQL conversation's cursors are signed with the deployment's key: a page
+    minted by one process (host) is continued by another."""
+    conversation = new_conversation_id()
+    h = History.open(pg_url, conversation=conversation)
+    h.append([msg(f"row {i:04d}") for i in range(30)])
+    code = (
+        "import sys, json; from ctxbudget import History, SessionHistoryTool\n"
+        "t = SessionHistoryTool(History.open(sys.argv[1], conversation=sys.argv[2]))\n"
+        "r = t.call({'action': 'list_items', 'limit': 10})\n"
+        "print(json.dumps([[i['text'] for i in r['items']], r['cursor']]))\n"
     )
+    out = subprocess.run(
+        [sys.executable, "-c", code, pg_url, conversation],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    first, cursor = json.loads(out)
+    rest, results = _page_all(
+        SessionHistoryTool(h), {"action": "list_items", "limit": 10, "cursor": cursor}
+    )
+    assert all(r["ok"] for r in results), results
+    assert first + rest == [f"row {i:04d}" for i in range(30)]
+
+
+def test_paging_while_a_second_process_appends(store: StoreUnderTest) -> None:
+    h = store.open()
+    h.append([msg(f"row {i:04d}") for i in range(200)])
+    writer = subprocess.Popen(_appender(store, 200, 1200), cwd=_TESTS)
     # Start paging once the writer is really appending.
     while len(list(h.rows())) < 210 and writer.poll() is None:
         pass
@@ -275,8 +313,8 @@ def test_paging_while_a_second_process_appends(tmp_path: Path) -> None:
     assert numbers == list(range(len(numbers))), "no gaps"
 
 
-def test_deadline_zero_times_out_without_data(tmp_path: Path) -> None:
-    h = History.open(tmp_path, durability="none")
+def test_deadline_zero_times_out_without_data(store: StoreUnderTest) -> None:
+    h = store.open()
     h.append([msg("needle")])
     r = SessionHistoryTool(h, deadline_seconds=0).call({"action": "search", "query": "needle"})
     assert (r["ok"], r["code"]) == (False, "history_timeout")
@@ -287,8 +325,8 @@ def test_deadline_zero_times_out_without_data(tmp_path: Path) -> None:
         SessionHistoryTool("not a history")  # type: ignore[arg-type]
 
 
-def test_unicode_aware_case_insensitive_search(tmp_path: Path) -> None:
-    h = History.open(tmp_path, durability="none")
+def test_unicode_aware_case_insensitive_search(store: StoreUnderTest) -> None:
+    h = store.open()
     h.append([msg("Grüße aus MÜNCHEN"), msg("ΣΊΣΥΦΟΣ"), msg("plain")])
     tool = SessionHistoryTool(h)
     assert [i["text"] for i in tool.call({"action": "search", "query": "münchen"})["items"]] == [
@@ -298,10 +336,10 @@ def test_unicode_aware_case_insensitive_search(tmp_path: Path) -> None:
     assert ctxbudget.SessionHistoryTool.name == "session_history"
 
 
-def test_call_builds_the_same_result_as_call_json(tmp_path: Path) -> None:
+def test_call_builds_the_same_result_as_call_json(store: StoreUnderTest) -> None:
     """`call` gets its dict from the core directly; it must mean exactly what
     `json.loads(call_json(...))` means, refusals included."""
-    h = ctxbudget.History.open(tmp_path / "ws", durability="none")
+    h = store.open()
     rows = [
         {"kind": "message", "role": "user", "parts": [{"type": "text", "text": f"Grüße {i} ✓"}]}
         for i in range(40)

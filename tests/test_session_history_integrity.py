@@ -17,6 +17,7 @@ import pytest
 from history_helpers import msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stores import STORE_KINDS, StoreUnderTest
 
 import ctxbudget
 from ctxbudget import History, SessionHistoryTool, _ctxbudget
@@ -88,10 +89,12 @@ def _check(result: Any) -> None:
         assert isinstance(result["code"], str) and result["code"]
 
 
-@pytest.fixture(scope="module")
-def tool(tmp_path_factory: pytest.TempPathFactory) -> SessionHistoryTool:
-    ws = tmp_path_factory.mktemp("hyp")
-    history = History.open(ws, durability="none")
+@pytest.fixture(scope="module", params=STORE_KINDS)
+def tool(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> SessionHistoryTool:
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    history = StoreUnderTest(request.param, tmp_path_factory.mktemp("hyp"), url).open()
     history.append([msg(f"row {i} ΟΔΟΣ İ \ud7ff") for i in range(30)])
     history.clear_soft()
     history.append([msg("after the clear")])
@@ -132,8 +135,10 @@ def test_lone_surrogate_and_non_json_values_are_invalid_arguments(tool: SessionH
         assert result["ok"] is False and result["code"] == "invalid_arguments", result
 
 
-def test_cursor_from_before_a_soft_clear_is_a_result_not_an_exception(tmp_path: Path) -> None:
-    history = History.open(tmp_path, durability="none")
+def test_cursor_from_before_a_soft_clear_is_a_result_not_an_exception(
+    store: StoreUnderTest,
+) -> None:
+    history = store.open()
     history.append([msg(f"m{i}") for i in range(4)])
     tool = SessionHistoryTool(history)
     first = tool.call({"action": "list_items", "limit": 1})

@@ -5,17 +5,18 @@ come from one fold in Rust, advanced by the rows appended since its last step.""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from history_helpers import msg
+from stores import StoreUnderTest
 
 from ctxbudget import History, Row, _ctxbudget
 
 
 @pytest.fixture
-def history(tmp_path: Path) -> History:
-    return History.open(tmp_path, durability="none")
+def history(store: StoreUnderTest) -> History:
+    """A new transcript of each store (the tests taking it run on both)."""
+    return store.open()
 
 
 def fold_of(history: History) -> _ctxbudget.WindowFold:
