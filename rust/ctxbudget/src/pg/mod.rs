@@ -449,7 +449,8 @@ fn append_once(
 ) -> Result<Appended> {
     let insert = c.statement(INSERT_BATCH)?;
     let lock = c.statement(
-        "SELECT c.last_seq, c.epoch, r.seq, r.batch_last \
+        "SELECT c.last_seq, c.epoch, r.seq, r.batch_last, \
+                set_config('ctxbudget.appending', c.conversation, true) \
          FROM ctxbudget_conversations c \
          LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation AND r.batch_id = $2 \
          WHERE c.conversation = $1 FOR UPDATE OF c",

@@ -17,7 +17,7 @@ pub const MIGRATION_LOCK: i64 = 0x6374_7862_6467_7431;
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`. Append, never edit.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Version 1: conversations, rows, memory files, keys.
 const V1: &str = r#"
@@ -112,6 +112,36 @@ CREATE TABLE ctxbudget_keys (
   key bytea NOT NULL CHECK (octet_length(key) >= 32),
   created_at timestamptz NOT NULL DEFAULT now()
 );
+"#;
+
+/// Version 2: rows written by hand — an `INSERT` outside the library's appends (a row put
+/// into a gap) or a `TRUNCATE` — give the conversation a new epoch too, as an `UPDATE` or
+/// `DELETE` does, so no cursor or handle's index spans them. The library's appends mark
+/// their transaction (`ctxbudget.appending` = the conversation, set by the statement that
+/// locks it), and the row trigger's `WHEN` skips them without running any function.
+const V2: &str = r#"
+CREATE FUNCTION ctxbudget_rows_inserted() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  UPDATE ctxbudget_conversations SET epoch = ctxbudget_new_epoch()
+    WHERE conversation = NEW.conversation;
+  RETURN NULL;
+END
+$f$;
+
+CREATE TRIGGER ctxbudget_rows_inserted AFTER INSERT ON ctxbudget_rows
+  FOR EACH ROW
+  WHEN (current_setting('ctxbudget.appending', true) IS DISTINCT FROM NEW.conversation)
+  EXECUTE FUNCTION ctxbudget_rows_inserted();
+
+CREATE FUNCTION ctxbudget_rows_truncated() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  UPDATE ctxbudget_conversations SET epoch = ctxbudget_new_epoch();
+  RETURN NULL;
+END
+$f$;
+
+CREATE TRIGGER ctxbudget_rows_truncated AFTER TRUNCATE ON ctxbudget_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION ctxbudget_rows_truncated();
 "#;
 
 /// Brings the schema to [`SCHEMA_VERSION`]; returns the version found before.

@@ -204,7 +204,10 @@ struct State {
 
 const STATE: &str = "SELECT epoch, last_seq, floor_seq, archived_before \
                      FROM ctxbudget_conversations WHERE conversation = $1";
-const LOCK: &str = "SELECT c.epoch, c.last_seq, c.floor_seq, c.archived_before, r.seq, r.batch_last \
+/// Locks the conversation, looks up the batch id, and marks the transaction as the
+/// library's append to it (see the schema's version 2).
+const LOCK: &str = "SELECT c.epoch, c.last_seq, c.floor_seq, c.archived_before, r.seq, r.batch_last, \
+                    set_config('ctxbudget.appending', c.conversation, true) \
                     FROM ctxbudget_conversations c \
                     LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation AND r.batch_id = $2 \
                     WHERE c.conversation = $1 FOR UPDATE OF c";
