@@ -114,7 +114,10 @@ def test_a_url_in_place_of_the_workspace_works_too(
         (["history", "list", "{ws}", "--store", "{url}", "--conversation", "c"], "not both"),
         (["history", "list", "--store", "/var/db", "--conversation", "c"], "postgresql:// URL"),
         (["history", "list"], "a WORKSPACE directory, or --store"),
-        (["history", "list", "--store", "{url}", "--conversation", "no-such-id"], "does not exist"),
+        (
+            ["history", "list", "--store", "{url}", "--conversation", "no-such-{uid}"],
+            "does not exist",
+        ),
     ],
 )
 def test_store_argument_errors_are_one_line(
@@ -122,7 +125,7 @@ def test_store_argument_errors_are_one_line(
 ) -> None:
     ws = tmp_path / "ws"
     History.open(ws, durability="none")
-    args = [a.format(url=pg_url, ws=ws) for a in argv]
+    args = [a.format(url=pg_url, ws=ws, uid=uuid.uuid4().hex) for a in argv]
     with pytest.raises(SystemExit, match=message) as err:
         main(args)
     assert "\n" not in str(err.value)

@@ -85,11 +85,15 @@ FileReport = _ctxbudget.FileReport
 VerifyReport = _ctxbudget.VerifyReport
 
 
+_SEQ_MAX = 2**64 - 1
+"""The largest seq the store can hold (an unsigned 64-bit integer)."""
+
+
 def _check_seq(seq: int | None) -> int | None:
     if seq is None:
         return None
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise InvalidArgumentError(f"a seq must be a non-negative int, got {seq!r}")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= _SEQ_MAX:
+        raise InvalidArgumentError(f"a seq must be an int from 0 to {_SEQ_MAX}, got {seq!r}")
     return seq
 
 
@@ -155,6 +159,16 @@ class History:
         that does not is an :class:`~ctxbudget.InvalidArgumentError` and nothing is
         created.
         """
+        # The same arguments are checked for either store: a typo fails on both.
+        try:
+            mode = Durability(durability).value
+        except ValueError:
+            raise InvalidArgumentError(
+                f"durability must be one of {[d.value for d in Durability]}, got {durability!r}"
+            ) from None
+        if not lock_timeout >= 0:
+            raise ValueError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
+        _check_max_row_bytes(max_row_bytes)
         if is_database_url(workspace):
             return cls._open_database(
                 str(workspace),
@@ -168,15 +182,6 @@ class History:
                 "conversation= and cursor_key= apply to a postgresql:// store; a workspace "
                 "directory holds one conversation — open another directory for another"
             )
-        try:
-            mode = Durability(durability).value
-        except ValueError:
-            raise InvalidArgumentError(
-                f"durability must be one of {[d.value for d in Durability]}, got {durability!r}"
-            ) from None
-        if not lock_timeout >= 0:
-            raise ValueError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
-        _check_max_row_bytes(max_row_bytes)
         path = Path(workspace)
         core = _ctxbudget.History.open(
             path,
@@ -202,7 +207,6 @@ class History:
                 "a postgresql:// store holds many conversations: name one with "
                 "conversation='…' (1 to 256 bytes, e.g. your chat or thread id)"
             )
-        _check_max_row_bytes(max_row_bytes)
         if cursor_key is not None and not isinstance(cursor_key, str):
             raise TypeError(f"cursor_key must be str, got {type(cursor_key).__name__}")
         core = _ctxbudget.History.open_postgres(

@@ -239,6 +239,16 @@ impl From<PgError> for HistoryError {
             PgError::Invalid(_) | PgError::Config(_) => {
                 HistoryError::InvalidArgument(e.to_string())
             }
+            PgError::Connection(source) => HistoryError::Database {
+                transient: true,
+                // The transcript layer has no batch ids to offer: its own retries used
+                // one; the caller's retry is safe when conditional.
+                message: format!(
+                    "PostgreSQL connection failed ({source}) and did not come back in time; \
+                     check that the server is up and the URL is right, then retry (an append \
+                     retried with if_last_seq / expected_last_seq commits at most once)"
+                ),
+            },
             other => HistoryError::Database {
                 transient: other.is_transient(),
                 message: other.to_string(),
