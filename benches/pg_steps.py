@@ -88,10 +88,15 @@ def _drive(
     from ctxbudget import ConflictError, SessionHistoryTool
     from ctxbudget.window import WindowFold
 
-    history = _open(store, target)
-    fold = WindowFold(history)
-    tool = SessionHistoryTool(history)
-    fold.advance()
+    try:
+        history = _open(store, target)
+        fold = WindowFold(history)
+        tool = SessionHistoryTool(history)
+        fold.advance()
+    except Exception as e:  # noqa: BLE001 - reported by the parent
+        out["failed"] = f"{target}: {e}"
+        ready.wait()
+        return
     latencies: list[float] = []
     phases: dict[str, list[float]] = {p: [] for p in PHASES}
     conflicts = errors = 0
@@ -131,6 +136,9 @@ def _worker(store: str, steps: int) -> None:
     while line := sys.stdin.readline().strip():
         targets.append(line)
     results: list[dict[str, Any]] = [{} for _ in targets]
+    # One History first, so that the process's connection pool exists before the threads
+    # open theirs (as a backend connects at start-up).
+    _open(store, targets[0])
     ready = threading.Barrier(len(targets) + 1)
     go = threading.Event()
     threads = [
@@ -152,8 +160,9 @@ def _worker(store: str, steps: int) -> None:
                 p: [x for r in results for x in r.get("phases", {}).get(p, [])] for p in PHASES
             },
             "conflicts": sum(r.get("conflicts", 0) for r in results),
-            "errors": sum(r.get("errors", 0) for r in results) + sum(1 for r in results if not r),
-            "end": max((r["end"] for r in results if r), default=time.time()),
+            "errors": sum(r.get("errors", 0) for r in results),
+            "failed": [r["failed"] for r in results if "failed" in r],
+            "end": max((r["end"] for r in results if "end" in r), default=time.time()),
         },
         sys.stdout,
     )
@@ -198,6 +207,8 @@ def run(store: str, conversations: int, processes: int, steps: int) -> dict[str,
         if any(p.returncode for p in procs):
             raise SystemExit(f"a {store} worker failed")
         results = [json.loads(o) for o in outs]
+        if failed := [f for r in results for f in r["failed"]]:
+            raise SystemExit(f"{len(failed)} {store} conversations did not open: {failed[0]}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     latencies = [x for r in results for x in r["latencies"]]
