@@ -34,8 +34,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from pg_common import NO_BASELINE, NO_SERVER, TEXT, message, missing_baseline, p50, percentile
-from pg_common import server_url, sqlalchemy_url
+from pg_common import (
+    NO_BASELINE,
+    NO_SERVER,
+    TEXT,
+    message,
+    missing_baseline,
+    p50,
+    percentile,
+    server_url,
+    sqlalchemy_url,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 ITEM: dict[str, Any] = {"role": "user", "content": TEXT}
@@ -52,8 +61,10 @@ Round = Callable[[int, int], Awaitable[list[float]]]
 
 def _rust_driver(url: str) -> subprocess.Popen[str]:
     subprocess.run(
-        ["cargo", "build", "--quiet", "--profile", "quick", "-p", "ctxbudget"]
-        + ["--features", "postgres", "--example", "pg_append"],
+        [
+            *("cargo", "build", "--quiet", "--profile", "quick", "-p", "ctxbudget"),
+            *("--features", "postgres", "--example", "pg_append"),
+        ],
         cwd=REPO,
         check=True,
     )

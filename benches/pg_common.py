@@ -57,7 +57,9 @@ def sqlalchemy_url(url: str, driver: str) -> str:
     )
     params = [p for p in query.split("&") if p]
     if driver == "asyncpg":
-        params = [p.replace("sslmode=", "ssl=", 1) if p.startswith("sslmode=") else p for p in params]
+        params = [
+            p.replace("sslmode=", "ssl=", 1) if p.startswith("sslmode=") else p for p in params
+        ]
     return base + ("?" + "&".join(params) if params else "")
 
 

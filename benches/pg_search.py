@@ -93,9 +93,7 @@ CASES: dict[str, Callable[[Any], list[float]]] = {
     f"search, hits in the first 30 rows (page of 10 fills early): {EARLY!r}": lambda t: [
         _once(t, SEARCH_EARLY)
     ],
-    f"search, second page of the same through its cursor": lambda t: [
-        _second_page(t, SEARCH_EARLY)
-    ],
+    "search, second page of the same through its cursor": lambda t: [_second_page(t, SEARCH_EARLY)],
     f"search, only hit in the last row: {LATE!r}": lambda t: [
         _once(t, {"action": "search", "query": LATE, "limit": 10})
     ],

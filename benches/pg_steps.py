@@ -93,7 +93,7 @@ def _drive(
         fold = WindowFold(history)
         tool = SessionHistoryTool(history)
         fold.advance()
-    except Exception as e:  # noqa: BLE001 - reported by the parent
+    except Exception as e:  # reported by the parent
         out["failed"] = f"{target}: {e}"
         ready.wait()
         return
@@ -121,7 +121,7 @@ def _drive(
                     errors += 1
         except ConflictError:
             conflicts += 1
-        except Exception:  # noqa: BLE001 - counted and shown, the load goes on
+        except Exception:  # counted and shown; the load goes on
             errors += 1
         latencies.append(time.perf_counter() - begin)
     out.update(

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import pg_append
 import pg_search
 import pg_steps
-from conftest import SHORT
+import pytest
 from pg_common import NO_BASELINE, NO_SERVER, missing_baseline, server_url
+
+from conftest import SHORT
 
 
 def _url() -> str:
@@ -42,7 +42,9 @@ def test_pg_append(benchmark: Any) -> None:
 
 def test_pg_session_history(benchmark: Any) -> None:
     result = pg_search.measure(_url(), rounds=3 if SHORT else 30)
-    _report(benchmark, "session_history over 2 MiB, PostgreSQL beside files", pg_search.table(result))
+    _report(
+        benchmark, "session_history over 2 MiB, PostgreSQL beside files", pg_search.table(result)
+    )
 
 
 def test_pg_steps(benchmark: Any) -> None:
