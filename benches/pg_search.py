@@ -7,7 +7,8 @@ call by call. p50 per call and the ratio PostgreSQL ÷ file store.
 
 Calls: a search whose hits are all in the first rows (the page fills early), one whose
 only hit is the last row, one with no hit, the second page of the first through its
-cursor, and ``list_items`` walked page by page (25 items) with cursors to the end.
+cursor, ``list_items`` walked page by page (25 items) with cursors to the end, and
+``list_windows``, which reads no row bodies (what a call costs besides them).
 Timing only: it never fails on a figure (it does check that both stores answer alike).
 
 Needs ``CTXBUDGET_PG_URL`` (see ``benches/pg_common.py``).
@@ -99,6 +100,9 @@ CASES: dict[str, Callable[[Any], list[float]]] = {
     ],
     f"search, no hit: {NONE!r}": lambda t: [
         _once(t, {"action": "search", "query": NONE, "limit": 10})
+    ],
+    "list_windows (no row bodies read: the snapshot's round trips alone)": lambda t: [
+        _once(t, {"action": "list_windows"})
     ],
     f"list_items, {PAGE} per page, all {ROWS // PAGE} pages through cursors (per call)": (
         lambda t: _walk(t, {"action": "list_items", "limit": PAGE, "max_chars_per_item": 200})
