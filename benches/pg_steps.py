@@ -3,12 +3,16 @@ processes against one PostgreSQL server, beside the file store with one workspac
 conversation on the local disk (the same load, the same processes and threads).
 
     python benches/pg_steps.py [--conversations 200] [--processes 4] [--steps 20]
-                               [--store pg|file|both]
+                               [--store pg|file|both] [--api store|session]
 
-A step is what one agent step costs the transcript store: bring the window fold up to
-date (``WindowFold.advance()``: the conversation's new rows), append a user and an
-assistant message as one batch conditional on the last seq the fold saw
-(``if_last_seq``), and every ``SEARCH_EVERY``-th step one ``session_history`` search.
+A step is what one agent step costs the transcript store. With ``--api store`` (the
+default): bring the window fold up to date (``WindowFold.advance()``: the conversation's
+new rows), append a user and an assistant message as one batch conditional on the last
+seq the fold saw (``if_last_seq``), and every ``SEARCH_EVERY``-th step one
+``session_history`` search. With ``--api session``: the same turn through
+``ctxbudget.Session`` — ``add_user``, ``prepare()`` (the request, counted against the
+budget), ``add_assistant``, and every ``SEARCH_EVERY``-th step
+``run_tool("session_history", …)``.
 Each process drives its share of the conversations, one thread per conversation (the
 binding releases the GIL around store I/O); every process opens its conversations first,
 then all start together.
@@ -129,7 +133,55 @@ def _drive(
     )
 
 
-def _worker(store: str, steps: int) -> None:
+def _drive_session(
+    store: str,
+    target: str,
+    steps: int,
+    ready: threading.Barrier,
+    go: threading.Event,
+    out: dict[str, Any],
+) -> None:
+    from ctxbudget import Session
+
+    try:
+        if store == "pg":
+            session = Session.open(server_url() or "", conversation=target)
+        else:
+            session = Session.open(target, durability="fsync")
+        session.prepare()
+    except Exception as e:  # reported by the parent
+        out["failed"] = f"{target}: {e}"
+        ready.wait()
+        return
+    latencies: list[float] = []
+    phases: dict[str, list[float]] = {p: [] for p in PHASES}
+    errors = 0
+    ready.wait()
+    go.wait()
+    for k in range(steps):
+        begin = time.perf_counter()
+        try:
+            session.add_user(USER)
+            added = time.perf_counter()
+            session.prepare()
+            read = time.perf_counter()
+            session.add_assistant(ASSISTANT)
+            wrote = time.perf_counter()
+            phases["read"].append(read - added)
+            phases["append"].append((added - begin) + (wrote - read))
+            if k % SEARCH_EVERY == SEARCH_EVERY - 1:
+                args = {"action": "search", "query": f"topic-{k % 7}", "limit": 5}
+                result = session.run_tool("session_history", args)
+                phases["search"].append(time.perf_counter() - wrote)
+                if not result.get("ok"):
+                    errors += 1
+        except Exception:  # counted and shown; the load goes on
+            errors += 1
+        latencies.append(time.perf_counter() - begin)
+    out.update(latencies=latencies, phases=phases, conflicts=0, errors=errors, end=time.time())
+
+
+def _worker(store: str, steps: int, api: str = "store") -> None:
     """Reads its conversations (one a line, then an empty line), opens them, prints
     ``ready``, waits for ``go``, runs, prints its figures as JSON."""
     targets = []
@@ -141,8 +193,9 @@ def _worker(store: str, steps: int) -> None:
     _open(store, targets[0])
     ready = threading.Barrier(len(targets) + 1)
     go = threading.Event()
+    drive = _drive_session if api == "session" else _drive
     threads = [
-        threading.Thread(target=_drive, args=(store, t, steps, ready, go, r))
+        threading.Thread(target=drive, args=(store, t, steps, ready, go, r))
         for t, r in zip(targets, results, strict=True)
     ]
     for t in threads:
@@ -171,7 +224,9 @@ def _worker(store: str, steps: int) -> None:
 # ----- the parent --------------------------------------------------------------------
 
 
-def run(store: str, conversations: int, processes: int, steps: int) -> dict[str, Any]:
+def run(
+    store: str, conversations: int, processes: int, steps: int, api: str = "store"
+) -> dict[str, Any]:
     """One store's load: ``{"steps_per_s", "p50", "p99", …}``."""
     root = Path(tempfile.mkdtemp(prefix="ctxb-pg-steps-"))
     try:
@@ -180,7 +235,7 @@ def run(store: str, conversations: int, processes: int, steps: int) -> dict[str,
         shares = [targets[k::processes] for k in range(processes)]
         procs = [
             subprocess.Popen(
-                [sys.executable, __file__, "--worker", store, str(steps)],
+                [sys.executable, __file__, "--worker", store, str(steps), api],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -214,6 +269,7 @@ def run(store: str, conversations: int, processes: int, steps: int) -> dict[str,
     latencies = [x for r in results for x in r["latencies"]]
     wall = max(r["end"] for r in results) - start_at
     return {
+        "api": api,
         "store": store,
         "conversations": conversations,
         "processes": processes,
@@ -236,15 +292,21 @@ LABELS = {
 }
 
 
+API_LABELS = {
+    "store": "History + WindowFold + SessionHistoryTool",
+    "session": "Session (add_user, prepare, add_assistant)",
+}
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| store | conversations × steps, processes | steps/s | step p50 | step p99 | "
+        "| API | store | conversations × steps, processes | steps/s | step p50 | step p99 | "
         "p50 of: read new rows / append / search | conflicts / errors |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {LABELS[r['store']]} | {r['conversations']} × "
+            f"| {API_LABELS[r['api']]} | {LABELS[r['store']]} | {r['conversations']} × "
             f"{r['steps'] // r['conversations']}, {r['processes']} | "
             f"**{r['steps_per_s']:,.0f}** | {r['p50'] * 1e3:.2f} ms | {r['p99'] * 1e3:.2f} ms | "
             + " / ".join("-" if t is None else f"{t * 1e3:.2f}" for t in r["phases"].values())
@@ -254,26 +316,32 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def measure(
-    stores: tuple[str, ...], conversations: int, processes: int, steps: int
+    stores: tuple[str, ...],
+    conversations: int,
+    processes: int,
+    steps: int,
+    apis: tuple[str, ...] = ("store",),
 ) -> list[dict[str, Any]]:
-    return [run(s, conversations, processes, steps) for s in stores]
+    return [run(s, conversations, processes, steps, a) for a in apis for s in stores]
 
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        _worker(sys.argv[2], int(sys.argv[3]))
+        _worker(sys.argv[2], int(sys.argv[3]), sys.argv[4])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--steps", type=int, default=20, help="steps per conversation")
     parser.add_argument("--store", choices=("pg", "file", "both"), default="both")
+    parser.add_argument("--api", choices=("store", "session", "both"), default="store")
     args = parser.parse_args()
     stores: tuple[str, ...] = ("pg", "file") if args.store == "both" else (args.store,)
     if "pg" in stores and server_url() is None:
         print(NO_SERVER)
         stores = tuple(s for s in stores if s != "pg")
-    print(table(measure(stores, args.conversations, args.processes, args.steps)))
+    apis: tuple[str, ...] = ("store", "session") if args.api == "both" else (args.api,)
+    print(table(measure(stores, args.conversations, args.processes, args.steps, apis)))
     return 0
 
 

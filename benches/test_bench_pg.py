@@ -50,6 +50,10 @@ def test_pg_session_history(benchmark: Any) -> None:
 def test_pg_steps(benchmark: Any) -> None:
     _url()
     rows = pg_steps.measure(
-        ("pg", "file"), conversations=40 if SHORT else 200, processes=4, steps=5 if SHORT else 20
+        ("pg", "file"),
+        conversations=40 if SHORT else 200,
+        processes=4,
+        steps=5 if SHORT else 20,
+        apis=("store", "session"),
     )
     _report(benchmark, "steps/s of concurrent conversations", pg_steps.table(rows))
