@@ -91,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bodies = raw.prepare(BODIES)?;
     let mut m: Vec<(&str, Vec<f64>)> = [
         "round trip (SELECT 1, prepared)",
-        "step read now: WindowFold-style read of 2 new rows (BEGIN, state, rows, COMMIT)",
+        "PgHistory::read of 2 new rows (what WindowFold.advance() asks the store)",
         "step read in one statement (counters + new rows)",
         "append now: 2 rows, if_last_seq (BEGIN, lock, insert, COMMIT)",
         "append in one statement (conditional UPDATE + INSERT, autocommit)",
