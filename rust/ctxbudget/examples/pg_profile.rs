@@ -23,10 +23,12 @@ const READ_ONE: &str =
      LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation AND r.seq > $2 \
      WHERE c.conversation = $1 ORDER BY r.seq";
 /// One statement for a conditional append: moves `last_seq` from $2 to $3 (the row lock
-/// is taken here, and a concurrent writer makes the WHERE fail) and inserts the rows.
+/// is taken here, and a concurrent writer makes the WHERE fail), marks the transaction as
+/// the library's append (as the store's lock statement does) and inserts the rows.
 const APPEND_ONE: &str = "WITH c AS ( \
        UPDATE ctxbudget_conversations SET last_seq = $3 \
-       WHERE conversation = $1 AND last_seq = $2 RETURNING epoch), \
+       WHERE conversation = $1 AND last_seq = $2 \
+       RETURNING epoch, set_config('ctxbudget.appending', conversation, true)), \
      ins AS ( \
        INSERT INTO ctxbudget_rows (conversation, seq, body) \
        SELECT $1, t.s, t.b FROM unnest($4::int8[], $5::bytea[]) AS t(s, b) \
