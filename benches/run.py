@@ -76,6 +76,9 @@ def _tables(data: dict[str, Any]) -> str:
     if warm:
         lines += _warm_table(warm)
         lines.append("")
+    for b in data["benchmarks"]:
+        if "table" in b["extra_info"]:  # benches that build their own table (PostgreSQL)
+            lines += [f"{b['extra_info']['measure']}:", "", b["extra_info"]["table"], ""]
     lines += [
         "| measure | ctxbudget | baseline | ratio (baseline time / ctxbudget time) |",
         "|---|---|---|---|",
@@ -232,6 +235,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = args.json or Path(tmp) / "bench.json"
         _run_pytest(args.short, out, extra)
+        if not out.exists():  # every selected benchmark was skipped
+            return 0
         data = json.loads(out.read_text())
     machine = data.get("machine_info", {})
     print()
