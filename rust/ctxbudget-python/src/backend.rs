@@ -74,24 +74,39 @@ pub(crate) struct Database {
     pub key: Arc<CursorKey>,
 }
 
-fn databases() -> &'static Mutex<HashMap<String, Arc<Database>>> {
-    static DATABASES: OnceLock<Mutex<HashMap<String, Arc<Database>>>> = OnceLock::new();
+/// One slot per URL (and cursor key): the first caller connects, the others wait for it.
+type Slot = Arc<OnceLock<Arc<Database>>>;
+
+fn databases() -> &'static Mutex<HashMap<String, Slot>> {
+    static DATABASES: OnceLock<Mutex<HashMap<String, Slot>>> = OnceLock::new();
     DATABASES.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The database at `url`, connected (and its schema migrated) on first use. With
-/// `cursor_key`, cursors are signed with it; otherwise with `CTXBUDGET_CURSOR_KEY` or the
-/// key kept in the database.
+/// The database at `url`, connected (and its schema migrated) on first use: threads that
+/// open their first `History` of a URL at once share one pool, the first of them
+/// connecting while the others wait. With `cursor_key`, cursors are signed with it;
+/// otherwise with `CTXBUDGET_CURSOR_KEY` or the key kept in the database.
 pub(crate) fn database(
     url: &str,
     cursor_key: Option<&str>,
 ) -> std::result::Result<Arc<Database>, PgError> {
     let cache_key = format!("{url}\u{0}{}", cursor_key.unwrap_or(""));
-    if let Some(db) = databases()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&cache_key)
-    {
+    let slot: Slot = Arc::clone(
+        databases()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(cache_key)
+            .or_default(),
+    );
+    if let Some(db) = slot.get() {
+        return Ok(Arc::clone(db));
+    }
+    // First connections are made one at a time (once per URL per process), so two
+    // threads never both build a pool for one URL; a failure leaves the slot empty and
+    // the next caller tries again.
+    static CONNECTING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = CONNECTING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(db) = slot.get() {
         return Ok(Arc::clone(db));
     }
     let store = PgStore::connect(url, PgOptions::default())?;
@@ -107,10 +122,5 @@ pub(crate) fn database(
         store,
         key: Arc::new(key),
     });
-    databases()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(cache_key)
-        .or_insert_with(|| Arc::clone(&db));
-    Ok(db)
+    Ok(Arc::clone(slot.get_or_init(|| db)))
 }
