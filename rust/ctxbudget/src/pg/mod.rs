@@ -448,25 +448,12 @@ fn append_once(
     make: &mut dyn FnMut(u64) -> Vec<NewRow>,
 ) -> Result<Appended> {
     let insert = c.statement(INSERT_BATCH)?;
-    let lock = c.statement(
-        "SELECT c.last_seq, c.epoch, r.seq, r.batch_last, \
-                set_config('ctxbudget.appending', c.conversation, true) \
-         FROM ctxbudget_conversations c \
-         LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation AND r.batch_id = $2 \
-         WHERE c.conversation = $1 FOR UPDATE OF c",
-    )?;
+    let lock = c.statement(LOCK_FOR_APPEND)?;
     let mut tx = c.client.transaction().map_err(PgError::db("BEGIN"))?;
-    let found = tx
-        .query(&lock, &[&conversation, &batch_id])
-        .map_err(PgError::db("locking the conversation"))?;
-    let row = found
-        .first()
-        .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
-    let last_seq = from_i64(row.get(0));
-    let epoch = from_i64(row.get(1));
-    let replay: (Option<i64>, Option<i64>) = (row.get(2), row.get(3));
-    if let (Some(first), Some(last)) = replay {
-        let (first, last) = (from_i64(first), from_i64(last));
+    let row = lock_for_append(&mut tx, &lock, conversation, batch_id)?;
+    let epoch = from_i64(row.get(0));
+    let last_seq = from_i64(row.get(1));
+    if let Some((first, last)) = replayed(&row) {
         let rows = make(first);
         if rows.len() as u64 != last - first + 1 {
             return Err(PgError::BatchIdReused {
@@ -515,6 +502,41 @@ fn append_once(
         epoch: epoch_after,
         replayed: false,
     })
+}
+
+/// Locks the conversation's row for an append (`FOR UPDATE`: appends to one conversation
+/// wait for each other here, others never do), looks up the batch id, and marks the
+/// transaction as the library's append to it (schema version 2). Columns: epoch,
+/// last_seq, floor_seq, archived_before, and the first and last seq of a batch already
+/// committed under the id (see [`replayed`]).
+pub(crate) const LOCK_FOR_APPEND: &str = "SELECT c.epoch, c.last_seq, c.floor_seq, \
+       c.archived_before, r.seq, r.batch_last, \
+       set_config('ctxbudget.appending', c.conversation, true) \
+     FROM ctxbudget_conversations c \
+     LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation AND r.batch_id = $2 \
+     WHERE c.conversation = $1 FOR UPDATE OF c";
+
+/// Runs [`LOCK_FOR_APPEND`] in `tx`: the conversation's row, locked.
+pub(crate) fn lock_for_append(
+    tx: &mut postgres::Transaction<'_>,
+    lock: &postgres::Statement,
+    conversation: &str,
+    batch_id: &str,
+) -> Result<postgres::Row> {
+    tx.query(lock, &[&conversation, &batch_id])
+        .map_err(PgError::db("locking the conversation"))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| PgError::NoConversation(conversation.to_string()))
+}
+
+/// The seqs of the batch committed before under the append's batch id (an earlier
+/// attempt whose acknowledgement was lost), from a [`LOCK_FOR_APPEND`] row.
+pub(crate) fn replayed(row: &postgres::Row) -> Option<(u64, u64)> {
+    match (row.get::<_, Option<i64>>(4), row.get::<_, Option<i64>>(5)) {
+        (Some(first), Some(last)) => Some((from_i64(first), from_i64(last))),
+        _ => None,
+    }
 }
 
 /// Inserts a batch's rows and moves the conversation's last seq and floor, in one

@@ -204,13 +204,6 @@ struct State {
 
 const STATE: &str = "SELECT epoch, last_seq, floor_seq, archived_before \
                      FROM ctxbudget_conversations WHERE conversation = $1";
-/// Locks the conversation, looks up the batch id, and marks the transaction as the
-/// library's append to it (see the schema's version 2).
-const LOCK: &str = "SELECT c.epoch, c.last_seq, c.floor_seq, c.archived_before, r.seq, r.batch_last, \
-                    set_config('ctxbudget.appending', c.conversation, true) \
-                    FROM ctxbudget_conversations c \
-                    LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation AND r.batch_id = $2 \
-                    WHERE c.conversation = $1 FOR UPDATE OF c";
 const ROWS_AFTER: &str = "SELECT seq, body, floor FROM ctxbudget_rows \
                           WHERE conversation = $1 AND seq > $2 AND seq <= $3 ORDER BY seq";
 const BODIES: &str = "SELECT seq, body FROM ctxbudget_rows \
@@ -479,25 +472,18 @@ impl PgHistory {
         let _writing = WriterMark::set(self);
         let mut failure: Option<HistoryError> = None;
         let outcome = self.conversation.store().run(|c| {
-            let lock = c.statement(LOCK)?;
+            let lock = c.statement(super::LOCK_FOR_APPEND)?;
             let rows_after = c.statement(ROWS_AFTER)?;
             let row_q = c.statement(ROW)?;
             let insert = c.statement(super::INSERT_BATCH)?;
             let mut tx = c.client.transaction().map_err(PgError::db("BEGIN"))?;
-            let found = tx
-                .query(&lock, &[&conversation, &batch_id])
-                .map_err(PgError::db("locking the conversation"))?;
-            let row = found
-                .first()
-                .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
-            let state = state_of(row);
-            let replayed: (Option<i64>, Option<i64>) = (row.get(4), row.get(5));
+            let row = super::lock_for_append(&mut tx, &lock, conversation, &batch_id)?;
+            let state = state_of(&row);
             sync(&mut ix, &mut tx, &rows_after, conversation, &state)?;
-            if let (Some(first), Some(last)) = replayed {
+            if let Some((first, last)) = super::replayed(&row) {
                 // An earlier attempt of this call committed before its connection broke.
-                let last = from_i64(last);
                 return Ok(Some(AppendResult {
-                    first_seq: from_i64(first),
+                    first_seq: first,
                     last_seq: last,
                     epoch: state.epoch,
                     window: ix.fold.window_of(last).to_string(),
@@ -550,9 +536,7 @@ impl PgHistory {
                 }
             };
             if incoming.is_empty() {
-                failure = Some(HistoryError::InvalidArgument(
-                    "append needs at least one row".to_owned(),
-                ));
+                failure = Some(HistoryError::empty_batch());
                 return Ok(None);
             }
             let first = match first.and_then(|f| {
@@ -623,16 +607,14 @@ impl PgHistory {
         }
         let mut build = |_: &Tip<'_>| Ok(Some(rows.to_vec()));
         self.append_locked(expected, &mut build, None)?
-            .ok_or_else(|| HistoryError::InvalidArgument("append needs at least one row".into()))
+            .ok_or_else(HistoryError::empty_batch)
     }
 }
 
 impl Store for PgHistory {
     fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult> {
         if rows.is_empty() {
-            return Err(HistoryError::InvalidArgument(
-                "append needs at least one row".to_owned(),
-            ));
+            return Err(HistoryError::empty_batch());
         }
         self.append_built(rows, expected_last_seq)
     }
@@ -642,21 +624,10 @@ impl Store for PgHistory {
         rows_json: &[u8],
         expected_last_seq: Option<u64>,
     ) -> Result<AppendResult> {
-        let raws: Vec<&serde_json::value::RawValue> = serde_json::from_slice(rows_json)
-            .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
-        if raws.is_empty() {
-            return Err(HistoryError::InvalidArgument(
-                "append needs at least one row".to_owned(),
-            ));
-        }
-        let rows = raws
-            .into_iter()
-            .enumerate()
-            .map(|(i, raw)| RawRow::parse(i, raw))
-            .collect::<Result<Vec<_>>>()?;
+        let rows = crate::store::row::parse_json_batch(rows_json)?;
         let mut unused = |_: &Tip<'_>| Ok(None);
         self.append_locked(expected_last_seq, &mut unused, Some(&rows))?
-            .ok_or_else(|| HistoryError::InvalidArgument("append needs at least one row".into()))
+            .ok_or_else(HistoryError::empty_batch)
     }
 
     fn append_with(

@@ -23,9 +23,7 @@ impl History {
     /// Appends `rows` as one all-or-nothing batch, durable before this returns.
     pub fn append(&self, rows: Vec<NewRow>) -> Result<AppendResult> {
         if rows.is_empty() {
-            return Err(HistoryError::InvalidArgument(
-                "append needs at least one row".to_owned(),
-            ));
+            return Err(HistoryError::empty_batch());
         }
         let mut locked = self.lock()?;
         self.append_locked(&mut locked, &rows)
@@ -97,18 +95,10 @@ impl History {
         rows_json: &[u8],
         expected_last_seq: Option<u64>,
     ) -> Result<AppendResult> {
-        let raws: Vec<&serde_json::value::RawValue> = serde_json::from_slice(rows_json)
-            .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
-        if raws.is_empty() {
-            return Err(HistoryError::InvalidArgument(
-                "append needs at least one row".to_owned(),
-            ));
-        }
-        let rows = raws
+        let rows: Vec<row::Incoming<'_>> = row::parse_json_batch(rows_json)?
             .into_iter()
-            .enumerate()
-            .map(|(i, raw)| row::RawRow::parse(i, raw).map(row::Incoming::Raw))
-            .collect::<Result<Vec<_>>>()?;
+            .map(row::Incoming::Raw)
+            .collect();
         let mut locked = self.lock()?;
         self.check_expected(&mut locked, expected_last_seq)?;
         self.append_incoming(&mut locked, &rows)
@@ -118,9 +108,7 @@ impl History {
     /// [`append_json_bytes_if`](Self::append_json_bytes_if)).
     pub fn append_if(&self, rows: Vec<NewRow>, expected_last_seq: u64) -> Result<AppendResult> {
         if rows.is_empty() {
-            return Err(HistoryError::InvalidArgument(
-                "append needs at least one row".to_owned(),
-            ));
+            return Err(HistoryError::empty_batch());
         }
         let mut locked = self.lock()?;
         self.check_expected(&mut locked, Some(expected_last_seq))?;
@@ -447,9 +435,7 @@ impl History {
         };
         match rows {
             None => Ok(None),
-            Some(rows) if rows.is_empty() => Err(HistoryError::InvalidArgument(
-                "append needs at least one row".to_owned(),
-            )),
+            Some(rows) if rows.is_empty() => Err(HistoryError::empty_batch()),
             Some(rows) => self.append_locked(&mut locked, &rows).map(Some),
         }
     }

@@ -86,6 +86,11 @@ pub enum HistoryError {
 }
 
 impl HistoryError {
+    /// An append of no rows (nothing is written).
+    pub(crate) fn empty_batch() -> HistoryError {
+        HistoryError::InvalidArgument("append needs at least one row".to_owned())
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         HistoryError::Io {
             op,

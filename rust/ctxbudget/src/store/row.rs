@@ -239,6 +239,20 @@ fn raw_str(
     }
 }
 
+/// A batch given as UTF-8 JSON (a non-empty list of row objects), each row validated
+/// without building value trees: what every store's JSON append path starts from.
+pub(crate) fn parse_json_batch(rows_json: &[u8]) -> Result<Vec<RawRow<'_>>> {
+    let raws: Vec<&serde_json::value::RawValue> = serde_json::from_slice(rows_json)
+        .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
+    if raws.is_empty() {
+        return Err(HistoryError::empty_batch());
+    }
+    raws.into_iter()
+        .enumerate()
+        .map(|(i, raw)| RawRow::parse(i, raw))
+        .collect()
+}
+
 impl<'a> RawRow<'a> {
     /// Validates one row object given as raw JSON (same rules as [`NewRow::from_value`]).
     pub(crate) fn parse(index: usize, raw: &'a serde_json::value::RawValue) -> Result<RawRow<'a>> {
