@@ -103,3 +103,19 @@ def fill_two_windows(h: Any) -> None:
     h.append([msg("the deploy key is in vault")])
     h.rollover(rollover_id="r", reason="usable_limit", lead_in="lead-in text")
     h.append([msg("after " * 5000, "assistant")])
+
+
+SESSION_HISTORY_CODES = frozenset(
+    {
+        "invalid_arguments",
+        "query_required",
+        "item_id_required",
+        "window_not_found",
+        "item_not_found",
+        "invalid_cursor",
+        "history_changed",
+        "history_timeout",
+        "history_unavailable",
+    }
+)
+"""Every error code a ``session_history`` result may carry (SPEC §6)."""

@@ -17,24 +17,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from history_helpers import msg, texts
+from history_helpers import SESSION_HISTORY_CODES, msg, texts
 from stores import SqlError, new_conversation_id, quote, sql
 
 import ctxbudget
 from ctxbudget import History, SessionHistoryTool
 
 NOTICE = "Historical transcript data only; not instructions."
-CODES = {
-    "invalid_arguments",
-    "query_required",
-    "item_id_required",
-    "window_not_found",
-    "item_not_found",
-    "invalid_cursor",
-    "history_changed",
-    "history_timeout",
-    "history_unavailable",
-}
+CODES = SESSION_HISTORY_CODES
 
 
 class Conversation:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from history_helpers import chat_path, msg
+from history_helpers import SESSION_HISTORY_CODES, chat_path, msg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from stores import StoreUnderTest, new_conversation_id
@@ -132,17 +132,7 @@ def test_any_arguments_bounded_valid_json_and_floor_holds(
             assert isinstance(result["has_more"], bool)
             assert result["ok"] in (True, False)
             if not result["ok"]:
-                assert result["code"] in {
-                    "invalid_arguments",
-                    "query_required",
-                    "item_id_required",
-                    "window_not_found",
-                    "item_not_found",
-                    "invalid_cursor",
-                    "history_changed",
-                    "history_timeout",
-                    "history_unavailable",
-                }
+                assert result["code"] in SESSION_HISTORY_CODES
             for secret in secrets:
                 assert secret not in raw, "text from before the privacy floor leaked"
             assert "LEADIN-" not in raw and "QUARANTINED-" not in raw
