@@ -7,9 +7,10 @@
 //! Each handle keeps an index of the conversation — one entry per row, with the row's
 //! head and its place in a virtual concatenation of the rows (so `session_history` pages
 //! over it as over a file) — and brings it up to date from the database with
-//! O(new rows) work: under the conversation's row lock before a write, in one
-//! repeatable-read snapshot before a read. A new epoch (a rotation, a row changed by
-//! hand, the conversation recreated) rebuilds it.
+//! O(new rows) work: under the conversation's row lock before a write, by one statement
+//! (one snapshot, one round trip) before a read. A new epoch (a rotation, a row changed,
+//! inserted or truncated by hand, the conversation recreated) rebuilds it. The bodies of
+//! the newest rows stay with the index (`bodies.rs`) for `session_history` pages.
 
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard};
