@@ -5,10 +5,14 @@ tasks; cancellation, errors, threads and descriptors."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import fcntl
 import gc
 import os
+import subprocess
+import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -406,3 +410,93 @@ def test_view_awaited(tmp_path: Path) -> None:
         assert len(fresh.rows) == len(stale.rows) + 1
 
     asyncio.run(main())
+
+
+_REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+
+def test_calls_run_in_the_awaiting_tasks_context_variables(tmp_path: Path) -> None:
+    """A hook sees the context variables of the task that awaited the call (as with
+    asyncio.to_thread), and what a call sets stays in that call."""
+
+    async def main() -> tuple[list[str], str, str]:
+        s = await AsyncSession.open(tmp_path / "ws", context_window=64_000, durability="none")
+        seen: list[str] = []
+
+        def hook(window_id: str) -> str:
+            seen.append(_REQUEST_ID.get())
+            return ""
+
+        s.register_hook(hook, context_only=True)
+        await s.add_user("hi")
+
+        async def request(rid: str) -> None:
+            _REQUEST_ID.set(rid)
+            await s.prepare()
+
+        await asyncio.gather(request("a"), request("b"))
+        await _bridge.run(_REQUEST_ID.set, "set inside a call")
+        inside_later = await _bridge.run(_REQUEST_ID.get)
+        return seen, _REQUEST_ID.get(), inside_later
+
+    seen, outside, inside_later = asyncio.run(main())
+    assert sorted(set(seen)) == ["a", "b"]
+    assert outside == "-" and inside_later == "-"
+
+
+def test_a_finished_call_is_not_kept_alive_by_the_bridge(tmp_path: Path) -> None:
+    """Calls run in reused worker greenlets; an idle worker holds nothing of the call it
+    ran (its arguments, its result), and few workers serve many calls."""
+
+    class Payload:
+        pass
+
+    async def main() -> tuple[list[weakref.ref[Payload]], int]:
+        refs: list[weakref.ref[Payload]] = []
+
+        def make(arg: Payload) -> Payload:
+            refs.append(weakref.ref(arg))
+            out = Payload()
+            refs.append(weakref.ref(out))
+            return out
+
+        for _ in range(50):
+            await _bridge.run(make, Payload())
+        await asyncio.gather(*(_bridge.run(make, Payload()) for _ in range(8)))
+        gc.collect()
+        workers = sum(isinstance(o, _bridge._Worker) for o in gc.get_objects())
+        return refs, workers
+
+    refs, workers = asyncio.run(main())
+    assert refs and all(r() is None for r in refs)
+    assert 1 <= workers <= 8
+    gc.collect()
+    assert not any(isinstance(o, _bridge._Worker) for o in gc.get_objects())
+
+
+def test_keyboard_interrupt_in_a_call_stops_the_loop_as_it_would_unbridged() -> None:
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    async def main() -> None:
+        await _bridge.run(interrupt)
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+
+    async def after() -> int:
+        return await _bridge.run(lambda: 7)
+
+    assert asyncio.run(after()) == 7
+
+
+def test_the_pool_defaults_to_one_thread_per_cpu_between_two_and_four() -> None:
+    """More pool threads than CPUs preempt the event loop's thread (benches/README.md)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "from ctxbudget.aio import io_threads; print(io_threads()[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert 2 <= int(out.stdout) <= min(4, max(2, cpus or 2))

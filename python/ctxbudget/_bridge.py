@@ -18,7 +18,7 @@ complete, and later calls see it, or it never started) and then raises
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextvars
 import time
 import weakref
 from collections import deque
@@ -35,16 +35,73 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class _Bridged(greenlet.greenlet):
-    """A greenlet whose blocking core calls suspend it instead of blocking the thread."""
+class _Call:
+    """One bridged call: what to run, its outcome once it ran, and the future its task
+    awaits (replaced when the task is cancelled while the call is still running)."""
+
+    __slots__ = ("ctx", "done", "error", "fn", "result", "waiter", "worker")
+
+    def __init__(self, fn: Callable[[], Any], waiter: asyncio.Future[None]) -> None:
+        # The awaiting task's context variables, as asyncio.to_thread passes them.
+        self.ctx = contextvars.copy_context()
+        self.fn = fn
+        self.waiter = waiter
+        self.worker: _Worker | None = None
+        self.done = False
+        self.error: BaseException | None = None
+        self.result: Any = None
+
+
+class _Finished:
+    """What a worker hands back when its call returned or raised (a job id otherwise)."""
+
+    __slots__ = ()
+
+
+_FINISHED = _Finished()
+
+
+class _Worker(greenlet.greenlet):
+    """A greenlet that runs bridged calls one after another: kept between calls, so a
+    call does not pay for a new greenlet and its Python stack (an ``mmap`` and a
+    ``munmap`` each). A blocking core call suspends it in :func:`_wait`."""
+
+    __slots__ = ("next_call",)
+
+    def __init__(self) -> None:
+        super().__init__(_serve)
+        self.next_call: _Call | None = None
+        """The call to run when next switched to with no job pending (handed over as
+        an attribute: switch arguments of a greenlet's start live as long as it)."""
+
+
+def _serve() -> None:
+    while True:
+        # Nothing is held across the switch below: an idle worker that its bridge drops
+        # is freed at once (no reference cycle through its own frame).
+        worker = cast(_Worker, greenlet.getcurrent())
+        call = worker.next_call
+        worker.next_call = None
+        assert call is not None
+        try:
+            call.result = call.ctx.run(call.fn)
+        except greenlet.GreenletExit:
+            raise  # the worker is being discarded
+        except BaseException as exc:  # handed to the awaiting task, never swallowed
+            call.error = exc
+        call.done = True
+        parent = worker.parent
+        del worker, call
+        assert parent is not None
+        parent.switch(_FINISHED)
 
 
 def _wait(job: int) -> None:
-    """Called by the binding inside a bridged greenlet after it queued ``job``: hands
-    the job to :func:`run` (which awaits it) and returns once it is done."""
+    """Called by the binding inside a bridged call after it queued ``job``: hands the
+    job to the loop's bridge and returns once it is done."""
     current = greenlet.getcurrent()
     parent = current.parent
-    if not isinstance(current, _Bridged) or parent is None:  # pragma: no cover
+    if not isinstance(current, _Worker) or parent is None:  # pragma: no cover
         raise RuntimeError("ctxbudget's async bridge was entered outside a bridged call")
     parent.switch(job)
 
@@ -53,45 +110,49 @@ def _wait(job: int) -> None:
 _ctxbudget._offload_register(_wait)
 
 
-class _Call:
-    """One bridged call: its greenlet and the future of its outcome."""
-
-    __slots__ = ("future", "glet")
-
-    def __init__(self, glet: _Bridged, future: asyncio.Future[Any]) -> None:
-        self.glet = glet
-        self.future = future
-
-
 _SLICE = 0.0002
 """Seconds of bridged work one turn of the event loop runs before it lets timers and
 other callbacks in (the rest continues on the next turn)."""
+
+_IDLE_WORKERS = 64
+"""Idle workers a loop keeps (more concurrent calls make more; the extra ones end)."""
 
 
 class _LoopBridge:
     """One event loop's completion queue and the bridged calls it drives.
 
-    Greenlets are resumed from loop callbacks, never from the awaiting task: a call
-    becomes runnable when it starts and each time its job finishes; :meth:`_step` runs
-    runnable calls for at most :data:`_SLICE` per loop turn, so many conversations that
-    become ready together cannot hold the loop for long."""
+    Calls run in worker greenlets resumed from loop callbacks, never from the awaiting
+    task: a call becomes runnable when it starts and each time its job finishes;
+    :meth:`_step` runs runnable calls for at most :data:`_SLICE` per loop turn, so many
+    conversations that become ready together cannot hold the loop for long."""
 
-    __slots__ = ("__weakref__", "completions", "runnable", "scheduled", "waiting")
+    __slots__ = (
+        "__weakref__",
+        "completions",
+        "idle",
+        "loop",
+        "runnable",
+        "scheduled",
+        "waiting",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.completions = _ctxbudget.Completions()
         self.runnable: deque[_Call] = deque()
         self.waiting: dict[int, _Call] = {}
+        self.idle: list[_Worker] = []
         self.scheduled = False
+        # Weak: the loop owns this bridge (through its reader), not the other way round.
+        self.loop = weakref.ref(loop)
         loop.add_reader(self.completions.fileno(), self._ready)
 
-    def start(self, loop: asyncio.AbstractEventLoop, glet: _Bridged) -> asyncio.Future[Any]:
-        future: asyncio.Future[Any] = loop.create_future()
-        self.runnable.append(_Call(glet, future))
+    def start(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> _Call:
+        call = _Call(fn, loop.create_future())
+        self.runnable.append(call)
         if not self.scheduled:
             self.scheduled = True
             loop.call_soon(self._step)
-        return future
+        return call
 
     def _ready(self) -> None:
         for job in self.completions.drain():
@@ -111,34 +172,38 @@ class _LoopBridge:
                 if time.perf_counter() >= end:
                     break
         finally:
-            if runnable and not self.scheduled:
+            loop = self.loop()
+            if runnable and not self.scheduled and loop is not None:
                 self.scheduled = True
-                asyncio.get_running_loop().call_soon(self._step)
+                loop.call_soon(self._step)
 
     def _resume(self, call: _Call) -> None:
-        glet = call.glet
-        glet.parent = greenlet.getcurrent()
+        worker = call.worker
+        if worker is None:
+            worker = call.worker = self.idle.pop() if self.idle else _Worker()
+            worker.next_call = call
+        worker.parent = greenlet.getcurrent()
         try:
-            outcome = self.completions.resume(glet)
-        except (KeyboardInterrupt, SystemExit) as exc:
-            _settle(call.future, exc)
+            outcome = self.completions.resume(worker)
+        except BaseException as exc:  # pragma: no cover - the worker itself failed
+            call.worker = None
+            call.error, call.done = exc, True
+            _wake(call)
             raise
-        except BaseException as exc:
-            _settle(call.future, exc)
-            return
-        if glet.dead:
-            _settle(call.future, None, outcome)
+        if outcome is _FINISHED:
+            call.worker = None
+            if len(self.idle) < _IDLE_WORKERS:
+                self.idle.append(worker)
+            _wake(call)
+            if isinstance(call.error, (KeyboardInterrupt, SystemExit)):
+                raise call.error
         else:
             self.waiting[cast(int, outcome)] = call
 
 
-def _settle(future: asyncio.Future[Any], error: BaseException | None, result: Any = None) -> None:
-    if future.done():  # pragma: no cover - the loop is closing: nobody awaits it
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+def _wake(call: _Call) -> None:
+    if not call.waiter.done():  # done: its task was cancelled and takes a new one
+        call.waiter.set_result(None)
 
 
 _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
@@ -154,20 +219,23 @@ def _bridge_for(loop: asyncio.AbstractEventLoop) -> _LoopBridge:
 
 
 async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-    """Runs ``fn(*args, **kwargs)`` on this thread; its blocking core calls run in the
-    I/O pool while the loop goes on. Exceptions propagate unchanged. Cancelling the
-    awaiting task lets the call finish, then raises ``CancelledError``."""
+    """Runs ``fn(*args, **kwargs)`` on this thread, in the awaiting task's context
+    variables; its blocking core calls run in the I/O pool while the loop goes on.
+    Exceptions propagate unchanged. Cancelling the awaiting task lets the call finish,
+    then raises ``CancelledError``."""
     loop = asyncio.get_running_loop()
-    future = _bridge_for(loop).start(loop, _Bridged(functools.partial(fn, *args, **kwargs)))
+    call = _bridge_for(loop).start(loop, lambda: fn(*args, **kwargs))
     cancelled = False
-    while not future.done():
+    while not call.done:
         try:
-            await asyncio.shield(future)
+            await call.waiter
         except asyncio.CancelledError:
+            # The call goes on (its write completes or never starts): wait for it.
             cancelled = True
-        except BaseException:
-            break  # the call's own error: raised below
+            if not call.done:
+                call.waiter = loop.create_future()
     if cancelled:
-        error = future.exception()
-        raise asyncio.CancelledError from error
-    return cast(_R, future.result())
+        raise asyncio.CancelledError from call.error
+    if call.error is not None:
+        raise call.error
+    return cast(_R, call.result)

@@ -381,6 +381,8 @@ class WindowFold:
     def visible_seqs(self) -> list[int]:
         """Rows of the current window a request carries (messages, lead-ins,
         advisories, continuations; not retracted), in order."""
+    def visible_tail(self, n: int) -> list[int]:
+        """The last ``n`` of :attr:`visible_seqs` (all of them if fewer)."""
     @property
     def item_count(self) -> int: ...
     @property

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from . import _ctxbudget, tokens
 from .history import History
@@ -49,18 +49,25 @@ def _warn_executor(executor: object) -> None:
         warnings.warn(_EXECUTOR_IGNORED, DeprecationWarning, stacklevel=3)
 
 
-async def _run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-    # Imported here: `import ctxbudget` should not pay for asyncio and greenlet (a third
-    # of its import time) in the many programs that never await it.
-    from . import _bridge
+_bridged: Callable[..., Any] | None = None
 
-    return await _bridge.run(fn, *args, **kwargs)
+
+async def _run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    global _bridged
+    if _bridged is None:
+        # Imported on first use: `import ctxbudget` should not pay for asyncio and
+        # greenlet (a third of its import time) in the many programs that never await it.
+        from . import _bridge
+
+        _bridged = _bridge.run
+    return cast(_R, await _bridged(fn, *args, **kwargs))
 
 
 def io_threads(max_threads: int | None = None) -> tuple[int, int]:
     """``(max_threads, running)`` of the I/O pool that runs the blocking work of async
-    calls; ``max_threads`` sets the bound (default 4). Idle threads end after two
-    seconds; after ``os.fork()`` the child starts its own pool on its first call."""
+    calls; ``max_threads`` sets the bound (default: one per CPU this process may use,
+    at least 2 and at most 4). Idle threads end after two seconds; after ``os.fork()``
+    the child starts its own pool on its first call."""
     if max_threads is not None and (isinstance(max_threads, bool) or max_threads < 1):
         raise ValueError(f"max_threads must be a positive int, got {max_threads!r}")
     bound, running, _ = _ctxbudget.offload_pool(max_threads)

@@ -131,7 +131,7 @@ class WindowFold:
         if fresh:
             # The newest visible seqs are the tail of the fold's list: no new row can
             # be visible beyond the last len(fresh) of them.
-            shown = set(self._core.visible_seqs[-len(fresh) :])
+            shown = set(self._core.visible_tail(len(fresh)))
             visible = tuple(r for r in fresh if r.seq in shown)
         retracts = any(r.kind == "retraction" for r in rows)
         return WindowChange(changed, visible, retracts, True)

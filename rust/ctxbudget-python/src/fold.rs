@@ -163,6 +163,16 @@ impl PyWindowFold {
         self.with(py, |f| f.visible().collect())
     }
 
+    /// The last `n` of [`visible_seqs`](Self::visible_seqs) (all of them if fewer): the
+    /// only ones rows read by the last step can be, without copying the whole window.
+    fn visible_tail(&self, py: Python<'_>, n: usize) -> PyResult<Vec<u64>> {
+        self.with(py, |f| {
+            let visible = f.visible();
+            let skip = visible.len().saturating_sub(n);
+            visible.skip(skip).collect()
+        })
+    }
+
     /// Messages and continuations of the current window not retracted.
     #[getter]
     fn item_count(&self, py: Python<'_>) -> PyResult<u64> {
