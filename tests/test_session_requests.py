@@ -144,6 +144,32 @@ def test_any_model_with_an_explicit_encoding(tmp_path: Path) -> None:
         _open(tmp_path / "d", model="my-local-llama", context_window=None, encoding="o200k_base")
 
 
+def test_sessions_of_one_process_share_their_encoding_and_its_count_cache(
+    tmp_path: Path,
+) -> None:
+    """The system text and tool schemas every session sends are counted once per
+    process; counts stay those of a private encoding."""
+    a = _open(tmp_path / "a", tools=[HOST_TOOL])
+    b = _open(tmp_path / "b", tools=[HOST_TOOL])
+    assert a.encoding is b.encoding
+    local = _open(
+        tmp_path / "c", model="my-local-llama", context_window=32_000, encoding="o200k_base"
+    )
+    assert (
+        local.encoding
+        is _open(
+            tmp_path / "d", model="other-llama", context_window=32_000, encoding="o200k_base"
+        ).encoding
+    )
+    private = Encoding("o200k_base", cache_size=0)
+    own = _open(tmp_path / "e", tools=[HOST_TOOL], encoding=private)
+    for s in (a, b, own):
+        s.add_user("Audit the billing code.")
+    assert a.prepare().decision.projected == own.prepare().decision.projected
+    with pytest.raises(TypeError):
+        _open(tmp_path / "f", encoding=["o200k_base"])  # type: ignore[arg-type]
+
+
 def test_count_messages_matches_what_a_session_budgets(tmp_path: Path) -> None:
     s = _open(tmp_path / "ws", tools=[HOST_TOOL])
     s.add_user("Audit the billing code.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,16 +58,26 @@ def context_window_for(model: str) -> int:
     return CONTEXT_WINDOWS[best]
 
 
+@functools.lru_cache(maxsize=64)
+def _shared_encoding(name: str | None, model: str) -> Encoding:
+    """One :class:`~ctxbudget.Encoding` per encoding name or model in a process, so that
+    sessions share its count cache: the system text and tool schemas every session of a
+    backend sends are counted once, not once per session opened."""
+    return Encoding(name) if name is not None else Encoding.for_model(model)
+
+
 def encoding_for(model: str, encoding: str | Encoding | None, window: int) -> Encoding:
     """The :class:`~ctxbudget.Encoding` a session of ``model`` counts with: the one
-    given (a name or an instance), else the model's (a clear error for a model without
-    a known tokenizer, naming the fix)."""
+    given (an instance as is; a name, shared by the process's sessions), else the
+    model's (shared too; a clear error for a model without a known tokenizer, naming
+    the fix)."""
     if isinstance(encoding, Encoding):
         return encoding
     if encoding is not None:
-        return Encoding(encoding)
+        # Anything but a name goes to Encoding() as given, for its own clear error.
+        return _shared_encoding(encoding, "") if isinstance(encoding, str) else Encoding(encoding)
     try:
-        return Encoding.for_model(model)
+        return _shared_encoding(None, model)
     except UnknownModelError as exc:
         err = UnknownModelError(
             f"no tokenizer is known for model {model!r}; a local or custom model "

@@ -17,6 +17,9 @@ use super::TokenCount;
 
 const SHARDS: usize = 16;
 
+/// Seed of the keys of JSON counts (any value other than 0, the plain counts' seed).
+const JSON_SEED: u64 = 0x6a73_6f6e;
+
 #[derive(Default)]
 struct Shard {
     young: FxHashMap<u128, TokenCount>,
@@ -43,6 +46,12 @@ impl CountCache {
     #[inline]
     pub(crate) fn key(text: &str) -> u128 {
         xxhash_rust::xxh3::xxh3_128(text.as_bytes())
+    }
+
+    /// The key of a JSON document's count (`Encoding::count_json`), apart from the
+    /// key of the same text's plain count: the two counts differ.
+    pub(crate) fn json_key(json_text: &str) -> u128 {
+        xxhash_rust::xxh3::xxh3_128_with_seed(json_text.as_bytes(), JSON_SEED)
     }
 
     fn shard(&self, key: u128) -> &Mutex<Shard> {

@@ -250,7 +250,37 @@ impl Encoding {
     /// Tokens of a JSON document: the tokens of its string contents plus one per byte
     /// of everything else (punctuation, numbers, escapes), and never less than the
     /// count of the JSON text itself.
+    ///
+    /// Counts of documents of 64 bytes and more are cached (tool schemas are counted
+    /// again for every request that advertises them).
     pub fn count_json(&self, json_text: &str) -> Result<usize, TokenError> {
+        let cache = self
+            .cache
+            .as_ref()
+            .filter(|_| json_text.len() >= CACHE_MIN_BYTES);
+        let key = cache.map(|_| CountCache::json_key(json_text));
+        if let (Some(cache), Some(key)) = (cache, key) {
+            if let Some(hit) = cache.get(key) {
+                return Ok(hit.tokens);
+            }
+        }
+        let tokens = self.count_json_uncached(json_text)?;
+        if let (Some(cache), Some(key)) = (cache, key) {
+            // The count as returned (already scaled): this cache belongs to this
+            // encoding and its clones, which scale alike.
+            cache.insert(
+                key,
+                TokenCount {
+                    tokens,
+                    exact: self.estimate_scale_bp.is_none(),
+                    forced_cuts: 0,
+                },
+            );
+        }
+        Ok(tokens)
+    }
+
+    fn count_json_uncached(&self, json_text: &str) -> Result<usize, TokenError> {
         let strings = json::string_contents(json_text)?;
         let raw_bytes: usize = strings.iter().map(|s| s.len()).sum();
         let content: usize = strings.iter().map(|s| self.count(s)).sum();
@@ -407,5 +437,27 @@ mod tests {
             e.count_json("{not json"),
             Err(TokenError::InvalidJson { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn cached_json_counts_equal_uncached_ones_and_stay_apart_from_plain_counts() {
+        let cached = enc("o200k_base");
+        let uncached = enc("o200k_base").with_cache_capacity(0);
+        let doc = r#"{"name":"read_file","description":"Reads a file of the repository","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}"#;
+        let expected = uncached
+            .count_json(doc)
+            .unwrap_or_else(|err| panic!("{err}"));
+        // The plain count of the same text is cached first: it must not be taken for
+        // the JSON count (they differ for this document).
+        assert_ne!(cached.count(doc), expected);
+        for _ in 0..3 {
+            assert_eq!(cached.count_json(doc).ok(), Some(expected));
+        }
+        // Its plain count and its JSON count (its strings are too short to be cached).
+        assert_eq!(cached.cache_len(), 2);
+        let estimate = Encoding::for_model("claude-3-5-sonnet").unwrap_or_else(|e| panic!("{e}"));
+        let once = estimate.count_json(doc).ok();
+        assert_eq!(estimate.count_json(doc).ok(), once);
+        assert!(once > Some(expected));
     }
 }
