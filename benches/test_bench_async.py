@@ -29,8 +29,8 @@ MODEL_LATENCY = 0.010  # seconds the fake model "thinks" per step
 TICK = 0.001
 OUTPUT = "for item in batch:\n    total += price(item) * qty(item)\n" * 12
 ASYNC = "AsyncSession"
-ASYNC_4 = "AsyncSession, 4 I/O threads"
-MODES = (ASYNC, ASYNC_4, "Session in to_thread", "Session on the loop")
+ASYNC_2 = "AsyncSession, 2 I/O threads"
+MODES = (ASYNC, ASYNC_2, "Session in to_thread", "Session on the loop")
 IDLE = "no conversations (machine noise)"
 BARE = "reference: 3 bare write + fdatasync in to_thread"
 IDLE_SECONDS = 2.0
@@ -72,7 +72,7 @@ class _Calls:
 
     async def open(self, ws: Path) -> Any:
         options: dict[str, Any] = {"model": "gpt-4o", "context_window": 128_000}
-        if self.mode in (ASYNC, ASYNC_4):
+        if self.mode in (ASYNC, ASYNC_2):
             return await AsyncSession.open(ws, **options)
         if self.mode == "Session in to_thread":
             return await asyncio.to_thread(Session.open, ws, **options)
@@ -80,7 +80,7 @@ class _Calls:
 
     async def call(self, s: Any, name: str, *args: Any) -> Any:
         method = getattr(s, name)
-        if self.mode in (ASYNC, ASYNC_4):
+        if self.mode in (ASYNC, ASYNC_2):
             return await method(*args)
         if self.mode == "Session in to_thread":
             return await asyncio.to_thread(method, *args)
@@ -112,8 +112,8 @@ async def _ticker(stop: asyncio.Event, lags: list[float]) -> None:
 
 async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
     default_threads = io_threads()[0]
-    if mode == ASYNC_4:
-        io_threads(4)
+    if mode == ASYNC_2:
+        io_threads(2)
     calls = _Calls(mode)
     lags: list[float] = []
     done = [0]

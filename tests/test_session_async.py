@@ -9,8 +9,6 @@ import contextvars
 import fcntl
 import gc
 import os
-import subprocess
-import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -488,15 +486,3 @@ def test_keyboard_interrupt_in_a_call_stops_the_loop_as_it_would_unbridged() -> 
         return await _bridge.run(lambda: 7)
 
     assert asyncio.run(after()) == 7
-
-
-def test_the_pool_defaults_to_one_thread_per_cpu_between_two_and_four() -> None:
-    """More pool threads than CPUs preempt the event loop's thread (benches/README.md)."""
-    out = subprocess.run(
-        [sys.executable, "-c", "from ctxbudget.aio import io_threads; print(io_threads()[0])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert 2 <= int(out.stdout) <= min(4, max(2, cpus or 2))

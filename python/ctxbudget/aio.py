@@ -65,9 +65,8 @@ async def _run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> 
 
 def io_threads(max_threads: int | None = None) -> tuple[int, int]:
     """``(max_threads, running)`` of the I/O pool that runs the blocking work of async
-    calls; ``max_threads`` sets the bound (default: one per CPU this process may use,
-    at least 2 and at most 4). Idle threads end after two seconds; after ``os.fork()``
-    the child starts its own pool on its first call."""
+    calls; ``max_threads`` sets the bound (default 4). Idle threads end after two
+    seconds; after ``os.fork()`` the child starts its own pool on its first call."""
     if max_threads is not None and (isinstance(max_threads, bool) or max_threads < 1):
         raise ValueError(f"max_threads must be a positive int, got {max_threads!r}")
     bound, running, _ = _ctxbudget.offload_pool(max_threads)

@@ -12,10 +12,9 @@
 //! on the loop's thread. So no Python thread other than the loop's runs, and nothing
 //! competes with the loop for the GIL.
 //!
-//! The pool starts threads on demand (at most [`set_max_threads`] of them; by default
-//! one per CPU, 2 to 4) and a thread that stays idle for [`IDLE_EXIT`] ends. After
-//! `fork()` the child starts a fresh pool on its first job; jobs queued in the parent
-//! stay the parent's.
+//! The pool starts threads on demand (at most [`set_max_threads`] of them) and a thread
+//! that stays idle for [`IDLE_EXIT`] ends. After `fork()` the child starts a fresh pool
+//! on its first job; jobs queued in the parent stay the parent's.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -35,39 +34,11 @@ use pyo3::types::PyTuple;
 /// How long a pool thread waits for work before it ends.
 pub(crate) const IDLE_EXIT: Duration = Duration::from_secs(2);
 
-/// Bounds of the default number of pool threads: at least two, so that two
-/// conversations' `fdatasync`s overlap, and at most four.
-pub(crate) const DEFAULT_THREADS_MIN: usize = 2;
-/// See [`DEFAULT_THREADS_MIN`].
-pub(crate) const DEFAULT_THREADS_MAX: usize = 4;
+/// Default bound on pool threads: enough to overlap the `fdatasync`s of several
+/// conversations, few enough to leave the CPUs to the event loop.
+pub(crate) const DEFAULT_MAX_THREADS: usize = 4;
 
-/// The default bound on pool threads: one per CPU this process may use (its affinity
-/// and cgroup quota), within [`DEFAULT_THREADS_MIN`]..=[`DEFAULT_THREADS_MAX`]. More
-/// threads than CPUs take CPU time from the event loop's thread whenever their
-/// `fdatasync`s wake together (on 2 CPUs, 4 threads gave the loop a p99 stall 1.2-1.6×
-/// that of 2 threads, and fewer steps/s: benches/README.md).
-fn default_max_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(DEFAULT_THREADS_MIN, |n| n.get())
-        .clamp(DEFAULT_THREADS_MIN, DEFAULT_THREADS_MAX)
-}
-
-/// The bound on pool threads; 0 until it is first read or set (then the default).
-static MAX_THREADS: AtomicUsize = AtomicUsize::new(0);
-
-fn thread_bound() -> usize {
-    match MAX_THREADS.load(Ordering::Relaxed) {
-        0 => {
-            let default = default_max_threads();
-            // Another thread may have set a bound meanwhile: that one wins.
-            match MAX_THREADS.compare_exchange(0, default, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => default,
-                Err(set) => set,
-            }
-        }
-        n => n,
-    }
-}
+static MAX_THREADS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_THREADS);
 static NEXT_JOB: AtomicU64 = AtomicU64::new(1);
 static JOBS_DONE: AtomicU64 = AtomicU64::new(0);
 
@@ -108,7 +79,7 @@ impl Pool {
     fn submit(self: &Arc<Self>, job: Job) -> std::io::Result<()> {
         let mut state = lock(&self.state);
         state.queue.push_back(job);
-        if state.queue.len() > state.idle && state.threads < thread_bound() {
+        if state.queue.len() > state.idle && state.threads < MAX_THREADS.load(Ordering::Relaxed) {
             state.threads += 1;
             let pool = Arc::clone(self);
             let spawned = std::thread::Builder::new()
@@ -341,7 +312,11 @@ pub(crate) fn offload_pool(max_threads: Option<usize>) -> PyResult<(usize, usize
         .as_ref()
         .filter(|p| p.pid == std::process::id())
         .map_or(0, |p| p.threads());
-    Ok((thread_bound(), running, JOBS_DONE.load(Ordering::Relaxed)))
+    Ok((
+        MAX_THREADS.load(Ordering::Relaxed),
+        running,
+        JOBS_DONE.load(Ordering::Relaxed),
+    ))
 }
 
 /// Whether blocking work started now would go to the pool (a bridged greenlet runs).
