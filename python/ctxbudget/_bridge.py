@@ -1,7 +1,7 @@
 """Runs synchronous ctxbudget code on the event loop's thread without blocking the loop.
 
 :func:`run` executes a function (a :class:`~ctxbudget.Session` method, say) in a
-greenlet on the loop's own thread. Every blocking core call it makes — an append and
+worker greenlet on the loop's own thread (workers are kept for later calls). Every blocking core call it makes — an append and
 its ``fdatasync``, a read, a ``session_history`` scan, a tokenizer load — passes one
 chokepoint in the binding (``offload::blocking``): inside such a greenlet the call is
 queued to the binding's I/O pool (plain Rust threads that never take the GIL) and the
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 import time
 import weakref
 from collections import deque
@@ -37,16 +38,17 @@ _R = TypeVar("_R")
 
 class _Call:
     """One bridged call: what to run, its outcome once it ran, and the future its task
-    awaits (replaced when the task is cancelled while the call is still running)."""
+    awaits (replaced when the task is cancelled while the call is still running), held
+    weakly: the awaiting task holds it, and through it the loop, which a bridge that
+    its calls kept alive would keep alive in turn (the bridges map holds them)."""
 
-    __slots__ = ("ctx", "done", "error", "fn", "result", "waiter", "worker")
+    __slots__ = ("ctx", "done", "error", "fn", "result", "waiter")
 
     def __init__(self, fn: Callable[[], Any], waiter: asyncio.Future[None]) -> None:
         # The awaiting task's context variables, as asyncio.to_thread passes them.
         self.ctx = contextvars.copy_context()
         self.fn = fn
-        self.waiter = waiter
-        self.worker: _Worker | None = None
+        self.waiter = weakref.ref(waiter)
         self.done = False
         self.error: BaseException | None = None
         self.result: Any = None
@@ -66,13 +68,39 @@ class _Worker(greenlet.greenlet):
     call does not pay for a new greenlet and its Python stack (an ``mmap`` and a
     ``munmap`` each). A blocking core call suspends it in :func:`_wait`."""
 
-    __slots__ = ("next_call",)
+    __slots__ = ("inner", "next_call")
 
     def __init__(self) -> None:
         super().__init__(_serve)
         self.next_call: _Call | None = None
         """The call to run when next switched to with no job pending (handed over as
         an attribute: switch arguments of a greenlet's start live as long as it)."""
+        self.inner: greenlet.greenlet | None = None
+        """The greenlet of the call that waits for a job, when it is not the worker
+        itself (one that the called code made and switched to): resumed instead."""
+
+
+class _Running(threading.local):
+    """What the bridge resumes on this thread right now (None between resumes)."""
+
+    worker: _Worker | None = None
+    target: greenlet.greenlet | None = None
+
+
+_running = _Running()
+
+
+def _suspend(to: greenlet.greenlet, value: object) -> None:
+    """Switches to ``to`` (the bridge) with ``value`` and returns once the bridge
+    resumes the current greenlet. Anything else that switches to it — a greenlet that
+    an earlier call made (so its parent is this worker) ending after that call — is
+    handed on to the bridge's side, as it would be had the worker ended: a kept worker
+    must behave as the greenlet per call that it replaces."""
+    while True:
+        value = to.switch(value)
+        if greenlet.getcurrent() is _running.target:
+            return
+        to = cast(greenlet.greenlet, greenlet.getcurrent().parent)
 
 
 def _serve() -> None:
@@ -82,28 +110,39 @@ def _serve() -> None:
         worker = cast(_Worker, greenlet.getcurrent())
         call = worker.next_call
         worker.next_call = None
+        # Nor is the worker held while the call runs (and the call does not refer to
+        # it): a bridge dropped with the call in flight frees (and so ends) the worker.
+        del worker
         assert call is not None
         try:
             call.result = call.ctx.run(call.fn)
-        except greenlet.GreenletExit:
-            raise  # the worker is being discarded
+        except greenlet.GreenletExit as exc:
+            # Raised by the call, or thrown in to discard the worker: either way the
+            # worker ends (the bridge sees it dead) and the call raises it.
+            call.error, call.done = exc, True
+            raise
         except BaseException as exc:  # handed to the awaiting task, never swallowed
             call.error = exc
         call.done = True
-        parent = worker.parent
-        del worker, call
+        parent = greenlet.getcurrent().parent
+        del call
         assert parent is not None
-        parent.switch(_FINISHED)
+        _suspend(parent, _FINISHED)
+        del parent
 
 
 def _wait(job: int) -> None:
     """Called by the binding inside a bridged call after it queued ``job``: hands the
     job to the loop's bridge and returns once it is done."""
-    current = greenlet.getcurrent()
-    parent = current.parent
-    if not isinstance(current, _Worker) or parent is None:  # pragma: no cover
+    worker = _running.worker
+    if worker is None or worker.parent is None:  # pragma: no cover
         raise RuntimeError("ctxbudget's async bridge was entered outside a bridged call")
-    parent.switch(job)
+    current = greenlet.getcurrent()
+    # A greenlet that the call itself switched to (its helper) waits as the call does.
+    worker.inner = None if current is worker else current
+    parent = worker.parent
+    del worker, current
+    _suspend(parent, job)
 
 
 # Once per process, under the import lock (so threads cannot race to it).
@@ -138,17 +177,20 @@ class _LoopBridge:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.completions = _ctxbudget.Completions()
-        self.runnable: deque[_Call] = deque()
-        self.waiting: dict[int, _Call] = {}
+        # Calls with their workers (None before they start).
+        self.runnable: deque[tuple[_Call, _Worker | None]] = deque()
+        self.waiting: dict[int, tuple[_Call, _Worker]] = {}
         self.idle: list[_Worker] = []
         self.scheduled = False
         # Weak: the loop owns this bridge (through its reader), not the other way round.
         self.loop = weakref.ref(loop)
         loop.add_reader(self.completions.fileno(), self._ready)
 
-    def start(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> _Call:
-        call = _Call(fn, loop.create_future())
-        self.runnable.append(call)
+    def start(
+        self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any], waiter: asyncio.Future[None]
+    ) -> _Call:
+        call = _Call(fn, waiter)
+        self.runnable.append((call, None))
         if not self.scheduled:
             self.scheduled = True
             loop.call_soon(self._step)
@@ -156,9 +198,9 @@ class _LoopBridge:
 
     def _ready(self) -> None:
         for job in self.completions.drain():
-            call = self.waiting.pop(job, None)
-            if call is not None:
-                self.runnable.append(call)
+            waiting = self.waiting.pop(job, None)
+            if waiting is not None:
+                self.runnable.append(waiting)
         if not self.scheduled:
             self._step()
 
@@ -168,7 +210,7 @@ class _LoopBridge:
         end = time.perf_counter() + _SLICE
         try:
             while runnable:
-                self._resume(runnable.popleft())
+                self._resume(*runnable.popleft())
                 if time.perf_counter() >= end:
                     break
         finally:
@@ -177,33 +219,66 @@ class _LoopBridge:
                 self.scheduled = True
                 loop.call_soon(self._step)
 
-    def _resume(self, call: _Call) -> None:
-        worker = call.worker
+    def _take_worker(self, current: greenlet.greenlet) -> _Worker:
+        idle = self.idle
+        while idle:
+            worker = idle.pop()
+            try:
+                worker.parent = current
+                return worker
+            except ValueError:
+                # Made in another thread, where this loop ran before: none can run here.
+                idle.clear()
+        return _Worker()
+
+    def _resume(self, call: _Call, worker: _Worker | None) -> None:
+        current = greenlet.getcurrent()
         if worker is None:
-            worker = call.worker = self.idle.pop() if self.idle else _Worker()
+            worker = self._take_worker(current)
             worker.next_call = call
-        worker.parent = greenlet.getcurrent()
+        else:
+            try:
+                worker.parent = current
+            except ValueError:  # suspended in a thread the loop no longer runs in
+                call.error = RuntimeError(
+                    "the event loop moved to another thread while a ctxbudget call "
+                    "waited for its I/O; it cannot go on there"
+                )
+                call.done = True
+                _wake(call)
+                return
+        target = worker.inner or worker
+        worker.inner = None
+        running = _running
+        running.worker, running.target = worker, target
         try:
-            outcome = self.completions.resume(worker)
+            outcome = self.completions.resume(target)
         except BaseException as exc:  # pragma: no cover - the worker itself failed
-            call.worker = None
             call.error, call.done = exc, True
             _wake(call)
             raise
-        if outcome is _FINISHED:
-            call.worker = None
+        finally:
+            running.worker = running.target = None
+        if worker.dead:  # it ended with GreenletExit (see _serve)
+            if call.error is None:  # pragma: no cover
+                call.error = RuntimeError("ctxbudget's async bridge lost a call")
+            call.done = True
+            _wake(call)
+        elif outcome is _FINISHED:
             if len(self.idle) < _IDLE_WORKERS:
                 self.idle.append(worker)
             _wake(call)
             if isinstance(call.error, (KeyboardInterrupt, SystemExit)):
                 raise call.error
         else:
-            self.waiting[cast(int, outcome)] = call
+            self.waiting[cast(int, outcome)] = (call, worker)
 
 
 def _wake(call: _Call) -> None:
-    if not call.waiter.done():  # done: its task was cancelled and takes a new one
-        call.waiter.set_result(None)
+    waiter = call.waiter()
+    # Done: its task was cancelled and takes a new one; gone: so is its task.
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
@@ -224,16 +299,18 @@ async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _
     Exceptions propagate unchanged. Cancelling the awaiting task lets the call finish,
     then raises ``CancelledError``."""
     loop = asyncio.get_running_loop()
-    call = _bridge_for(loop).start(loop, lambda: fn(*args, **kwargs))
+    waiter: asyncio.Future[None] = loop.create_future()
+    call = _bridge_for(loop).start(loop, lambda: fn(*args, **kwargs), waiter)
     cancelled = False
     while not call.done:
         try:
-            await call.waiter
+            await waiter
         except asyncio.CancelledError:
             # The call goes on (its write completes or never starts): wait for it.
             cancelled = True
             if not call.done:
-                call.waiter = loop.create_future()
+                waiter = loop.create_future()
+                call.waiter = weakref.ref(waiter)
     if cancelled:
         raise asyncio.CancelledError from call.error
     if call.error is not None:
