@@ -1,14 +1,15 @@
 """Runs synchronous ctxbudget code on the event loop's thread without blocking the loop.
 
-:func:`run` executes a function (a :class:`~ctxbudget.Session` method, say) in a
-worker greenlet on the loop's own thread (workers are kept for later calls). Every blocking core call it makes — an append and
-its ``fdatasync``, a read, a ``session_history`` scan, a tokenizer load — passes one
-chokepoint in the binding (``offload::blocking``): inside such a greenlet the call is
-queued to the binding's I/O pool (plain Rust threads that never take the GIL) and the
-greenlet suspends here, in :func:`_wait`. The loop watches the pool's completion socket
-(``loop.add_reader``); when the job is done the greenlet resumes where it stopped and
-the result becomes Python objects on the loop's thread. No Python thread other than the
-loop's runs, so nothing competes with the loop for the GIL.
+:func:`run` executes a function (a :class:`~ctxbudget.Session` method, say) in a worker
+greenlet on the loop's own thread (workers are kept for later calls). Every blocking
+core call it makes — an append and its ``fdatasync``, a read, a ``session_history``
+scan, a tokenizer load — passes one chokepoint in the binding (``offload::blocking``):
+inside such a greenlet the call is queued to the binding's I/O pool (plain Rust threads
+that never take the GIL) and the greenlet suspends here, in :func:`_wait`. The loop
+watches the pool's completion socket (``loop.add_reader``); when the job is done the
+greenlet resumes where it stopped and the result becomes Python objects on the loop's
+thread. No Python thread other than the loop's runs, so nothing competes with the loop
+for the GIL.
 
 A call that is cancelled while its I/O is in flight finishes first (its write is either
 complete, and later calls see it, or it never started) and then raises
