@@ -39,9 +39,10 @@ _R = TypeVar("_R")
 
 class _Call:
     """One bridged call: what to run, its outcome once it ran, and the future its task
-    awaits (replaced when the task is cancelled while the call is still running), held
-    weakly: the awaiting task holds it, and through it the loop, which a bridge that
-    its calls kept alive would keep alive in turn (the bridges map holds them)."""
+    awaits (a new one after the task is cancelled while the call still runs).
+
+    The future is held weakly: it leads to its task and loop, and the bridges map keeps
+    bridges (and their calls) alive, so a strong reference would keep a closed loop."""
 
     __slots__ = ("ctx", "done", "error", "fn", "result", "waiter")
 
@@ -241,12 +242,13 @@ class _LoopBridge:
             try:
                 worker.parent = current
             except ValueError:  # suspended in a thread the loop no longer runs in
-                call.error = RuntimeError(
-                    "the event loop moved to another thread while a ctxbudget call "
-                    "waited for its I/O; it cannot go on there"
+                _fail(
+                    call,
+                    RuntimeError(
+                        "the event loop moved to another thread while a ctxbudget call "
+                        "waited for its I/O; it cannot go on there"
+                    ),
                 )
-                call.done = True
-                _wake(call)
                 return
         target = worker.inner or worker
         worker.inner = None
@@ -255,16 +257,12 @@ class _LoopBridge:
         try:
             outcome = self.completions.resume(target)
         except BaseException as exc:  # pragma: no cover - the worker itself failed
-            call.error, call.done = exc, True
-            _wake(call)
+            _fail(call, exc)
             raise
         finally:
             running.worker = running.target = None
-        if worker.dead:  # it ended with GreenletExit (see _serve)
-            if call.error is None:  # pragma: no cover
-                call.error = RuntimeError("ctxbudget's async bridge lost a call")
-            call.done = True
-            _wake(call)
+        if worker.dead:  # it ended with GreenletExit (see _serve), which it recorded
+            _fail(call, call.error or RuntimeError("ctxbudget's async bridge lost a call"))
         elif outcome is _FINISHED:
             if len(self.idle) < _IDLE_WORKERS:
                 self.idle.append(worker)
@@ -273,6 +271,12 @@ class _LoopBridge:
                 raise call.error
         else:
             self.waiting[cast(int, outcome)] = (call, worker)
+
+
+def _fail(call: _Call, error: BaseException) -> None:
+    """Ends ``call`` with ``error`` (raised to its task)."""
+    call.error, call.done = error, True
+    _wake(call)
 
 
 def _wake(call: _Call) -> None:
