@@ -221,35 +221,21 @@ impl Encoding {
     /// Number of tokens in `text`, and whether that number is exact (it is, unless the
     /// encoding estimates another model's tokenizer).
     pub fn count_detail(&self, text: &str) -> TokenCount {
-        let raw = self.cached(
-            text.len(),
-            || CountCache::key(text),
-            || Ok::<_, std::convert::Infallible>(self.count_uncached(text)),
-        );
-        match raw {
-            Ok(raw) => self.scaled(raw),
-            Err(never) => match never {},
+        let cache = self
+            .cache
+            .as_ref()
+            .filter(|_| text.len() >= CACHE_MIN_BYTES);
+        let key = cache.map(|_| CountCache::key(text));
+        if let (Some(cache), Some(key)) = (cache, key) {
+            if let Some(hit) = cache.get(key) {
+                return self.scaled(hit);
+            }
         }
-    }
-
-    /// `count()` through the cache for texts of [`CACHE_MIN_BYTES`] and more: the
-    /// cached value under `key()` if there is one, else `count()`'s, kept.
-    fn cached<E>(
-        &self,
-        len: usize,
-        key: impl FnOnce() -> u128,
-        count: impl FnOnce() -> Result<TokenCount, E>,
-    ) -> Result<TokenCount, E> {
-        let Some(cache) = self.cache.as_ref().filter(|_| len >= CACHE_MIN_BYTES) else {
-            return count();
-        };
-        let key = key();
-        if let Some(hit) = cache.get(key) {
-            return Ok(hit);
+        let raw = self.count_uncached(text);
+        if let (Some(cache), Some(key)) = (cache, key) {
+            cache.insert(key, raw);
         }
-        let counted = count()?;
-        cache.insert(key, counted);
-        Ok(counted)
+        self.scaled(raw)
     }
 
     /// Counts of many texts, spread over all cores.
@@ -268,20 +254,32 @@ impl Encoding {
     /// Counts of documents of 64 bytes and more are cached (tool schemas are counted
     /// again for every request that advertises them).
     pub fn count_json(&self, json_text: &str) -> Result<usize, TokenError> {
-        // Cached as returned (already scaled): this cache belongs to this encoding and
-        // its clones, which scale alike.
-        let counted = self.cached(
-            json_text.len(),
-            || CountCache::json_key(json_text),
-            || {
-                Ok(TokenCount {
-                    tokens: self.count_json_uncached(json_text)?,
+        // The same lookup as count_detail's, written out: a shared generic helper made
+        // count_detail's cache hit measurably slower (65-69 vs 72-75 ns per 1 KiB hit).
+        let cache = self
+            .cache
+            .as_ref()
+            .filter(|_| json_text.len() >= CACHE_MIN_BYTES);
+        let key = cache.map(|_| CountCache::json_key(json_text));
+        if let (Some(cache), Some(key)) = (cache, key) {
+            if let Some(hit) = cache.get(key) {
+                return Ok(hit.tokens);
+            }
+        }
+        let tokens = self.count_json_uncached(json_text)?;
+        if let (Some(cache), Some(key)) = (cache, key) {
+            // The count as returned (already scaled): this cache belongs to this
+            // encoding and its clones, which scale alike.
+            cache.insert(
+                key,
+                TokenCount {
+                    tokens,
                     exact: self.estimate_scale_bp.is_none(),
                     forced_cuts: 0,
-                })
-            },
-        )?;
-        Ok(counted.tokens)
+                },
+            );
+        }
+        Ok(tokens)
     }
 
     fn count_json_uncached(&self, json_text: &str) -> Result<usize, TokenError> {
