@@ -50,3 +50,31 @@ def test_a_damaged_record_is_named_and_replaced_by_the_next_session(tmp_path: Pa
 
 def test_no_record_reads_as_empty(tmp_path: Path) -> None:
     assert read_budgets(tmp_path) == []
+
+
+def test_opening_writes_the_budget_and_the_window_overhead_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each atomic write is a temporary file, two fsyncs and a rename (three trips to
+    the I/O pool for an AsyncSession): opening makes one, not one per fact recorded."""
+    from ctxbudget import budget_record
+
+    writes: list[str] = []
+    real = budget_record.atomic_write
+
+    def counted(path: Path, data: bytes) -> None:
+        writes.append(path.name)
+        real(path, data)
+
+    monkeypatch.setattr(budget_record, "atomic_write", counted)
+    s = Session.open(tmp_path, model="gpt-4o", context_window=50_000, durability="none")
+    assert writes == [BUDGET_FILE]
+    (record,) = read_budgets(tmp_path)
+    (tokens,) = record.request_overhead.values()
+    assert set(record.request_overhead) == {s.window_id} and tokens > 0
+    Session.open(tmp_path, model="gpt-4o", context_window=50_000, durability="none")
+    assert writes == [BUDGET_FILE], "nothing changed: nothing rewritten"
+    Session.open(tmp_path, model="gpt-4o", context_window=60_000, durability="none")
+    assert writes == [BUDGET_FILE, BUDGET_FILE]
+    old, new = read_budgets(tmp_path)
+    assert new.context_window == 60_000 and new.request_overhead == old.request_overhead

@@ -121,8 +121,6 @@ def record_budget(
     """Appends the budget to the workspace's record unless it is already the newest
     entry. Called by :meth:`Session.open`; replaces the file atomically. ``None`` (a
     PostgreSQL conversation): nothing is recorded."""
-    if workspace is None:
-        return
     entry = BudgetRecord(
         since_window=window,
         model=model,
@@ -132,25 +130,23 @@ def record_budget(
         output_reserve=budget.output_reserve,
         mode_active=mode_active,
     )
-    try:
-        entries = read_budgets(workspace)
-    except BudgetRecordError:
-        entries = []  # unreadable: start a fresh record rather than refuse the session
-    if entries and _same_budget(entries[-1], entry):
-        return
-    _write_atomic(Path(workspace) / BUDGET_FILE, [*entries, entry])
+    _update(workspace, entry, None)
 
 
-def record_session_budget(session: _SessionLike) -> None:
-    """Records the budget of an opened session (the one call :class:`Session` makes)."""
-    record_budget(
-        session.history.workspace,
+def record_session_budget(session: _SessionLike, request_overhead: int | None = None) -> None:
+    """Records the budget of an opened session (the one call :class:`Session` makes)
+    and, when given, the request overhead of its current window, in one write."""
+    entry = BudgetRecord(
+        since_window=session.window_id,
         model=session.model,
         encoding=session.encoding.name,
-        budget=session.budget,
-        window=session.window_id,
+        context_window=session.budget.context_window,
+        threshold=session.budget.threshold,
+        output_reserve=session.budget.output_reserve,
         mode_active=session.mode_active,
     )
+    overhead = None if request_overhead is None else (session.window_id, request_overhead)
+    _update(session.history.workspace, entry, overhead)
 
 
 def record_request_overhead(
@@ -159,17 +155,40 @@ def record_request_overhead(
     """Keeps ``tokens`` as the request overhead of ``window`` in the newest budget entry
     (a session calls it once per window it enters); rewrites the file only on a change.
     ``None`` (a PostgreSQL conversation): nothing is recorded."""
+    _update(workspace, None, (window, tokens))
+
+
+def _update(
+    workspace: str | os.PathLike[str] | None,
+    entry: BudgetRecord | None,
+    overhead: tuple[str, int] | None,
+) -> None:
+    """Reads the record once, appends ``entry`` unless it is the newest budget already,
+    keeps ``overhead`` (window, tokens) in the newest entry, and writes the file only if
+    that changed it: opening a session costs one atomic write at most, not one per fact.
+    An unreadable record is started afresh when there is a budget to record, else left
+    alone (the session's next open writes a fresh one)."""
     if workspace is None:
         return
     try:
         entries = read_budgets(workspace)
     except BudgetRecordError:
-        return  # unreadable: the session's next open writes a fresh record
-    if not entries or entries[-1].request_overhead.get(window) == tokens:
-        return
-    newest = entries[-1]
-    entries[-1] = replace(newest, request_overhead={**newest.request_overhead, window: tokens})
-    _write_atomic(Path(workspace) / BUDGET_FILE, entries)
+        if entry is None:
+            return
+        entries = []
+    changed = False
+    if entry is not None and not (entries and _same_budget(entries[-1], entry)):
+        entries.append(entry)
+        changed = True
+    if overhead is not None and entries:
+        window, tokens = overhead
+        newest = entries[-1]
+        if newest.request_overhead.get(window) != tokens:
+            overheads = {**newest.request_overhead, window: tokens}
+            entries[-1] = replace(newest, request_overhead=overheads)
+            changed = True
+    if changed:
+        _write_atomic(Path(workspace) / BUDGET_FILE, entries)
 
 
 def _same_budget(a: BudgetRecord, b: BudgetRecord) -> bool:

@@ -138,8 +138,7 @@ class Session:
         # Calls already open now were left by a process that stopped mid-step; calls made
         # while this session runs are the host's to answer.
         self._left_open = {c.id for c in self._fold.open_calls}
-        record_session_budget(self)
-        self._record_overhead()
+        self._record_overhead(with_budget=True)
 
     @classmethod
     def open(
@@ -237,15 +236,17 @@ class Session:
             if change.reset and self._overhead_window is not None:
                 self._record_overhead()
 
-    def _record_overhead(self) -> None:
+    def _record_overhead(self, *, with_budget: bool = False) -> None:
         """Keeps the request overhead (frame, system text, tool schemas) this window
-        counts in the workspace's budget record, for ``ctxbudget plot``."""
+        counts in the workspace's budget record, for ``ctxbudget plot``; ``with_budget``
+        (on open) records the session's budget in the same write."""
         fold = self._fold
         self._overhead_window = fold.window_id
-        system = self._requests.system(self, fold)
-        record_request_overhead(
-            self.history.workspace, fold.window_id, self._requests.overhead(system)
-        )
+        tokens = self._requests.overhead(self._requests.system(self, fold))
+        if with_budget:
+            record_session_budget(self, tokens)
+        else:
+            record_request_overhead(self.history.workspace, fold.window_id, tokens)
 
     @_locked
     def view(self, *, refresh: bool = False) -> WindowView:
