@@ -412,3 +412,66 @@ fn retracting_the_row_that_made_calls_closes_them() {
         .collect();
     assert_eq!(open, ["b"], "a fresh fold agrees with the incremental one");
 }
+
+/// `try_read` is `read` whenever it answers, and declines (never waits, never catches up
+/// with another writer, never reads much) otherwise; the fold's `try_catch_up` leaves
+/// the fold as it was when it declines.
+#[test]
+fn try_read_answers_as_read_or_declines_without_waiting() {
+    let ws = Ws::new("try-read");
+    let h = ws.open();
+    ok(h.append(vec![user("a"), user("b")]));
+    for from in [ReadFrom::Seq(0), ReadFrom::Seq(2), ReadFrom::CurrentWindow] {
+        assert_eq!(ok(h.try_read(from, 1 << 20)), Some(ok(h.read(from))));
+    }
+    // More bytes than allowed: declined, whatever the rows.
+    assert_eq!(ok(h.try_read(ReadFrom::Seq(0), 10)), None);
+    assert!(ok(h.try_read(ReadFrom::Seq(3), 0)).is_some());
+
+    // Another writer appended: catching up is a full read's job.
+    let other = ws.open();
+    ok(other.append(vec![user("c")]));
+    assert_eq!(ok(h.try_read(ReadFrom::Seq(3), 1 << 20)), None);
+    assert_eq!(ok(h.read(ReadFrom::Seq(3))).rows.len(), 1);
+    assert!(ok(h.try_read(ReadFrom::Seq(3), 1 << 20)).is_some());
+
+    // The lock held elsewhere (another open file description, as another process):
+    // declined at once, and the lock is still usable afterwards.
+    let held = fs::File::open(ws.0.join("history").join("lock")).unwrap_or_else(|e| panic!("{e}"));
+    held.lock().unwrap_or_else(|e| panic!("{e}"));
+    let started = std::time::Instant::now();
+    assert_eq!(ok(h.try_read(ReadFrom::Seq(0), 1 << 20)), None);
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    let mut fold = WindowFold::new();
+    assert!(ok(fold.try_catch_up(&h, 1 << 20)).is_none());
+    assert_eq!((fold.is_empty(), fold.last_seq()), (true, 0));
+    drop(held);
+    let rows = ok(fold.try_catch_up(&h, 1 << 20)).unwrap_or_else(|| panic!("declined"));
+    assert_eq!((rows.len(), fold.last_seq()), (3, 3));
+    assert_eq!(ok(h.append(vec![user("d")])).last_seq, 4);
+}
+
+/// A cheap read judges the receipt as a full read does: replaced by a link it fails both
+/// (never answered from the index behind the damage); garbled, both still answer the
+/// same rows (the rows are the record, the receipt only vouches for them).
+#[test]
+fn try_read_fails_where_read_fails() {
+    let ws = Ws::new("try-read-receipt");
+    let h = ws.open();
+    ok(h.append(vec![user("a"), user("b")]));
+    let receipt = ws.0.join("history").join("receipt.json");
+    let all = ReadFrom::Seq(0);
+
+    fs::write(&receipt, b"{not a receipt").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ok(h.try_read(all, 1 << 20)), Some(ok(h.read(all))));
+
+    fs::remove_file(&receipt).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(ws.0.join("elsewhere"), &receipt).unwrap_or_else(|e| panic!("{e}"));
+    let full = h.read(all).map_err(|e| e.to_string());
+    let cheap = h.try_read(all, 1 << 20).map_err(|e| e.to_string());
+    assert!(
+        full.is_err(),
+        "a linked receipt fails a full read: {full:?}"
+    );
+    assert_eq!(cheap.map(|_| ()), full.map(|_| ()));
+}
