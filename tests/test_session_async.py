@@ -11,18 +11,16 @@ import gc
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 import ctxbudget
 from ctxbudget import AsyncSession, History, Session, _bridge, _ctxbudget, aio
 from ctxbudget.errors import CtxBudgetError, HistoryIOError, InvalidArgumentError
-
-_T = TypeVar("_T")
 
 OUTPUT = "def charge(card):\n    return gateway.post(card)\n" * 30
 
@@ -105,30 +103,22 @@ def test_a_step_runs_no_python_thread_but_the_loop(
     monkeypatch.setattr(threading.Thread, "start", no_start)
     monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", no_executor)
     hook_threads: list[int] = []
+    jobs_before = _ctxbudget.offload_pool()[2]
     threads_before = set(threading.enumerate())
-    jobs: dict[str, int] = {}
-
-    async def pooled(what: str, call: Awaitable[_T]) -> _T:
-        before = _ctxbudget.offload_pool()[2]
-        result = await call
-        jobs[what] = _ctxbudget.offload_pool()[2] - before
-        return result
 
     async def main() -> int:
         s = await AsyncSession.open(tmp_path / "ws", context_window=64_000)  # fsync'ed
         s.register_hook(
             lambda w: hook_threads.append(threading.get_ident()) or "", context_only=True
         )
-        await pooled("add_user", s.add_user("hi"))
+        await s.add_user("hi")
         await s.prepare()
-        calls = [{"id": "c1", "name": "memory", "arguments": {}}]
-        await pooled("add_assistant", s.add_assistant(None, calls))
-        memory = {"command": "create", "path": "/memories/notes.md", "file_text": "x"}
-        created = await pooled("memory create", s.run_tool("memory", memory))
-        search = {"action": "search", "query": "hi"}
-        found = await pooled("session_history", s.run_tool("session_history", search))
-        results = [{"call_id": "c1", "name": "memory", "output": created}]
-        await pooled("add_tool_results", s.add_tool_results(results))
+        await s.add_assistant(None, [{"id": "c1", "name": "memory", "arguments": {}}])
+        created = await s.run_tool(
+            "memory", {"command": "create", "path": "/memories/notes.md", "file_text": "x"}
+        )
+        found = await s.run_tool("session_history", {"action": "search", "query": "hi"})
+        await s.add_tool_results([{"call_id": "c1", "name": "memory", "output": created}])
         assert created["ok"] and found["ok"], (created, found)
         assert set(threading.enumerate()) == threads_before
         await aio.count_messages([{"role": "user", "content": "hi"}], model="gpt-4o")
@@ -137,10 +127,9 @@ def test_a_step_runs_no_python_thread_but_the_loop(
     loop_thread = asyncio.run(main())
     assert attempts == []
     assert hook_threads and set(hook_threads) == {loop_thread}
-    # The waiting happened in the pool: every append (with its fsync), the fsyncs of the
-    # memory write, the scan. (prepare's read of the rows this session just wrote may run
-    # in place: test_fold_reads_run_in_place_only_when_cheap_and_free.)
-    assert all(n >= 1 for n in jobs.values()), jobs
+    # The waiting happened in the pool: opening, every append, read and scan, the fsyncs
+    # of the memory write.
+    assert _ctxbudget.offload_pool()[2] - jobs_before >= 10
 
 
 def test_the_loop_runs_while_an_append_waits(tmp_path: Path) -> None:
@@ -351,103 +340,23 @@ def _pool_jobs() -> int:
     return _ctxbudget.offload_pool()[2]
 
 
-def _user_row(text: str) -> dict[str, Any]:
-    return {"kind": "message", "role": "user", "parts": [{"type": "text", "text": text}]}
-
-
-def test_fold_reads_run_in_place_only_when_cheap_and_free(tmp_path: Path) -> None:
-    """Inside an awaited call the window fold's read of new rows runs on the loop's
-    thread only when it cannot wait and costs little: the store's lock is free, no other
-    writer changed the files since this process indexed them, and the rows are a few
-    KiB. Anything else is one pool job, and the loop runs meanwhile. A session_history
-    call is always a pool job."""
-    ws = tmp_path / "ws"
-    history = History.open(ws, durability="none")
-    history.append([_user_row("a")])
+def test_fold_reads_and_history_tool_calls_run_on_the_pool(tmp_path: Path) -> None:
+    """The window fold's read of new rows and a session_history call are blocking core
+    calls: inside an awaited call each is one pool job, never a wait on the loop."""
+    history = History.open(tmp_path / "ws", durability="none")
+    history.append([{"kind": "message", "role": "user", "parts": [{"type": "text", "text": "a"}]}])
     fold = _ctxbudget.WindowFold(history._core)
     tool = ctxbudget.SessionHistoryTool(history)
-    other = History.open(ws, durability="none")  # another writer: its own index
 
-    async def advance() -> tuple[int, int]:
+    async def main() -> tuple[int, int]:
         before = _pool_jobs()
         rows, _ = await _bridge.run(fold.advance)
-        return len(rows), _pool_jobs() - before
-
-    async def main() -> dict[str, tuple[int, int]]:
-        seen = {"indexed": await advance(), "nothing new": await advance()}
-        other.append([_user_row("b")])
-        seen["another writer appended"] = await advance()
-        history.append([_user_row("x" * 20_000)])
-        seen["20 KB to read"] = await advance()
-        history.append([_user_row("c")])
-        ticks = 0
-        with _store_locked(ws):
-            waiting = asyncio.ensure_future(advance())
-            while ticks < 10:
-                await asyncio.sleep(0.002)
-                ticks += 1
-            assert not waiting.done()
-        seen["lock held"] = await waiting
-        before = _pool_jobs()
+        after_advance = _pool_jobs()
         found = await _bridge.run(tool.call, {"action": "search", "query": "a"})
-        assert found["ok"], found
-        seen["session_history"] = (1, _pool_jobs() - before)
-        return seen
+        assert len(rows) == 1 and found["ok"], (rows, found)
+        return after_advance - before, _pool_jobs() - after_advance
 
-    assert asyncio.run(main()) == {
-        "indexed": (1, 0),
-        "nothing new": (0, 0),
-        "another writer appended": (1, 1),
-        "20 KB to read": (1, 1),
-        "lock held": (1, 1),
-        "session_history": (1, 1),
-    }
-
-
-def test_a_read_done_in_place_still_lets_other_calls_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A read that runs in place skips the pool but not the turn it would have given the
-    loop: the call steps aside there, so a call's slice of the loop stays as short as
-    with the trip (here every resume is a whole slice: the calls interleave)."""
-    history = History.open(tmp_path / "ws", durability="none")
-    history.append([_user_row("a")])
-    monkeypatch.setattr(_bridge, "_SLICE", 0.0)
-    order: list[str] = []
-
-    def call(name: str) -> None:
-        fold = _ctxbudget.WindowFold(history._core)
-        order.append(f"{name} reads")
-        fold.advance()
-        order.append(f"{name} goes on")
-
-    async def main() -> int:
-        before = _pool_jobs()
-        await asyncio.gather(_bridge.run(call, "A"), _bridge.run(call, "B"))
-        return _pool_jobs() - before
-
-    assert asyncio.run(main()) == 0
-    assert order == ["A reads", "B reads", "A goes on", "B goes on"]
-
-
-def test_a_step_with_no_other_writer_reads_in_place(tmp_path: Path) -> None:
-    """prepare() after the session's own append has nothing to fetch from the pool: a
-    step costs the loop two pool trips (the two appends), not three."""
-
-    async def main() -> list[int]:
-        s = await AsyncSession.open(tmp_path / "ws", context_window=64_000, durability="none")
-        await s.add_user("hi")
-        jobs = []
-        for n in range(3):
-            before = _pool_jobs()
-            turn = await s.prepare()
-            assert turn.status == "send"
-            await s.add_assistant(None, [{"id": f"c{n}", "name": "read_file", "arguments": {}}])
-            await s.add_tool_results([{"call_id": f"c{n}", "name": "read_file", "output": "x"}])
-            jobs.append(_pool_jobs() - before)
-        return jobs
-
-    assert asyncio.run(main()) == [2, 2, 2]
+    assert asyncio.run(main()) == (1, 1)
 
 
 def test_a_callable_lead_in_runs_on_the_loop_thread_never_on_the_pool(tmp_path: Path) -> None:

@@ -8,10 +8,8 @@ inside such a greenlet the call is queued to the binding's I/O pool (plain Rust 
 that never take the GIL) and the greenlet suspends here, in :func:`_wait`. The loop
 watches the pool's completion socket (``loop.add_reader``); when the job is done the
 greenlet resumes where it stopped and the result becomes Python objects on the loop's
-thread. (A read that cannot wait — the window fold's read of rows this process just
-wrote, with the store's lock free — runs in place: ``offload::blocking_unless_quick``.)
-No Python thread other than the loop's runs, so nothing competes with the loop for the
-GIL.
+thread. No Python thread other than the loop's runs, so nothing competes with the loop
+for the GIL.
 
 A call that is cancelled while its I/O is in flight finishes first (its write is either
 complete, and later calls see it, or it never started) and then raises
@@ -157,10 +155,6 @@ _SLICE = 0.0002
 """Seconds of bridged work one turn of the event loop runs before it lets timers and
 other callbacks in (the rest continues on the next turn)."""
 
-_YIELD = 0
-"""The job id of a call that did its work in place and lets others run before it goes on
-(``offload::YIELD``): runnable again at once, nothing to wait for."""
-
 _IDLE_WORKERS = 64
 """Idle workers a loop keeps (more concurrent calls make more; the extra ones end)."""
 
@@ -275,8 +269,6 @@ class _LoopBridge:
             _wake(call)
             if isinstance(call.error, (KeyboardInterrupt, SystemExit)):
                 raise call.error
-        elif outcome == _YIELD:
-            self.runnable.append((call, worker))
         else:
             self.waiting[cast(int, outcome)] = (call, worker)
 

@@ -4,9 +4,7 @@ Each method runs the very same :class:`~ctxbudget.Session` method on the event l
 own thread, and every blocking call it makes into the core — an append and its
 ``fdatasync``, a read of new rows, a ``session_history`` scan, a tokenizer load, the
 ``fsync`` of a memory-tool write — runs on the binding's I/O pool (plain Rust threads
-that never take the GIL) while the loop serves other tasks (see ``_bridge.py``). A read
-of new rows that cannot wait (the store's lock free, no other writer since, a few KiB)
-runs in place instead: cheaper for the loop than the trip to the pool. No
+that never take the GIL) while the loop serves other tasks (see ``_bridge.py``). No
 Python worker thread is involved, so nothing competes with the loop for the GIL. There
 is one implementation of the loop logic: this class only changes where the waiting
 happens.

@@ -59,24 +59,11 @@ impl PyWindowFold {
     /// first call) in one store call without the GIL, notes them, and returns
     /// `(rows, window_changed)`: `window_changed` is true when the current window is
     /// another one than before the call (a fold starts in `w:0`). Inside an awaited
-    /// `AsyncSession` call the read runs on the I/O pool (`offload::blocking`), unless
-    /// it can be done at once on the loop's thread (`Store::try_read`: the lock is free,
-    /// no other writer changed the files, a few KiB at most).
+    /// `AsyncSession` call the read runs on the I/O pool (`offload::blocking`).
     fn advance<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, bool)> {
         let (fold, history) = (Arc::clone(&self.fold), self.history.clone());
-        let quick = {
-            let (fold, history) = (Arc::clone(&fold), history.clone());
-            move || {
-                // Never wait for the fold either: whoever holds it may be waiting for I/O.
-                let mut fold = fold.try_lock().ok()?;
-                let before = fold.window();
-                let read = fold.try_catch_up(history.store(), crate::offload::INLINE_READ_BYTES);
-                let rows = read.transpose()?;
-                Some(rows.map(|rows| (rows, before != fold.window())))
-            }
-        };
         let (rows, changed) = no_panic_store(py, "WindowFold.advance()", || {
-            crate::offload::blocking_unless_quick(py, quick, move || {
+            crate::offload::blocking(py, move || {
                 let mut fold = lock_fold(&fold);
                 let before = fold.window();
                 let rows = fold.catch_up(history.store())?;

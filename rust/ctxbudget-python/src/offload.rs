@@ -190,37 +190,6 @@ pub(crate) fn offload_count(bytes: usize) -> bool {
     bytes >= COUNT_OFFLOAD_BYTES && _offload_active()
 }
 
-/// Rows up to this many bytes are read on the event loop's thread inside a bridged call
-/// when the store's lock is free and nobody else changed its files: that read is a few
-/// `stat`s and a `pread` of bytes this process just wrote (tens of microseconds), less
-/// than a trip to the pool costs the loop.
-pub(crate) const INLINE_READ_BYTES: u64 = 16 * 1024;
-
-/// [`blocking`], except that inside a bridged call `quick` runs first, here and without
-/// the GIL: work that can finish at once (it must never wait) costs the event loop less
-/// in place than a trip to the pool. `quick` returns `None` to send `job` to the pool.
-pub(crate) fn blocking_unless_quick<T: Send + 'static>(
-    py: Python<'_>,
-    quick: impl FnOnce() -> Option<T> + Send,
-    job: impl FnOnce() -> T + Send + 'static,
-) -> PyResult<T> {
-    if _offload_active() {
-        if let Some(done) = py.detach(quick) {
-            // Still a point where the loop may run others (no pool job, no wake-up):
-            // the call's slice of the loop stays as short as it was with the trip.
-            if let Some(wait) = WAIT.get(py) {
-                wait.call1(py, (YIELD,))?;
-            }
-            return Ok(done);
-        }
-    }
-    blocking(py, job)
-}
-
-/// The job id that [`blocking_unless_quick`] waits for after work done in place: no job,
-/// just a turn of the bridge (`_bridge.py` puts the call back among the runnable ones).
-pub(crate) const YIELD: u64 = 0;
-
 /// The Python function that suspends the current greenlet until job `id` is done.
 static WAIT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 

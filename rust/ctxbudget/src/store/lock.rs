@@ -85,19 +85,13 @@ impl Drop for HistoryLock {
         // Unlock explicitly (the descriptor stays open for the next acquisition), hand
         // the file back, then wake one waiting thread.
         let file = self.file.take().filter(|f| f.file.unlock().is_ok());
-        hand_back(&self.token, file);
-    }
-}
-
-/// Gives this process's turn back (with the lock file to keep open, unlocked, if any)
-/// and wakes one waiting thread.
-fn hand_back(token: &Shared, file: Option<OpenLock>) {
-    let (state, cv) = token;
-    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-    state.held = false;
-    state.file = file;
-    if state.waiting > 0 {
-        cv.notify_one();
+        let (state, cv) = &*self.token;
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        state.held = false;
+        state.file = file;
+        if state.waiting > 0 {
+            cv.notify_one();
+        }
     }
 }
 
@@ -119,51 +113,6 @@ fn open_lock(path: &Path) -> std::io::Result<OpenLock> {
 }
 
 impl HistoryLock {
-    /// Takes the lock at `path` only if it is free at once: `Ok(None)`, without waiting,
-    /// when a thread of this process or another process holds it (or the lock file was
-    /// just replaced: [`acquire`](Self::acquire) sorts that out). For callers that must
-    /// not block, such as an event loop's thread.
-    pub(crate) fn try_acquire(shared: &LockToken, path: &Path) -> Result<Option<HistoryLock>> {
-        let token = shared.0.clone();
-        let cached = {
-            let mut state = token.0.lock().unwrap_or_else(|e| e.into_inner());
-            if state.held {
-                return Ok(None);
-            }
-            state.held = true;
-            state.file.take()
-        };
-        let lock = match cached {
-            Some(l) => l,
-            None => open_lock(path).map_err(|e| {
-                hand_back(&token, None);
-                HistoryError::io("open lock file", path, e)
-            })?,
-        };
-        match lock.file.try_lock() {
-            Ok(()) => {
-                let same = std::fs::metadata(path)
-                    .is_ok_and(|m| (m.dev(), m.ino()) == (lock.dev, lock.ino));
-                if same {
-                    return Ok(Some(HistoryLock {
-                        token,
-                        file: Some(lock),
-                    }));
-                }
-                hand_back(&token, None);
-                Ok(None)
-            }
-            Err(TryLockError::WouldBlock) => {
-                hand_back(&token, Some(lock));
-                Ok(None)
-            }
-            Err(TryLockError::Error(e)) => {
-                hand_back(&token, None);
-                Err(HistoryError::io("flock", path, e))
-            }
-        }
-    }
-
     /// Acquires the lock at `path`, waiting at most `timeout`.
     pub(crate) fn acquire(
         shared: &LockToken,
@@ -193,7 +142,12 @@ impl HistoryLock {
         };
         // From here on the token is ours; give it back on every early return.
         let release = |err: HistoryError| {
-            hand_back(&token, None);
+            let (state, cv) = &*token;
+            let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+            state.held = false;
+            if state.waiting > 0 {
+                cv.notify_one();
+            }
             err
         };
         let mut pause = Duration::from_micros(200);

@@ -177,39 +177,6 @@ impl History {
         })
     }
 
-    /// [`lock`](Self::lock) without waiting: `None` when another thread or process
-    /// holds it.
-    fn try_lock(&self) -> Result<Option<Locked<'_>>> {
-        let Some(lock) = HistoryLock::try_acquire(&self.lock_token, &self.paths.lock)? else {
-            return Ok(None);
-        };
-        let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(Some(Locked {
-            _lock: lock,
-            index,
-            handles,
-        }))
-    }
-
-    /// What [`refresh`](Self::refresh) decides on: the receipt (read, so that a damaged
-    /// or replaced one fails a cheap read as it fails a full one) and the files' stamps.
-    fn observe(&self, locked: &mut Locked<'_>) -> Result<Observed> {
-        Ok(Observed {
-            receipt: receipt::read_cached(&self.paths.receipt, &mut locked.handles.receipt)?,
-            chat: fsutil::stamp(&self.paths.chat)?,
-            archive: fsutil::stamp(&self.paths.archive)?,
-        })
-    }
-
-    /// The index, if it is up to date with the files without reading them: this
-    /// process has indexed them and nobody changed them since (the one test of that,
-    /// shared with [`refresh`](Self::refresh)).
-    fn index_if_current<'a>(&self, locked: &'a mut Locked<'_>) -> Result<Option<&'a Index>> {
-        let seen = self.observe(locked)?;
-        Ok(locked.index.as_ref().filter(|ix| seen.matches(ix)))
-    }
-
     fn durable(&self) -> bool {
         self.options.durability == Durability::Fsync
     }
@@ -217,26 +184,23 @@ impl History {
     /// Brings the index up to date with the files; cheap when nothing changed or when
     /// tracked writers only appended.
     fn refresh(&self, locked: &mut Locked<'_>) -> Result<ReceiptRead> {
-        let seen = self.observe(locked)?;
+        let receipt = receipt::read_cached(&self.paths.receipt, &mut locked.handles.receipt)?;
+        let chat = fsutil::stamp(&self.paths.chat)?;
+        let archive = fsutil::stamp(&self.paths.archive)?;
         if let Some(ix) = locked.index.as_mut() {
-            if seen.matches(ix) {
-                return Ok(seen.receipt);
+            if ix.chat_stamp == chat && ix.archive_stamp == archive {
+                return Ok(receipt);
             }
-            if self.appended_by_tracked_writer(ix, &seen.receipt, seen.chat, seen.archive)? {
+            if self.appended_by_tracked_writer(ix, &receipt, chat, archive)? {
                 let start = ix.chat.committed_end;
                 let bytes = read_range(&self.paths.chat, start)?;
                 let next = frame::scan(&bytes, start, ix.chat.lines);
                 ix.absorb_chat(next);
-                ix.chat_stamp = seen.chat;
-                ix.epoch = seen.receipt.valid().map(|r| r.epoch);
-                return Ok(seen.receipt);
+                ix.chat_stamp = chat;
+                ix.epoch = receipt.valid().map(|r| r.epoch);
+                return Ok(receipt);
             }
         }
-        let Observed {
-            receipt,
-            chat,
-            archive,
-        } = seen;
         let archive_bytes = read_all(&self.paths.archive)?;
         let chat_bytes = read_all(&self.paths.chat)?;
         let mut ix = Index {
@@ -303,20 +267,6 @@ impl History {
                 (ix.chat.torn_bytes > 0 && !ix.chat.tail_acked)
                     || (ix.archive.torn_bytes > 0 && !ix.archive.tail_acked)
             })
-    }
-}
-
-/// The receipt and the stamps of the store's files at one moment, under the lock.
-struct Observed {
-    receipt: ReceiptRead,
-    chat: Option<Stamp>,
-    archive: Option<Stamp>,
-}
-
-impl Observed {
-    /// Whether `ix` indexed exactly these files (nobody changed them since).
-    fn matches(&self, ix: &Index) -> bool {
-        (ix.chat_stamp, ix.archive_stamp) == (self.chat, self.archive)
     }
 }
 

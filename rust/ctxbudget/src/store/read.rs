@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::Path;
 
 use super::frame::Entry;
-use super::index::{Index, Snapshot};
+use super::index::Snapshot;
 use super::receipt::{self, ReceiptRead};
 use super::{
     commit_crc_before, open_read, History, HistoryError, ReadFrom, Result, RowsRead, StoredRow,
@@ -36,27 +36,48 @@ impl History {
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
         let ix = Self::index(&locked)?;
-        fetch(ix, &select(ix, from, &self.paths.chat, &self.paths.archive))
-    }
-
-    /// [`read`](Self::read), only if it costs little and never waits: `Ok(None)` when
-    /// another thread or process holds the lock, when anyone but this handle changed the
-    /// files since it last indexed them (catching up may mean reading them whole),
-    /// or when the rows from `from` are more than `max_bytes`. The async API runs such a
-    /// read on the event loop's thread instead of a trip to its I/O pool.
-    pub fn try_read(&self, from: ReadFrom, max_bytes: u64) -> Result<Option<RowsRead>> {
-        let Some(mut locked) = self.try_lock()? else {
-            return Ok(None);
+        let first_seq = match from {
+            ReadFrom::Seq(seq) => seq,
+            ReadFrom::CurrentWindow => ix.fold.window().seq(),
         };
-        let Some(ix) = self.index_if_current(&mut locked)? else {
-            return Ok(None);
-        };
-        let selected = select(ix, from, &self.paths.chat, &self.paths.archive);
-        let bytes: u64 = selected.iter().map(|s| u64::from(s.entry.len)).sum();
-        if bytes > max_bytes {
-            return Ok(None);
+        // Walk back from the end to the first row read: O(rows returned), however long
+        // the transcript (an agent loop asks for the few rows appended since its last
+        // step). Malformed lines just before that row are not part of the answer.
+        let (chat, archive) = (self.paths.chat.as_path(), self.paths.archive.as_path());
+        let mut all: Vec<(&Path, &Entry)> = (ix.chat.entries.iter().rev().map(|e| (chat, e)))
+            .chain(ix.archive.entries.iter().rev().map(|e| (archive, e)))
+            .take_while(|(_, e)| e.head.as_ref().is_none_or(|h| h.seq >= first_seq))
+            .collect();
+        while all.last().is_some_and(|(_, e)| e.head.is_none()) {
+            all.pop();
         }
-        fetch(ix, &selected).map(Some)
+        all.reverse();
+        let windows = windows_of(all.iter().map(|(_, e)| *e), &ix.fold);
+        let mut out = Vec::with_capacity(all.len());
+        let mut files: HashMap<&Path, File> = HashMap::new();
+        for ((path, e), window) in all.iter().zip(windows) {
+            let file = match files.entry(path) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(open_read(path).map_err(|err| HistoryError::io("open", *path, err))?)
+                }
+            };
+            let mut raw = vec![0u8; e.len as usize];
+            use std::os::unix::fs::FileExt;
+            if file.read_exact_at(&mut raw, e.offset).is_err() {
+                continue; // the file shrank under us; the index is refreshed next time
+            }
+            out.push(StoredRow {
+                seq: e.head.as_ref().map(|h| h.seq),
+                window: window.to_string(),
+                raw,
+            });
+        }
+        Ok(RowsRead {
+            rows: out,
+            last_seq: ix.last_seq,
+            floor_seq: ix.fold.floor_seq(),
+        })
     }
 
     /// Contiguous window runs, oldest first.
@@ -115,75 +136,6 @@ impl History {
     pub fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
         commit_crc_before(&self.paths.chat, offset)
     }
-}
-
-/// A row chosen by [`select`]: its file, index entry and window.
-struct Selected<'a> {
-    path: &'a Path,
-    entry: &'a Entry,
-    window: WindowId,
-}
-
-/// The entries of the rows from `from` to the end, archive before chat, with their
-/// windows. Walks back from the end to the first row read: O(rows returned), however
-/// long the transcript (an agent loop asks for the few rows appended since its last
-/// step). Malformed lines just before that row are not part of the answer.
-fn select<'a>(
-    ix: &'a Index,
-    from: ReadFrom,
-    chat: &'a Path,
-    archive: &'a Path,
-) -> Vec<Selected<'a>> {
-    let first_seq = match from {
-        ReadFrom::Seq(seq) => seq,
-        ReadFrom::CurrentWindow => ix.fold.window().seq(),
-    };
-    let mut all: Vec<(&Path, &Entry)> = (ix.chat.entries.iter().rev().map(|e| (chat, e)))
-        .chain(ix.archive.entries.iter().rev().map(|e| (archive, e)))
-        .take_while(|(_, e)| e.head.as_ref().is_none_or(|h| h.seq >= first_seq))
-        .collect();
-    while all.last().is_some_and(|(_, e)| e.head.is_none()) {
-        all.pop();
-    }
-    all.reverse();
-    let windows = windows_of(all.iter().map(|(_, e)| *e), &ix.fold);
-    all.into_iter()
-        .zip(windows)
-        .map(|((path, entry), window)| Selected {
-            path,
-            entry,
-            window,
-        })
-        .collect()
-}
-
-/// Reads the bytes of the `selected` rows, with the index's last seq and floor.
-fn fetch(ix: &Index, selected: &[Selected<'_>]) -> Result<RowsRead> {
-    use std::os::unix::fs::FileExt;
-    let mut out = Vec::with_capacity(selected.len());
-    let mut files: HashMap<&Path, File> = HashMap::new();
-    for s in selected {
-        let file = match files.entry(s.path) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(open_read(s.path).map_err(|err| HistoryError::io("open", s.path, err))?)
-            }
-        };
-        let mut raw = vec![0u8; s.entry.len as usize];
-        if file.read_exact_at(&mut raw, s.entry.offset).is_err() {
-            continue; // the file shrank under us; the index is refreshed next time
-        }
-        out.push(StoredRow {
-            seq: s.entry.head.as_ref().map(|h| h.seq),
-            window: s.window.to_string(),
-            raw,
-        });
-    }
-    Ok(RowsRead {
-        rows: out,
-        last_seq: ix.last_seq,
-        floor_seq: ix.fold.floor_seq(),
-    })
 }
 
 /// Contiguous window runs of `entries` (every indexed line, oldest first) with their

@@ -63,15 +63,6 @@ pub trait Store: Send + Sync {
     /// Rows from `from` to the end, with the last seq and floor of the same moment.
     fn read(&self, from: ReadFrom) -> Result<RowsRead>;
 
-    /// [`read`](Self::read), only if it is cheap and never waits: `Ok(None)` when it
-    /// would wait for a lock or a server, catch up with another writer's changes, or read
-    /// more than `max_bytes` of rows. The async API tries this on the event loop's thread
-    /// before sending a read to its I/O pool. The default never tries.
-    fn try_read(&self, from: ReadFrom, max_bytes: u64) -> Result<Option<RowsRead>> {
-        let _ = (from, max_bytes);
-        Ok(None)
-    }
-
     /// The append receipt (epoch, last seq, floor) as stored.
     fn receipt(&self) -> Result<ReceiptRead>;
 
@@ -114,10 +105,6 @@ impl Store for History {
 
     fn read(&self, from: ReadFrom) -> Result<RowsRead> {
         History::read(self, from)
-    }
-
-    fn try_read(&self, from: ReadFrom, max_bytes: u64) -> Result<Option<RowsRead>> {
-        History::try_read(self, from, max_bytes)
     }
 
     fn receipt(&self) -> Result<ReceiptRead> {

@@ -379,35 +379,13 @@ impl WindowFold {
     /// them parsed. A fold that starts this way knows the current window and everything
     /// after; windows before it are `session_history`'s to read.
     pub fn catch_up(&mut self, store: &dyn crate::store::Store) -> crate::store::Result<Vec<Row>> {
-        let read = store.read(self.unread())?;
-        Ok(self.absorb(&read))
-    }
-
-    /// [`catch_up`](Self::catch_up) through [`Store::try_read`](crate::store::Store::try_read):
-    /// `Ok(None)`, with the fold unchanged, when the read would wait or cost more than
-    /// `max_bytes` of rows.
-    pub fn try_catch_up(
-        &mut self,
-        store: &dyn crate::store::Store,
-        max_bytes: u64,
-    ) -> crate::store::Result<Option<Vec<Row>>> {
-        let Some(read) = store.try_read(self.unread(), max_bytes)? else {
-            return Ok(None);
-        };
-        Ok(Some(self.absorb(&read)))
-    }
-
-    /// Where the next read starts.
-    fn unread(&self) -> crate::store::ReadFrom {
-        if self.is_empty() {
-            crate::store::ReadFrom::CurrentWindow
+        use crate::store::ReadFrom;
+        let from = if self.is_empty() {
+            ReadFrom::CurrentWindow
         } else {
-            crate::store::ReadFrom::Seq(self.last_seq + 1)
-        }
-    }
-
-    /// Notes the rows of `read` and its floor and last seq; returns the rows parsed.
-    fn absorb(&mut self, read: &crate::store::RowsRead) -> Vec<Row> {
+            ReadFrom::Seq(self.last_seq + 1)
+        };
+        let read = store.read(from)?;
         let mut rows = Vec::with_capacity(read.rows.len());
         for stored in &read.rows {
             let Some(seq) = stored.seq else { continue };
@@ -419,6 +397,6 @@ impl WindowFold {
         }
         self.raise_floor(read.floor_seq);
         self.skip_to(read.last_seq);
-        rows
+        Ok(rows)
     }
 }
