@@ -21,11 +21,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ctxbudget import AsyncSession, Encoding, Session
+from ctxbudget import AsyncSession, Encoding, History, Session
+from ctxbudget._bridge import run as _bridged
 from ctxbudget.aio import io_threads
 
 SHORT = os.environ.get("CTXBUDGET_BENCH_SHORT") == "1"
 MODEL_LATENCY = 0.010  # seconds the fake model "thinks" per step
+PACE: float | None = None
+"""Seconds per step of each conversation when set (benches/ab_async.py --pace): the fake
+model answers when the step's slot comes, so the offered load is fixed and builds that
+step faster are compared at the same load; unset, every conversation steps as fast as
+the loop lets it."""
 TICK = 0.001
 OUTPUT = "for item in batch:\n    total += price(item) * qty(item)\n" * 12
 ASYNC = "AsyncSession"
@@ -33,6 +39,7 @@ ASYNC_2 = "AsyncSession, 2 I/O threads"
 MODES = (ASYNC, ASYNC_2, "Session in to_thread", "Session on the loop")
 IDLE = "no conversations (machine noise)"
 BARE = "reference: 3 bare write + fdatasync in to_thread"
+BRIDGED = "reference: 3 store appends on the I/O pool, no Session"
 IDLE_SECONDS = 2.0
 
 
@@ -40,6 +47,14 @@ def _steps(n: int, short: bool) -> int:
     if short:
         return 8 if n <= 20 else 3
     return 40 if n <= 20 else 10
+
+
+async def _provider_call(step: int, started: float) -> None:
+    """The fake model: ``MODEL_LATENCY``, or with ``PACE``, until the step's slot."""
+    if PACE is None:
+        await asyncio.sleep(MODEL_LATENCY)
+    else:
+        await asyncio.sleep(max(0.0, started + (step + 1) * PACE - time.perf_counter()))
 
 
 class _Bare:
@@ -57,10 +72,29 @@ class _Bare:
 
     async def run(self, ws: Path, steps: int, done: list[int]) -> None:
         ws.mkdir(parents=True, exist_ok=True)
-        for _ in range(steps):
-            await asyncio.sleep(MODEL_LATENCY)
+        started = time.perf_counter()
+        for step in range(steps):
+            await _provider_call(step, started)
             for _ in range(3):
                 await asyncio.to_thread(self._append, ws / "log")
+            done[0] += 1
+
+
+_ROW = {"kind": "message", "role": "user", "parts": [{"type": "text", "text": "x" * 2000}]}
+
+
+class _BridgedAppends:
+    """The floor of this design: per step, three 2 KiB appends to the store through the
+    async bridge (each one I/O-pool job with its ``fdatasync``), and no ``Session`` code on
+    the loop."""
+
+    async def run(self, ws: Path, steps: int, done: list[int]) -> None:
+        history = await _bridged(History.open, ws)
+        started = time.perf_counter()
+        for step in range(steps):
+            await _provider_call(step, started)
+            for _ in range(3):
+                await _bridged(history.append, [_ROW])
             done[0] += 1
 
 
@@ -90,9 +124,10 @@ class _Calls:
 async def _conversation(calls: _Calls, ws: Path, steps: int, done: list[int]) -> None:
     s = await calls.open(ws)
     await calls.call(s, "add_user", "Audit the billing code and report risky loops.")
+    started = time.perf_counter()
     for n in range(steps):
         turn = await calls.call(s, "prepare")
-        await asyncio.sleep(MODEL_LATENCY)  # the provider call
+        await _provider_call(n, started)
         assert turn.status == "send"
         await calls.call(
             s, "add_assistant", None, [{"id": f"c{n}", "name": "read_file", "arguments": {}}]
@@ -126,6 +161,9 @@ async def _run(mode: str, n: int, steps: int, root: Path) -> dict[str, float]:
         await asyncio.sleep(IDLE_SECONDS)
     elif mode == BARE:
         await asyncio.gather(*(_Bare().run(root / f"ws{i}", steps, done) for i in range(n)))
+    elif mode == BRIDGED:
+        runs = (_BridgedAppends().run(root / f"ws{i}", steps, done) for i in range(n))
+        await asyncio.gather(*runs)
     else:
         await asyncio.gather(
             *(_conversation(calls, root / f"ws{i}", steps, done) for i in range(n))
@@ -159,7 +197,7 @@ def measure(short: bool = SHORT) -> list[dict[str, Any]]:
     rows.append({"mode": IDLE, "n": 0, "steps": 0, **idle})
     for n in (20, 200):
         steps = _steps(n, short)
-        for mode in (*MODES, BARE):
+        for mode in (*MODES, BARE, BRIDGED):
             root = Path(tempfile.mkdtemp(prefix="ctxb-async-"))
             try:
                 figures = asyncio.run(_run(mode, n, steps, root))
