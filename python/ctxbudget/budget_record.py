@@ -121,14 +121,8 @@ def record_budget(
     """Appends the budget to the workspace's record unless it is already the newest
     entry. Called by :meth:`Session.open`; replaces the file atomically. ``None`` (a
     PostgreSQL conversation): nothing is recorded."""
-    entry = BudgetRecord(
-        since_window=window,
-        model=model,
-        encoding=encoding,
-        context_window=budget.context_window,
-        threshold=budget.threshold,
-        output_reserve=budget.output_reserve,
-        mode_active=mode_active,
+    entry = _entry(
+        model=model, encoding=encoding, budget=budget, window=window, mode_active=mode_active
     )
     _update(workspace, entry, None)
 
@@ -136,13 +130,11 @@ def record_budget(
 def record_session_budget(session: _SessionLike, request_overhead: int | None = None) -> None:
     """Records the budget of an opened session (the one call :class:`Session` makes)
     and, when given, the request overhead of its current window, in one write."""
-    entry = BudgetRecord(
-        since_window=session.window_id,
+    entry = _entry(
         model=session.model,
         encoding=session.encoding.name,
-        context_window=session.budget.context_window,
-        threshold=session.budget.threshold,
-        output_reserve=session.budget.output_reserve,
+        budget=session.budget,
+        window=session.window_id,
         mode_active=session.mode_active,
     )
     overhead = None if request_overhead is None else (session.window_id, request_overhead)
@@ -156,6 +148,20 @@ def record_request_overhead(
     (a session calls it once per window it enters); rewrites the file only on a change.
     ``None`` (a PostgreSQL conversation): nothing is recorded."""
     _update(workspace, None, (window, tokens))
+
+
+def _entry(
+    *, model: str, encoding: str, budget: Budget, window: str, mode_active: bool
+) -> BudgetRecord:
+    return BudgetRecord(
+        since_window=window,
+        model=model,
+        encoding=encoding,
+        context_window=budget.context_window,
+        threshold=budget.threshold,
+        output_reserve=budget.output_reserve,
+        mode_active=mode_active,
+    )
 
 
 def _update(
