@@ -25,6 +25,7 @@ mod cache;
 mod chunk;
 mod error;
 mod json;
+pub mod media;
 mod models;
 mod pretokenize;
 pub mod request;
