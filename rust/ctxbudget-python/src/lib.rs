@@ -17,6 +17,7 @@ mod failpoints;
 mod fold;
 mod history;
 mod media;
+mod models;
 mod offload;
 mod pg_memory;
 mod pyjson;
@@ -58,6 +59,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encoding::model_encoding, m)?)?;
     offload::add(m)?;
     media::add(m)?;
+    models::add(m)?;
     budget::add_constants(m)?;
     pg_memory::add_constants(m)?;
     m.add("ROW_KINDS", ctxbudget::transcript::KINDS.to_vec())?;

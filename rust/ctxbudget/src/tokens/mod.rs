@@ -31,6 +31,7 @@ mod pretokenize;
 pub mod request;
 mod unicode;
 mod vocab;
+pub mod windows;
 
 use std::sync::{Arc, OnceLock};
 
