@@ -153,7 +153,8 @@ def _reference(part: Mapping[str, Any]) -> str | None:
     url = part.get("url")
     if isinstance(url, str):
         return url
-    data = part.get("data")
+    # ``data`` (ctxbudget's, LangChain's older blocks) or ``base64`` (LangChain's newer).
+    data = part.get("data", part.get("base64"))
     if isinstance(data, str):
         return data if data[:5].lower() == "data:" else f"data:;base64,{data}"
     return None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _ctxbudget
+from ._messages import as_message
 from .errors import InvalidJsonError
 from .media import ImageProvider, image_rule_for, part_image_tokens
 
@@ -322,7 +323,9 @@ def count_messages(
     it: :data:`FRAMING_TOKENS` per message and per tool schema, plus 1 per request.
 
     ``messages`` are what you send (a system message included): OpenAI Chat or
-    Anthropic messages, Responses API input items, or ctxbudget's own. Text content and
+    Anthropic messages, Responses API input items, or ctxbudget's own — as dicts, OpenAI
+    SDK objects, pydantic models or dataclasses of those shapes, or LangChain messages
+    (anything else is a ``TypeError``). Text content and
     text parts count exactly; tool calls and any other part count as their JSON; images
     count by the provider's documented rule (:mod:`ctxbudget.media`: Anthropic's for
     Anthropic-shaped parts and Claude models, else OpenAI's tiles) and documents
@@ -334,5 +337,6 @@ def count_messages(
     """
     if isinstance(messages, Mapping):
         raise TypeError("count_messages() takes a list of messages; wrap a single one in a list")
+    messages = [as_message(m) for m in messages]
     images = image_rule_for(model) if model is not None else "openai"
     return request_tokens(_resolve(model, encoding), None, messages, tools or (), images=images)
