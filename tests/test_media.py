@@ -16,7 +16,6 @@ from PIL import Image
 
 import ctxbudget
 from ctxbudget import Encoding, ImageSize, MediaError, count_messages, image_size, image_tokens
-from ctxbudget.tokens import FRAMING_TOKENS
 
 FORMATS = ["PNG", "JPEG", "GIF", "WEBP"]
 
@@ -190,7 +189,7 @@ def test_anthropic_rule_within_its_transcription(width: int, height: int) -> Non
 def test_requests_count_images_by_their_size_and_detail() -> None:
     enc = Encoding("o200k_base")
     tall = data_url(encode(1000, 4000, "PNG"))
-    base = 1 + FRAMING_TOKENS + enc.count("look")
+    base = 3 + 3 + enc.count("user") + enc.count("look")
 
     def chat(image_part: dict[str, object]) -> list[dict[str, object]]:
         return [{"role": "user", "content": [{"type": "text", "text": "look"}, image_part]}]
@@ -209,7 +208,7 @@ def test_requests_count_images_by_their_size_and_detail() -> None:
     claude = Encoding.for_model("claude-sonnet-4-5")
     media = {"type": "media", "media_type": "image/png", "data": raw}
     assert count_messages(chat(media), model="claude-sonnet-4-5") == (
-        1 + FRAMING_TOKENS + claude.count("look") + 160
+        3 + 3 + claude.count("user") + claude.count("look") + 160
     )
 
 

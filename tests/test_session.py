@@ -89,7 +89,7 @@ def test_restart_after_every_step_changes_nothing(tmp_path: Path) -> None:
     s = _open(ws)
     s.add_user("Audit everything.")
     events: list[str] = []
-    for n in range(1, 60):
+    for n in range(1, 90):
         s = _open(ws)  # a new process would see exactly this
         turn = s.prepare()
         events += turn.events

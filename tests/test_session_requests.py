@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ctxbudget import (
-    FRAMING_TOKENS,
+    MESSAGE_TOKENS,
     Encoding,
     History,
     InvalidArgumentError,
@@ -56,10 +56,12 @@ def test_host_tools_are_advertised_and_counted(tmp_path: Path) -> None:
     before, after = plain.prepare(), hosted.prepare()
     assert after.tools[0]["name"] == "read_file"
     assert [t["name"] for t in after.tools][1:] == [t["name"] for t in before.tools]
-    schema = {**HOST_TOOL, "strict": None}
-    added = FRAMING_TOKENS + hosted.encoding.count_json(schema)
-    assert added > 200
-    assert after.decision.projected == before.decision.projected + added
+    # The host's function joins ctxbudget's in the one TypeScript namespace of the request.
+    added = after.decision.projected - before.decision.projected
+    assert added > 100
+    assert added == count_messages([], [HOST_TOOL, *before.tools], model="gpt-4o") - (
+        count_messages([], before.tools, model="gpt-4o")
+    )
     assert after.decision.projected == _sent(hosted, after)
 
 
@@ -71,7 +73,7 @@ def test_tools_added_by_an_unrestricted_hook_are_counted(tmp_path: Path) -> None
     with_hook = s.prepare()
     assert HOST_TOOL in with_hook.tools
     assert with_hook.decision.projected == _sent(s, with_hook)
-    assert with_hook.decision.projected > without.decision.projected + 200
+    assert with_hook.decision.projected > without.decision.projected + 100
 
 
 def test_hooks_get_copies(tmp_path: Path) -> None:
@@ -184,7 +186,8 @@ def test_count_messages_matches_what_a_session_budgets(tmp_path: Path) -> None:
 def test_count_messages_shapes() -> None:
     enc = Encoding("o200k_base")
     hi = [{"role": "user", "content": "hi"}]
-    assert count_messages(hi, encoding="o200k_base") == 1 + FRAMING_TOKENS + enc.count("hi")
+    # The cookbook's rule: 3 per message plus its role's tokens, 3 to prime the reply.
+    assert count_messages(hi, encoding="o200k_base") == 3 + 3 + enc.count("user") + enc.count("hi")
     parts = [
         {
             "role": "user",
@@ -196,15 +199,26 @@ def test_count_messages_shapes() -> None:
     ]
     # An image known only by URL counts as its detail level's maximum (auto: 8 tiles).
     assert count_messages(parts, encoding="o200k_base") == (
-        1 + FRAMING_TOKENS + enc.count("what is this?") + 85 + 8 * 170
+        3 + MESSAGE_TOKENS + enc.count("user") + enc.count("what is this?") + 85 + 8 * 170
     )
-    item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    # A tool call is its function's name and arguments, 3 tokens of framing.
+    item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": '{"a": 1}'}
     assert count_messages([item], encoding="o200k_base") == (
-        1 + FRAMING_TOKENS + enc.count(json.dumps(item, ensure_ascii=False))
+        3 + 3 + enc.count("f") + enc.count('{"a": 1}')
     )
+    # A function tool is the TypeScript the model reads, in a section of its own.
     tool = {"type": "function", "function": {"name": "f", "parameters": PARAMS}}
     assert count_messages(hi, [tool], encoding="o200k_base") == (
-        count_messages(hi, encoding="o200k_base") + FRAMING_TOKENS + enc.count_json(tool)
+        count_messages(hi, encoding="o200k_base")
+        + 2  # the section's framing, then 3 per function (calibrated to the cookbook)
+        + 3
+        + enc.count(
+            "# Tools\n\n## functions\n\nnamespace functions {\n\n"
+            "type f = (_: {\n// Repository-relative path of the file.\npath: string,\n"
+            "// First line to return (1-based).\nstart?: number,\n"
+            "// Last line to return (inclusive).\nend?: number,\n}) => any;\n\n"
+            "} // namespace functions"
+        )
     )
     with pytest.raises(ValueError, match="exactly one"):
         count_messages(hi)
@@ -326,12 +340,18 @@ def test_count_messages_counts_anthropic_blocks_as_sent() -> None:
         {"role": "assistant", "content": [{"type": "text", "text": "Reading."}, use]},
         {"role": "user", "content": [result]},
     ]
+    # tool_use: a call (its name and its input as JSON); tool_result: its content, framed.
     expected = (
-        1
-        + 2 * FRAMING_TOKENS
+        3
+        + 2 * MESSAGE_TOKENS
+        + enc.count("assistant")
+        + enc.count("user")
         + enc.count("Reading.")
-        + enc.count(json.dumps(use, ensure_ascii=False))
-        + enc.count(json.dumps(result, ensure_ascii=False))
+        + 3
+        + enc.count("read_file")
+        + enc.count(json.dumps(use["input"], ensure_ascii=False, separators=(",", ":")))
+        + MESSAGE_TOKENS
+        + enc.count("print('ä')")
     )
     assert count_messages(messages, encoding=enc) == expected
 

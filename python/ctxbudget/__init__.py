@@ -50,7 +50,7 @@ from .settings import Settings, Strategy
 from .tokens import (
     BOUNDARY_SLACK,
     DEFAULT_CACHE_SIZE,
-    FRAMING_TOKENS,
+    MESSAGE_TOKENS,
     Encoding,
     TokenCount,
     count_messages,
@@ -65,8 +65,8 @@ __all__ = [
     "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_PROMPTS",
-    "FRAMING_TOKENS",
     "INTERRUPTED_OUTPUT",
+    "MESSAGE_TOKENS",
     "Action",
     "AppendResult",
     "AsyncSession",

@@ -9,22 +9,26 @@ from ctxbudget.history import Row
 __all__ = [
     "ADVISORY_HEADROOM",
     "BOUNDARY_SLACK",
+    "CALL_TOKENS",
     "DEFAULT_CACHE_SIZE",
     "FAILPOINTS",
     "FINAL_ZONE",
-    "FRAMING_TOKENS",
+    "FUNCTIONS_TOKENS",
+    "FUNCTION_TOKENS",
     "MEMORY_CHECKPOINT_MAX",
     "MEMORY_FILE_MAX",
     "MEMORY_NAME_MAX",
     "MEMORY_PATH_MAX",
+    "MESSAGE_TOKENS",
     "MIN_THRESHOLD_BP",
+    "NAME_TOKENS",
     "OFF_BP",
     "OTHER_MEDIA_TOKENS",
     "OUTPUT_RESERVE_MAX",
     "PART_TYPES",
     "PDF_MAX_PAGES",
     "PDF_PAGE_TOKENS",
-    "REQUEST_TOKENS",
+    "REPLY_TOKENS",
     "ROLES",
     "ROW_KINDS",
     "WARNING_ADVANCE_MIN",
@@ -59,6 +63,7 @@ __all__ = [
     "image_tokens",
     "model_encoding",
     "offload_pool",
+    "render_tools",
     "threshold_is_off",
 ]
 
@@ -68,10 +73,8 @@ DEFAULT_CACHE_SIZE: int
 FAILPOINTS: bool
 ADVISORY_HEADROOM: int
 FINAL_ZONE: int
-FRAMING_TOKENS: int
 PDF_MAX_PAGES: int
 PDF_PAGE_TOKENS: int
-REQUEST_TOKENS: int
 # The row vocabulary, from the core's transcript layer (the one rule table).
 ROW_KINDS: list[str]
 ROLES: list[str]
@@ -79,6 +82,12 @@ PART_TYPES: list[str]
 MIN_THRESHOLD_BP: int
 OFF_BP: int
 OTHER_MEDIA_TOKENS: int
+MESSAGE_TOKENS: int
+NAME_TOKENS: int
+REPLY_TOKENS: int
+CALL_TOKENS: int
+FUNCTIONS_TOKENS: int
+FUNCTION_TOKENS: int
 OUTPUT_RESERVE_MAX: int
 WARNING_ADVANCE_MIN: int
 # The memory files' limits, from the core (both stores of the memory tool).
@@ -121,6 +130,10 @@ class Encoding:
     def count_detail(self, text: str) -> tuple[int, bool, int]: ...
     def count_many(self, texts: list[str] | tuple[str, ...]) -> list[int]: ...
     def count_json(self, json_text: str) -> int: ...
+    def count_request(
+        self, system: str | None, messages: list[Any], tools: list[Any], images: str
+    ) -> int: ...
+    def count_messages(self, messages: list[Any], images: str) -> int: ...
     def cache_len(self) -> int: ...
     def clear_cache(self) -> None: ...
 
@@ -128,6 +141,7 @@ def encode_rows(rows: list[Any]) -> bytes: ...
 def encoding_names() -> list[str]: ...
 def model_encoding(model: str) -> tuple[str, int | None] | None: ...
 def context_window(model: str) -> tuple[int, str, str, str] | str: ...
+def render_tools(tools: list[Any]) -> str: ...
 def image_size(data: bytes | bytearray | str) -> tuple[str, int, int] | str: ...
 def image_tokens(size: tuple[int, int] | None, *, provider: str, detail: str = ...) -> int: ...
 

@@ -21,9 +21,8 @@ by URL, or whose header cannot be read, counts as the most its rule charges (Ope
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from . import _ctxbudget
 from .errors import MediaError
@@ -36,7 +35,6 @@ __all__ = [
     "image_rule_for",
     "image_size",
     "image_tokens",
-    "part_image_tokens",
 ]
 
 ImageProvider = Literal["openai", "anthropic"]
@@ -113,64 +111,3 @@ def image_rule_for(model: str) -> ImageProvider:
     behind a provider prefix, e.g. ``anthropic/claude-…`` or Bedrock's
     ``anthropic.claude-…``), else OpenAI's."""
     return "anthropic" if "claude" in model.lower() else "openai"
-
-
-def part_image_tokens(part: Mapping[str, Any], provider: ImageProvider) -> int | None:
-    """Tokens of a content part that is an image in any provider's shape — OpenAI Chat
-    ``image_url``, Responses ``input_image``, Anthropic ``image``, ctxbudget's ``media``
-    with an ``image/…`` type — else ``None``. Anthropic-shaped parts count by
-    Anthropic's rule, the others by ``provider``'s."""
-    kind = part.get("type")
-    if kind == "image_url":
-        ref = part.get("image_url")
-        if isinstance(ref, Mapping):
-            return _counted(ref.get("url"), ref.get("detail"), provider)
-        return _counted(ref, None, provider)
-    if kind == "input_image":
-        return _counted(part.get("image_url"), part.get("detail"), provider)
-    if kind == "image":
-        source = part.get("source")
-        if isinstance(source, Mapping) and source.get("type") == "base64":
-            data = source.get("data")
-            url = f"data:;base64,{data}" if isinstance(data, str) else None
-            return _counted(url, None, "anthropic")
-        if isinstance(source, Mapping):
-            return _counted(None, None, "anthropic")
-        # A ctxbudget-neutral image part ({"type": "image", "url"/"data": ...}).
-        return _counted(_reference(part), part.get("detail"), provider)
-    if kind == "media" and _is_image_type(part.get("media_type")):
-        size = (part.get("width"), part.get("height"))
-        if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size):
-            return image_tokens(
-                cast(tuple[int, int], size), provider=provider, detail=_detail(part.get("detail"))
-            )
-        return _counted(_reference(part), part.get("detail"), provider)
-    return None
-
-
-def _reference(part: Mapping[str, Any]) -> str | None:
-    """A media part's image as a URL: its ``url``, or its base64 ``data``."""
-    url = part.get("url")
-    if isinstance(url, str):
-        return url
-    # ``data`` (ctxbudget's, LangChain's older blocks) or ``base64`` (LangChain's newer).
-    data = part.get("data", part.get("base64"))
-    if isinstance(data, str):
-        return data if data[:5].lower() == "data:" else f"data:;base64,{data}"
-    return None
-
-
-def _is_image_type(media_type: object) -> bool:
-    return isinstance(media_type, str) and (
-        media_type == "image" or media_type.startswith("image/")
-    )
-
-
-def _detail(value: object) -> Detail:
-    return cast(Detail, value) if value in _DETAILS else "auto"
-
-
-def _counted(url: object, detail: object, provider: ImageProvider) -> int:
-    return image_tokens(
-        url if isinstance(url, str) else None, provider=provider, detail=_detail(detail)
-    )

@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from . import _ctxbudget
 from ._messages import as_message
 from .errors import InvalidJsonError
-from .media import ImageProvider, image_rule_for, part_image_tokens
+from .media import ImageProvider, image_rule_for
 
 __all__ = [
     "BOUNDARY_SLACK",
+    "CALL_TOKENS",
     "DEFAULT_CACHE_SIZE",
-    "FRAMING_TOKENS",
+    "MESSAGE_TOKENS",
+    "NAME_TOKENS",
     "OTHER_MEDIA_TOKENS",
     "PDF_PAGE_TOKENS",
+    "REPLY_TOKENS",
     "Encoding",
     "TokenCount",
     "count_messages",
@@ -32,6 +35,7 @@ __all__ = [
     "encoding_for_model",
     "encoding_names",
     "messages_tokens",
+    "render_tools",
     "request_tokens",
 ]
 
@@ -41,22 +45,26 @@ BOUNDARY_SLACK: int = _ctxbudget.BOUNDARY_SLACK
 DEFAULT_CACHE_SIZE: int = _ctxbudget.DEFAULT_CACHE_SIZE
 """Counts an :class:`Encoding` remembers by content hash unless told otherwise."""
 
-# The request allowances are the core's (``ctxbudget::tokens::request``), read once.
-FRAMING_TOKENS: int = _ctxbudget.FRAMING_TOKENS
-"""Tokens per message and per advertised tool schema (plus 1 per request)."""
+# The request rules and allowances are the core's (``ctxbudget::tokens::request``).
+MESSAGE_TOKENS: int = _ctxbudget.MESSAGE_TOKENS
+"""Tokens that frame every message besides its role: ``<|start|>``, ``<|message|>``,
+``<|end|>`` (the OpenAI cookbook's 3 per message)."""
+
+NAME_TOKENS: int = _ctxbudget.NAME_TOKENS
+"""Tokens a message's ``name`` adds besides the name's own (the cookbook's 1)."""
+
+REPLY_TOKENS: int = _ctxbudget.REPLY_TOKENS
+"""Tokens that prime the reply, once per request (``<|start|>assistant<|message|>``)."""
+
+CALL_TOKENS: int = _ctxbudget.CALL_TOKENS
+"""Tokens that frame one tool call besides its function's name and arguments."""
 
 OTHER_MEDIA_TOKENS: int = _ctxbudget.OTHER_MEDIA_TOKENS
 """Allowance for a media part that is neither an image (counted by the provider's rule,
 :mod:`ctxbudget.media`) nor a paged document (audio, a file of unknown kind)."""
 
 PDF_PAGE_TOKENS: int = _ctxbudget.PDF_PAGE_TOKENS
-"""Allowance per page of a document part (at most :data:`_PDF_MAX_PAGES` pages)."""
-
-_PDF_MAX_PAGES: int = _ctxbudget.PDF_MAX_PAGES
-_REQUEST_TOKENS: int = _ctxbudget.REQUEST_TOKENS
-_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
-_IMAGE_PARTS = frozenset({"image", "image_url", "input_image"})
-_DOCUMENT_PARTS = frozenset({"media", "document", "file", "input_file"})
+"""Allowance per page of a document part (at most 100 pages)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,68 +240,16 @@ def _resolve(model: str | None, encoding: str | Encoding | None) -> Encoding:
     return _shared("model", model)
 
 
-def _media_tokens(part: Mapping[str, Any]) -> int:
-    pages = part.get("pages")
-    if isinstance(pages, int) and not isinstance(pages, bool):
-        return min(max(pages, 0), _PDF_MAX_PAGES) * PDF_PAGE_TOKENS
-    return OTHER_MEDIA_TOKENS
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _collect(message: Mapping[str, Any], texts: list[str], images: ImageProvider) -> int:
-    """Appends the texts of one message to ``texts``; returns its fixed allowances
-    (images by ``images``' rule, unless a part is in Anthropic's shape)."""
-    allowance = 0
-    if "content" not in message and "tool_calls" not in message:
-        # A Responses API item (function_call, function_call_output, reasoning, …):
-        # counted as the JSON it is sent as.
-        texts.append(_dumps(dict(message)))
-        return allowance
-    content = message.get("content")
-    if isinstance(content, str):
-        texts.append(content)
-    elif isinstance(content, Sequence):
-        for part in content:
-            kind = part.get("type") if isinstance(part, Mapping) else None
-            if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            elif kind in _IMAGE_PARTS or kind == "media":
-                image = part_image_tokens(part, images)
-                allowance += _media_tokens(part) if image is None else image
-            elif kind in _DOCUMENT_PARTS:
-                allowance += _media_tokens(part)
-            else:
-                texts.append(part if isinstance(part, str) else _dumps(part))
-    elif content is not None:
-        texts.append(_dumps(content))
-    if message.get("tool_calls"):
-        texts.append(_dumps(message["tool_calls"]))
-    if message.get("reasoning"):
-        # Reasoning items a Responses reply carried, sent back with the message.
-        texts.append(_dumps(message["reasoning"]))
-    for media in message.get("media") or ():
-        image = part_image_tokens(media, images)
-        allowance += _media_tokens(media) if image is None else image
-    return allowance
-
-
 def messages_tokens(
     encoding: Encoding,
     messages: Iterable[Mapping[str, Any]],
     *,
     images: ImageProvider = "openai",
 ) -> int:
-    """Tokens of ``messages`` with their framing, without the request's 1 token: the
-    rule :func:`count_messages` applies, for callers that sum requests piecewise.
+    """Tokens of ``messages`` with their framing, without the request's reply priming:
+    the rule :func:`count_messages` applies, for callers that sum requests piecewise.
     Images count by ``images``' rule (see :mod:`ctxbudget.media`)."""
-    texts: list[str] = []
-    total = 0
-    for message in messages:
-        total += FRAMING_TOKENS + _collect(message, texts, images)
-    return total + sum(encoding.count_many(texts))
+    return encoding._core.count_messages(_listed(messages), images)
 
 
 def request_tokens(
@@ -304,12 +260,21 @@ def request_tokens(
     *,
     images: ImageProvider = "openai",
 ) -> int:
-    """Tokens of a request: 1, plus the system text as a message, every message and
-    every tool schema with their framing (see :func:`count_messages`)."""
-    total = _REQUEST_TOKENS + (FRAMING_TOKENS + encoding.count(system) if system else 0)
-    for tool in tools:
-        total += FRAMING_TOKENS + encoding.count_json(dict(tool))
-    return total + messages_tokens(encoding, messages, images=images)
+    """Tokens of a request: the reply priming, the system text as a system message, the
+    advertised tools and every message (see :func:`count_messages`)."""
+    return encoding._core.count_request(system or None, _listed(messages), _listed(tools), images)
+
+
+def render_tools(tools: Iterable[Mapping[str, Any]]) -> str:
+    """The ``# Tools`` section the model reads for the function tools among ``tools``
+    (definitions in any shape :func:`count_messages` takes; other tools are left out):
+    the TypeScript namespace of OpenAI's harmony format, which the count of a request's
+    tools is based on."""
+    return _ctxbudget.render_tools(_listed(tools))
+
+
+def _listed(items: Iterable[Mapping[str, Any]]) -> list[Any]:
+    return items if isinstance(items, list) else list(items)
 
 
 def count_messages(
@@ -320,17 +285,20 @@ def count_messages(
     encoding: str | Encoding | None = None,
 ) -> int:
     """Tokens of a whole request, counted the way :class:`~ctxbudget.Session` budgets
-    it: :data:`FRAMING_TOKENS` per message and per tool schema, plus 1 per request.
+    it — the way OpenAI's chat format renders it (SPEC §1, Request counting): each
+    message framed by :data:`MESSAGE_TOKENS` plus its role (and :data:`NAME_TOKENS` plus
+    the name for a ``name``), :data:`REPLY_TOKENS` per request, a tool call as its
+    function's name and arguments (:data:`CALL_TOKENS` each), and the function tools in
+    ``tools`` as the TypeScript namespace the model reads.
 
     ``messages`` are what you send (a system message included): OpenAI Chat or
     Anthropic messages, Responses API input items, or ctxbudget's own — as dicts, OpenAI
     SDK objects, pydantic models or dataclasses of those shapes, or LangChain messages
-    (anything else is a ``TypeError``). Text content and
-    text parts count exactly; tool calls and any other part count as their JSON; images
-    count by the provider's documented rule (:mod:`ctxbudget.media`: Anthropic's for
-    Anthropic-shaped parts and Claude models, else OpenAI's tiles) and documents
-    :data:`PDF_PAGE_TOKENS` per page (up to 100). Every tool schema in ``tools`` counts
-    as its JSON. Give exactly one of ``model`` and ``encoding`` (a name or an
+    (anything else is a ``TypeError``). Text counts exactly; images count by the
+    provider's documented rule (:mod:`ctxbudget.media`: Anthropic's for Anthropic-shaped
+    parts and Claude models, else OpenAI's tiles), documents :data:`PDF_PAGE_TOKENS` per
+    page (up to 100); parts of no known kind, and tools that are not functions, count as
+    their JSON. Give exactly one of ``model`` and ``encoding`` (a name or an
     :class:`Encoding`)::
 
         count_messages([{"role": "user", "content": "hi"}], encoding="o200k_base")

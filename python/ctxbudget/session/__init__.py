@@ -11,13 +11,11 @@
 
 from __future__ import annotations
 
-from ..tokens import FRAMING_TOKENS
 from ..window import OpenCall, WindowView
 from .loop import Session
 from .types import INTERRUPTED_OUTPUT, RequestHook, Turn, context_window_for
 
 __all__ = [
-    "FRAMING_TOKENS",
     "INTERRUPTED_OUTPUT",
     "OpenCall",
     "RequestHook",

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use ctxbudget::tokens::{self, Encoding};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
@@ -39,6 +39,34 @@ fn text_of<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, str>> 
             Ok(Cow::Owned(fixed.cast::<PyString>()?.to_str()?.to_owned()))
         }
     }
+}
+
+/// The image rule named `name`.
+fn image_rule(name: &str) -> PyResult<tokens::request::ImageRule> {
+    tokens::request::ImageRule::parse(name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "images must be \"openai\" or \"anthropic\", got {name:?}"
+        ))
+    })
+}
+
+/// Each item of `items` as a JSON value (as `json.dumps` would write it); a `TypeError`
+/// naming what cannot be.
+fn json_values(items: &Bound<'_, PyList>, what: &str) -> PyResult<Vec<serde_json::Value>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            crate::pyjson::encode_value(&item)
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                .ok_or_else(|| {
+                    PyTypeError::new_err(format!(
+                        "{what} at index {index} cannot be sent as JSON (a value json.dumps \
+                         refuses, or nesting too deep)"
+                    ))
+                })
+        })
+        .collect()
 }
 
 /// A tokenizer for one encoding (see the typed wrapper `ctxbudget.Encoding`).
@@ -167,6 +195,51 @@ impl PyEncoding {
             py.detach(|| self.inner.count_json(&text))
         })?
         .map_err(|e| token_error(py, e))
+    }
+
+    /// Tokens of a request — reply priming, the system text, the advertised tools and
+    /// every message — by the core's request rules (`tokens::request::request_tokens`);
+    /// `images` names the image rule (`"openai"` or `"anthropic"`).
+    #[pyo3(signature = (system, messages, tools, images))]
+    fn count_request(
+        &self,
+        py: Python<'_>,
+        system: Option<&str>,
+        messages: &Bound<'_, PyList>,
+        tools: &Bound<'_, PyList>,
+        images: &str,
+    ) -> PyResult<usize> {
+        let rule = image_rule(images)?;
+        let messages = json_values(messages, "a message")?;
+        let tools = json_values(tools, "a tool definition")?;
+        let system = system.map(str::to_owned);
+        let enc = &self.inner;
+        no_panic(py, "counting a request", || {
+            py.detach(|| {
+                tokens::request::request_tokens(enc, system.as_deref(), &messages, &tools, rule)
+            })
+        })?
+        .map_err(|e| token_error(py, e))
+    }
+
+    /// Tokens of `messages` with their framing, without the request's reply priming.
+    fn count_messages(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        images: &str,
+    ) -> PyResult<usize> {
+        let rule = image_rule(images)?;
+        let messages = json_values(messages, "a message")?;
+        let enc = &self.inner;
+        no_panic(py, "counting messages", || {
+            py.detach(|| {
+                messages.iter().try_fold(0usize, |sum, m| {
+                    Ok(sum + tokens::request::message_tokens(enc, m, rule)?)
+                })
+            })
+        })?
+        .map_err(|e: tokens::TokenError| token_error(py, e))
     }
 
     fn cache_len(&self) -> usize {

@@ -21,7 +21,7 @@ fn projected(fold: &WindowFold, rows: &[Row], enc: &Encoding) -> u64 {
     request.system(SYSTEM);
     for seq in fold.visible() {
         if let Some(row) = rows.iter().find(|r| r.seq == seq) {
-            request.message(&row.text());
+            request.message(row.role.as_str(), &row.text());
         }
     }
     u64::try_from(request.total()).unwrap_or(u64::MAX)

@@ -199,6 +199,12 @@ pub fn image_size_from_data_url(url: &str) -> Result<ImageSize, MediaError> {
     size_of(&Base64Text(data.as_bytes()))
 }
 
+/// Reads an image's size from its bytes given as base64 text (as in an Anthropic image
+/// block), decoding only the header's bytes.
+pub fn image_size_from_base64(data: &str) -> Result<ImageSize, MediaError> {
+    size_of(&Base64Text(data.as_bytes()))
+}
+
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     let head = text.get(..prefix.len())?;
     head.eq_ignore_ascii_case(prefix)

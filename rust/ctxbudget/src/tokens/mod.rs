@@ -29,6 +29,7 @@ pub mod media;
 mod models;
 mod pretokenize;
 pub mod request;
+pub mod typescript;
 mod unicode;
 mod vocab;
 pub mod windows;

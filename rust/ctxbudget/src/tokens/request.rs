@@ -1,15 +1,35 @@
-//! What a provider request costs (SPEC §1): the framing and media allowances, and a
-//! counter that adds up a request the way the budget counts it. The Python package reads
-//! these constants from here; a Rust host counts its requests with [`RequestCount`].
-//! Images count by the providers' documented rules ([`super::media`]).
+//! What a provider request costs (SPEC §1, Request counting): a request counted the way
+//! OpenAI's chat format renders it — each message framed by `<|start|>{role}<|message|>`
+//! and `<|end|>` (the cookbook's 3 tokens, plus the role's own and, for a `name`, one more
+//! and the name's), a tool call as its function's name and arguments, function tools as
+//! the TypeScript namespace the model reads ([`super::typescript`]), and 3 tokens that
+//! prime the reply. Images count by the providers' rules ([`super::media`]). The Python
+//! package counts with the same rules and constants; a Rust host counts its requests with
+//! [`RequestCount`].
+
+use serde_json::Value;
 
 use super::media::{self, Detail};
+use super::typescript::{tools_section, FunctionTool};
 use super::{Encoding, TokenError};
 
-/// Tokens per message and per advertised tool schema.
-pub const FRAMING_TOKENS: usize = 8;
-/// Tokens per request on top of its messages and tools.
-pub const REQUEST_TOKENS: usize = 1;
+/// Tokens that frame every message besides its role: `<|start|>`, `<|message|>`,
+/// `<|end|>` (OpenAI cookbook: 3 per message).
+pub const MESSAGE_TOKENS: usize = 3;
+/// Tokens a message's `name` adds besides the name's own (cookbook: 1).
+pub const NAME_TOKENS: usize = 1;
+/// Tokens that prime the reply, once per request: `<|start|>assistant<|message|>`.
+pub const REPLY_TOKENS: usize = 3;
+/// Tokens that frame one tool call besides its function's name and arguments (a call is
+/// rendered as a message of its own addressed to the function).
+pub const CALL_TOKENS: usize = 3;
+/// Tokens that frame the tools section besides its text, once per request that
+/// advertises functions. With [`FUNCTION_TOKENS`], calibrated so that the harmony
+/// rendering's count agrees with the OpenAI cookbook's tool constants, which were measured
+/// against the API's `prompt_tokens` (within 0.3% on 1–20 realistic tools).
+pub const FUNCTIONS_TOKENS: usize = 2;
+/// Tokens each function tool adds besides its rendered text (see [`FUNCTIONS_TOKENS`]).
+pub const FUNCTION_TOKENS: usize = 3;
 /// Allowance for a media part that is neither an image nor a paged document (audio, a
 /// file of unknown kind): images count by [`media`]'s rules, documents per page.
 pub const OTHER_MEDIA_TOKENS: usize = 1_024;
@@ -18,21 +38,366 @@ pub const PDF_PAGE_TOKENS: usize = 3_000;
 /// Pages of one document part that are counted at most.
 pub const PDF_MAX_PAGES: usize = 100;
 
-/// The running count of one request: system text, messages, media parts and every
-/// advertised tool schema, each with its framing.
+/// A tool definition as a function tool, from the shapes hosts send: ctxbudget's neutral
+/// `{"name", "description", "parameters"}`, OpenAI Chat's `{"type": "function",
+/// "function": {...}}`, OpenAI Responses' `{"type": "function", "name", ...}` and
+/// Anthropic's `{"name", "description", "input_schema"}`. `None` for anything else (a
+/// provider's built-in tool), which counts as its JSON.
+pub fn function_tool(tool: &Value) -> Option<FunctionTool<'_>> {
+    let spec = match tool.get("function") {
+        Some(inner) if tool.get("type").and_then(Value::as_str) == Some("function") => inner,
+        _ => tool,
+    };
+    if let Some(kind) = spec.get("type").and_then(Value::as_str) {
+        if kind != "function" {
+            return None;
+        }
+    }
+    let name = spec.get("name")?.as_str()?;
+    let description = spec
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let parameters = spec
+        .get("parameters")
+        .or_else(|| spec.get("input_schema"))
+        .filter(|p| !p.is_null());
+    Some(FunctionTool {
+        name,
+        description,
+        parameters,
+    })
+}
+
+/// Tokens of the tools a request advertises: the function tools as one `# Tools` section
+/// (with its framing), any other tool as its JSON (with a message's framing). Nothing for
+/// no tools.
+pub fn tools_tokens(encoding: &Encoding, tools: &[Value]) -> Result<usize, TokenError> {
+    let mut functions = Vec::with_capacity(tools.len());
+    let mut total = 0;
+    for tool in tools {
+        match function_tool(tool) {
+            Some(f) => functions.push(f),
+            None => total += MESSAGE_TOKENS + encoding.count_json(&tool.to_string())?,
+        }
+    }
+    if !functions.is_empty() {
+        total += FUNCTIONS_TOKENS
+            + FUNCTION_TOKENS * functions.len()
+            + encoding.count(&tools_section(&functions));
+    }
+    Ok(total)
+}
+
+/// [`tools_tokens`] of tool definitions given as one JSON array.
+pub fn tools_tokens_json(encoding: &Encoding, json_text: &str) -> Result<usize, TokenError> {
+    let tools: Vec<Value> =
+        serde_json::from_str(json_text).map_err(|e| TokenError::InvalidJson {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+    tools_tokens(encoding, &tools)
+}
+
+/// Whose rule counts a request's images ([`media`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ImageRule {
+    /// OpenAI's tiles by detail level.
+    OpenAi,
+    /// Anthropic's area rule (also for Anthropic-shaped image blocks under any rule).
+    Anthropic,
+}
+
+impl ImageRule {
+    /// Parses `"openai"` or `"anthropic"`.
+    pub fn parse(text: &str) -> Option<ImageRule> {
+        match text {
+            "openai" => Some(ImageRule::OpenAi),
+            "anthropic" => Some(ImageRule::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+/// Tokens of a request: its reply priming, the system text as a system message, the
+/// advertised tools and every message (see [`message_tokens`]).
+pub fn request_tokens(
+    encoding: &Encoding,
+    system: Option<&str>,
+    messages: &[Value],
+    tools: &[Value],
+    images: ImageRule,
+) -> Result<usize, TokenError> {
+    let mut total = REPLY_TOKENS + tools_tokens(encoding, tools)?;
+    if let Some(text) = system.filter(|t| !t.is_empty()) {
+        total += MESSAGE_TOKENS + encoding.count("system") + encoding.count(text);
+    }
+    for message in messages {
+        total += message_tokens(encoding, message, images)?;
+    }
+    Ok(total)
+}
+
+/// Tokens of one message as sent, framing included, in any of the shapes hosts send:
+/// OpenAI Chat messages (`content` text or parts, `name`, `tool_calls`), OpenAI
+/// Responses items (`function_call`, `function_call_output`, messages; other items as
+/// their JSON), Anthropic messages (`text`, `image`, `document`, `tool_use`,
+/// `tool_result` blocks) and ctxbudget's own (a `media` list, `reasoning`).
+pub fn message_tokens(
+    encoding: &Encoding,
+    message: &Value,
+    images: ImageRule,
+) -> Result<usize, TokenError> {
+    let Some(role) = message.get("role").and_then(Value::as_str) else {
+        return item_tokens(encoding, message);
+    };
+    let mut total = MESSAGE_TOKENS + encoding.count(role);
+    if role != "tool" {
+        if let Some(name) = message.get("name").and_then(Value::as_str) {
+            total += NAME_TOKENS + encoding.count(name);
+        }
+    }
+    total += match message.get("content") {
+        None | Some(Value::Null) => 0,
+        Some(content) => content_tokens(encoding, content, images)?,
+    };
+    for call in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let spec = call.get("function").unwrap_or(call);
+        let name = spec.get("name").and_then(Value::as_str).unwrap_or("");
+        total += call_tokens(encoding, name, spec.get("arguments"));
+    }
+    for part in message
+        .get("media")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        total += media_part_tokens(part, images).unwrap_or(OTHER_MEDIA_TOKENS);
+    }
+    if let Some(reasoning) = message.get("reasoning").filter(|r| !r.is_null()) {
+        total += encoding.count_json(&reasoning.to_string())?;
+    }
+    Ok(total)
+}
+
+/// A Responses API item without a role.
+fn item_tokens(encoding: &Encoding, item: &Value) -> Result<usize, TokenError> {
+    Ok(match item.get("type").and_then(Value::as_str) {
+        Some("function_call") => {
+            let name = item.get("name").and_then(Value::as_str).unwrap_or("");
+            call_tokens(encoding, name, item.get("arguments"))
+        }
+        Some("function_call_output") => {
+            MESSAGE_TOKENS
+                + encoding.count("tool")
+                + match item.get("output") {
+                    Some(Value::String(text)) => encoding.count(text),
+                    Some(output) => content_tokens(encoding, output, ImageRule::OpenAi)?,
+                    None => 0,
+                }
+        }
+        // Reasoning, hosted tool calls and anything else: the JSON it is sent as.
+        _ => MESSAGE_TOKENS + encoding.count_json(&item.to_string())?,
+    })
+}
+
+/// A tool call: its name and arguments (a string as sent, anything else as compact JSON).
+fn call_tokens(encoding: &Encoding, name: &str, arguments: Option<&Value>) -> usize {
+    let args = match arguments {
+        None | Some(Value::Null) => 0,
+        Some(Value::String(text)) => encoding.count(text),
+        Some(other) => encoding.count(&other.to_string()),
+    };
+    CALL_TOKENS + encoding.count(name) + args
+}
+
+const TEXT_PARTS: &[&str] = &["text", "input_text", "output_text"];
+
+/// Message content: a string, or a list of parts.
+fn content_tokens(
+    encoding: &Encoding,
+    content: &Value,
+    images: ImageRule,
+) -> Result<usize, TokenError> {
+    let parts = match content {
+        Value::String(text) => return Ok(encoding.count(text)),
+        Value::Array(parts) => parts,
+        other => return encoding.count_json(&other.to_string()),
+    };
+    let mut total = 0;
+    for part in parts {
+        let kind = part.get("type").and_then(Value::as_str);
+        total += match (part, kind) {
+            (Value::String(text), _) => encoding.count(text),
+            (_, Some(k)) if TEXT_PARTS.contains(&k) => match part.get("text") {
+                Some(Value::String(text)) => encoding.count(text),
+                _ => encoding.count_json(&part.to_string())?,
+            },
+            (_, Some("refusal")) => str_field(encoding, part, "refusal"),
+            (_, Some("thinking")) => str_field(encoding, part, "thinking"),
+            (_, Some("tool_use")) => {
+                let name = part.get("name").and_then(Value::as_str).unwrap_or("");
+                call_tokens(encoding, name, part.get("input"))
+            }
+            (_, Some("tool_result")) => {
+                MESSAGE_TOKENS
+                    + match part.get("content") {
+                        Some(inner) => content_tokens(encoding, inner, images)?,
+                        None => 0,
+                    }
+            }
+            _ => match media_part_tokens(part, images) {
+                Some(tokens) => tokens,
+                None => encoding.count_json(&part.to_string())?,
+            },
+        };
+    }
+    Ok(total)
+}
+
+fn str_field(encoding: &Encoding, part: &Value, key: &str) -> usize {
+    part.get(key)
+        .and_then(Value::as_str)
+        .map_or(0, |t| encoding.count(t))
+}
+
+/// Tokens of a content part that is an image or a document in any provider's shape;
+/// `None` for any other part.
+fn media_part_tokens(part: &Value, images: ImageRule) -> Option<usize> {
+    let kind = part.get("type").and_then(Value::as_str)?;
+    fn str_of(v: Option<&Value>) -> Option<&str> {
+        v.and_then(Value::as_str)
+    }
+    let detail = |v: Option<&Value>| str_of(v).and_then(Detail::parse).unwrap_or(Detail::Auto);
+    match kind {
+        "image_url" => {
+            let r = part.get("image_url")?;
+            let (url, d) = match r {
+                Value::String(url) => (Some(url.as_str()), Detail::Auto),
+                _ => (str_of(r.get("url")), detail(r.get("detail"))),
+            };
+            Some(image_tokens(url, d, images))
+        }
+        "input_image" => Some(image_tokens(
+            str_of(part.get("image_url")),
+            detail(part.get("detail")),
+            images,
+        )),
+        "image" => match part.get("source") {
+            // Anthropic's block: Anthropic's rule, whatever the request's.
+            Some(source @ Value::Object(_)) => {
+                let size = (str_of(source.get("type")) == Some("base64"))
+                    .then(|| str_of(source.get("data")))
+                    .flatten()
+                    .and_then(|data| media::image_size_from_base64(data).ok());
+                Some(media::anthropic_image_tokens(size.map(|s| s.dims())))
+            }
+            _ => Some(image_tokens(
+                reference(part).as_deref(),
+                detail(part.get("detail")),
+                images,
+            )),
+        },
+        "media" => {
+            let media_type = str_of(part.get("media_type")).unwrap_or("");
+            if media_type == "image" || media_type.starts_with("image/") {
+                let w = part.get("width").and_then(Value::as_u64);
+                let h = part.get("height").and_then(Value::as_u64);
+                if let (Some(w), Some(h)) = (w, h) {
+                    if w > 0 && h > 0 {
+                        let size = (clamp_u32(w), clamp_u32(h));
+                        return Some(rule_tokens(Some(size), detail(part.get("detail")), images));
+                    }
+                }
+                return Some(image_tokens(
+                    reference(part).as_deref(),
+                    detail(part.get("detail")),
+                    images,
+                ));
+            }
+            Some(document_tokens(part))
+        }
+        "document" | "file" | "input_file" => Some(document_tokens(part)),
+        _ => None,
+    }
+}
+
+fn clamp_u32(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+/// A document's pages (at most [`PDF_MAX_PAGES`]), or the allowance for other media.
+fn document_tokens(part: &Value) -> usize {
+    match part.get("pages").and_then(Value::as_u64) {
+        Some(pages) => {
+            PDF_PAGE_TOKENS
+                * usize::try_from(pages)
+                    .unwrap_or(usize::MAX)
+                    .min(PDF_MAX_PAGES)
+        }
+        None => OTHER_MEDIA_TOKENS,
+    }
+}
+
+/// A media part's image: its `url`, or its `data`/`base64` (base64 text or a data URL).
+fn reference(part: &Value) -> Option<std::borrow::Cow<'_, str>> {
+    if let Some(url) = part.get("url").and_then(Value::as_str) {
+        return Some(url.into());
+    }
+    let data = part
+        .get("data")
+        .or_else(|| part.get("base64"))
+        .and_then(Value::as_str)?;
+    Some(
+        if data
+            .get(..5)
+            .is_some_and(|p| p.eq_ignore_ascii_case("data:"))
+        {
+            data.into()
+        } else {
+            format!("data:;base64,{data}").into()
+        },
+    )
+}
+
+/// An image given by URL (a `data:` URL is sized from its header; any other URL, or an
+/// unreadable header, counts at the rule's maximum).
+fn image_tokens(url: Option<&str>, detail: Detail, images: ImageRule) -> usize {
+    let size = url
+        .filter(|u| u.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("data:")))
+        .and_then(|u| media::image_size_from_data_url(u).ok())
+        .map(|s| s.dims());
+    rule_tokens(size, detail, images)
+}
+
+fn rule_tokens(size: Option<(u32, u32)>, detail: Detail, images: ImageRule) -> usize {
+    match images {
+        ImageRule::OpenAi => media::openai_image_tokens(size, detail),
+        ImageRule::Anthropic => media::anthropic_image_tokens(size),
+    }
+}
+
+/// The running count of one request: system text, messages, tool calls, media parts and
+/// the advertised tools, each with its framing.
 ///
 /// ```
 /// use ctxbudget::tokens::media::Detail;
-/// use ctxbudget::tokens::request::{RequestCount, FRAMING_TOKENS};
+/// use ctxbudget::tokens::request::{RequestCount, MESSAGE_TOKENS, REPLY_TOKENS};
 /// use ctxbudget::Encoding;
 ///
 /// let enc = Encoding::new("o200k_base")?;
 /// let mut request = RequestCount::new(&enc);
 /// // A 1024×1024 image at high detail: four tiles, 85 + 4 × 170.
-/// request.system("You are terse.").message("Hi").image(Some((1024, 1024)), Detail::High);
-/// request.tool_schema(r#"{"name": "read_file", "parameters": {}}"#)?;
-/// let expected = 1 + 3 * FRAMING_TOKENS + enc.count("You are terse.") + enc.count("Hi")
-///     + 765 + enc.count_json(r#"{"name": "read_file", "parameters": {}}"#)?;
+/// request.system("You are terse.").message("user", "Hi").image(Some((1024, 1024)), Detail::High);
+/// let expected = REPLY_TOKENS
+///     + 2 * MESSAGE_TOKENS + enc.count("system") + enc.count("You are terse.")
+///     + enc.count("user") + enc.count("Hi") + 765;
 /// assert_eq!(request.total(), expected);
 /// # Ok::<(), ctxbudget::TokenError>(())
 /// ```
@@ -43,31 +408,43 @@ pub struct RequestCount<'a> {
 }
 
 impl<'a> RequestCount<'a> {
-    /// An empty request (its own [`REQUEST_TOKENS`]).
+    /// An empty request (its [`REPLY_TOKENS`]).
     pub fn new(encoding: &'a Encoding) -> Self {
         RequestCount {
             encoding,
-            total: REQUEST_TOKENS,
+            total: REPLY_TOKENS,
         }
     }
 
-    /// The system text, framed like a message (nothing for an empty one).
+    /// The system text, as a system message (nothing for an empty one).
     pub fn system(&mut self, text: &str) -> &mut Self {
         if !text.is_empty() {
-            self.message(text);
+            self.message("system", text);
         }
         self
     }
 
-    /// One message whose content is `text`.
-    pub fn message(&mut self, text: &str) -> &mut Self {
-        self.total += FRAMING_TOKENS + self.encoding.count(text);
+    /// One message from `role` whose content is `text`.
+    pub fn message(&mut self, role: &str, text: &str) -> &mut Self {
+        self.total += MESSAGE_TOKENS + self.encoding.count(role) + self.encoding.count(text);
+        self
+    }
+
+    /// The current message's `name`.
+    pub fn name(&mut self, name: &str) -> &mut Self {
+        self.total += NAME_TOKENS + self.encoding.count(name);
         self
     }
 
     /// More text in the current message (another text part; no framing).
     pub fn text_part(&mut self, text: &str) -> &mut Self {
         self.total += self.encoding.count(text);
+        self
+    }
+
+    /// A tool call: its function's name and its arguments as the JSON text sent.
+    pub fn tool_call(&mut self, name: &str, arguments: &str) -> &mut Self {
+        self.total += CALL_TOKENS + self.encoding.count(name) + self.encoding.count(arguments);
         self
     }
 
@@ -90,14 +467,40 @@ impl<'a> RequestCount<'a> {
         self
     }
 
-    /// One advertised tool schema, as the JSON text that is sent.
-    pub fn tool_schema(&mut self, json_text: &str) -> Result<&mut Self, TokenError> {
-        self.total += FRAMING_TOKENS + self.encoding.count_json(json_text)?;
+    /// The tools the request advertises, each a JSON definition (see [`tools_tokens`]).
+    pub fn tools(&mut self, tools: &[Value]) -> Result<&mut Self, TokenError> {
+        self.total += tools_tokens(self.encoding, tools)?;
         Ok(self)
     }
 
     /// The request's tokens so far.
     pub fn total(&self) -> usize {
         self.total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_tool_shape_is_the_same_function() {
+        let params = json!({"type": "object", "properties": {"q": {"type": "string"}}});
+        let shapes = [
+            json!({"name": "find", "description": "Finds.", "parameters": params}),
+            json!({"type": "function", "function": {"name": "find", "description": "Finds.", "parameters": params}}),
+            json!({"type": "function", "name": "find", "description": "Finds.", "parameters": params, "strict": true}),
+            json!({"name": "find", "description": "Finds.", "input_schema": params}),
+        ];
+        let enc = Encoding::new("o200k_base").unwrap_or_else(|e| panic!("{e}"));
+        let counts: Vec<usize> = shapes
+            .iter()
+            .map(|t| tools_tokens(&enc, std::slice::from_ref(t)).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        assert!(counts.windows(2).all(|w| w[0] == w[1]), "{counts:?}");
+        let builtin = json!({"type": "web_search_preview"});
+        assert!(function_tool(&builtin).is_none());
+        assert_eq!(tools_tokens(&enc, &[]).unwrap_or(1), 0);
     }
 }

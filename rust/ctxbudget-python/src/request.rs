@@ -1,0 +1,34 @@
+//! How a request is rendered for counting (`ctxbudget.tokens.render_tools` wraps this),
+//! from the core's `tokens::request` and `tokens::typescript`.
+
+use ctxbudget::tokens::{request, typescript};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+/// The `# Tools` section the model reads for the function tools among `tools` (tool
+/// definitions in any shape `count_messages` takes; other tools are left out).
+#[pyfunction]
+pub(crate) fn render_tools(tools: &Bound<'_, PyList>) -> PyResult<String> {
+    let values = tools
+        .iter()
+        .enumerate()
+        .map(|(index, tool)| {
+            crate::pyjson::encode_value(&tool)
+                .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+                .ok_or_else(|| {
+                    PyTypeError::new_err(format!(
+                        "the tool definition at index {index} cannot be sent as JSON"
+                    ))
+                })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let functions: Vec<_> = values.iter().filter_map(request::function_tool).collect();
+    Ok(typescript::tools_section(&functions))
+}
+
+/// Registers the functions.
+pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(render_tools, m)?)?;
+    Ok(())
+}
