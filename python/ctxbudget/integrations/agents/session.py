@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ...errors import ConflictError, CtxBudgetError
 from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
-from .items import CALL_TO_OUTPUT, fingerprint, for_model, items_of_row, plain, rows_for
+from .items import (
+    CALL_TO_OUTPUT,
+    fingerprint,
+    for_model,
+    items_of_row,
+    plain,
+    rows_for,
+    stored_item,
+)
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
@@ -211,8 +219,7 @@ class AgentsSession:
         if row.kind != "continuation" or not isinstance(target, int):
             return None
         for earlier in self.session.history.rows(since_seq=target):
-            item = earlier.meta.get("agents_item") if earlier.seq == target else None
-            return item if isinstance(item, dict) else None
+            return stored_item(earlier) if earlier.seq == target else None
         return None
 
     def _call_names(self, items: Sequence[dict[str, Any]]) -> dict[str, str]:
