@@ -9,7 +9,8 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -64,7 +65,15 @@ class _Entry:
 
 @dataclass(slots=True)
 class _RunMark:
-    """What the SDK holds since its last ``get_items`` (the start of a run)."""
+    """What one run's SDK holds: the items it read with ``get_items`` at its start and
+    every item stored for it since.
+
+    The rule every write of a run obeys: the model-input filter stores only what the SDK
+    sends beyond ``held`` — the items new in the run. A clear or a pop changes the store,
+    never a mark: an item the run held before a clear or a pop is never written again
+    (the clear stays a floor, a popped item stays popped), and items new in the run after
+    it are stored once, as always.
+    """
 
     floor: tuple[int, int] | None
     """Position of the first item a limited read returned; ``None`` for the window."""
@@ -74,6 +83,8 @@ class _RunMark:
     """The items the SDK holds, in order: those read, and those stored since."""
     pending: list[dict[str, Any]]
     """Items the model-input filter recorded that the SDK has not saved yet."""
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    """What the SDK sent at the filter's last call (a run's input only grows)."""
 
 
 def _resolve_limit(limit: int | None, settings: SessionSettings | None) -> int | None:
@@ -121,7 +132,14 @@ class AgentsSession:
         self.last_turn: Turn | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._mark: _RunMark | None = None
+        # The mark of the run in progress, bound by get_items to the task that runs it
+        # (the SDK calls the filter and add_items from that task or tasks it starts):
+        # another task's get_items, clear or pop never replaces a run's mark.
+        self._run_mark: ContextVar[_RunMark | None] = ContextVar(
+            f"ctxbudget_agents_run_{id(self)}", default=None
+        )
+        # The mark of a run without session= (no get_items binds one).
+        self._loose_mark: _RunMark | None = None
         # Items of each row (by seq), for the current window only.
         self._row_items: dict[int, list[dict[str, Any]]] = {}
         self._cache_window = session.window_id
@@ -233,52 +251,56 @@ class AgentsSession:
                     names[str(p.get("id"))] = str(p.get("name"))
         return names
 
-    def _append_items(self, items: Sequence[dict[str, Any]]) -> None:
+    def _append_items(self, items: Sequence[dict[str, Any]], mark: _RunMark | None) -> None:
         rows = rows_for(items, self._call_names(items))
         if rows:
             self.session.append_turn(rows)
-            if self._mark is not None:
-                self._mark.held.extend(items)
+            if mark is not None:
+                mark.held.extend(items)
 
     # ----- the session protocol -------------------------------------------------------
 
-    def _get_items(self, limit: int | None) -> list[dict[str, Any]]:
+    def _get_items(self, limit: int | None) -> tuple[list[dict[str, Any]], _RunMark]:
         view, entries = self._entries()
         n = _resolve_limit(limit, self.session_settings)
         shown = entries if n is None else entries[max(len(entries) - n, 0) :] if n else []
         floor = None
         if n is not None:
             floor = shown[0].position if shown else (view.last_seq + 1, 0)
-        self._mark = _RunMark(
+        mark = _RunMark(
             floor=floor,
             read_upto=view.last_seq,
             held=[e.item for e in shown],
             pending=[],
         )
-        return copy.deepcopy([e.item for e in shown])
+        return copy.deepcopy([e.item for e in shown]), mark
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """Items of the active window, oldest first: the latest ``limit`` if given, else
-        ``session_settings.limit``, else all (``0`` gives none, as in the SDK)."""
-        return await self._run(self._get_items, limit)
+        ``session_settings.limit``, else all (``0`` gives none, as in the SDK). The read
+        starts a run: what it returns is what the run holds."""
+        items, mark = await self._run(self._get_items, limit)
+        self._run_mark.set(mark)
+        return items
 
-    def _add_items(self, items: Sequence[Any]) -> None:
+    def _add_items(self, items: Sequence[Any], mark: _RunMark | None) -> None:
         batch = [plain(i) for i in items]
-        if self._mark is not None and self._mark.pending:
+        if mark is not None and mark.pending:
             # The model-input filter already recorded these (streamed runs save the turn
-            # input after the first model call): store each item once.
+            # input after the first model call): store each item once — and not again
+            # after a clear or a pop that came between.
             fresh = []
             for item in batch:
-                if item in self._mark.pending:
-                    self._mark.pending.remove(item)
+                if item in mark.pending:
+                    mark.pending.remove(item)
                 else:
                     fresh.append(item)
             batch = fresh
-        self._append_items(batch)
+        self._append_items(batch, mark)
 
     async def add_items(self, items: list[Any]) -> None:
         """Appends the items as one durable batch."""
-        await self._run(self._add_items, items)
+        await self._run(self._add_items, items, self._run_mark.get())
 
     def _pop_item(self) -> dict[str, Any] | None:
         for attempt in range(_MAX_REREADS + 1):
@@ -302,10 +324,7 @@ class AgentsSession:
                 continue
             break
         self.session.refresh()
-        if self._mark is not None:
-            held = self._mark.held
-            if held and held[-1] == last.item:
-                held.pop()
+        # A run that holds the item keeps it in its mark: it is never written again.
         return copy.deepcopy(last.item)
 
     async def pop_item(self) -> Any | None:
@@ -316,7 +335,7 @@ class AgentsSession:
     def _clear(self) -> None:
         self.session.history.clear_soft()
         self.session.refresh()
-        self._mark = None
+        # Marks stay as they are: what a run held before the floor is never written again.
 
     async def clear_session(self) -> None:
         """A soft clear: a reset boundary, the privacy floor."""
@@ -356,19 +375,23 @@ class AgentsSession:
         yet, runs ``prepare()`` and sends the active window (lead-in, advisories,
         ``[id: N]`` suffixes) with ctxbudget's system text. Raises
         :class:`NotSentError` when ``prepare()`` does not send."""
-        return await self._run(self._filter, data)
+        return await self._run(self._filter, data, self._run_mark.get())
 
-    def _filter(self, data: CallModelData[Any]) -> ModelInputData:
+    def _filter(self, data: CallModelData[Any], mark: _RunMark | None) -> ModelInputData:
         from agents.run_config import ModelInputData
 
         s = self.session
-        if self._mark is None:  # a run without session=: the SDK holds no history
-            self._mark = _RunMark(None, s.view(refresh=True).last_seq, [], [])
-        mark = self._mark
         sent = [plain(i) for i in data.model_data.input]
+        if mark is None:
+            # A run without session=: the SDK holds no history. Its input only grows, so
+            # a call that does not continue the last one starts another run.
+            mark = self._loose_mark
+            if mark is None or sent[: len(mark.sent)] != mark.sent:
+                mark = self._loose_mark = _RunMark(None, s.view(refresh=True).last_seq, [], [])
+        mark.sent = sent
         unsaved = _unsaved(sent, mark.held)
         if unsaved:
-            self._append_items(unsaved)
+            self._append_items(unsaved, mark)
             mark.pending.extend(unsaved)
         turn = s.prepare()
         self.last_turn = turn
@@ -378,17 +401,18 @@ class AgentsSession:
         # RunConfig(reasoning_item_id_policy="omit"): the SDK sent its reasoning without IDs.
         reasoning = [i for i in sent if i.get("type") == "reasoning"]
         omit_ids = bool(reasoning) and not any("id" in i for i in reasoning)
-        items = self._model_input(turn, omit_reasoning_ids=omit_ids)
+        items = self._model_input(turn, mark, omit_reasoning_ids=omit_ids)
         return ModelInputData(input=cast(Any, items), instructions=instructions)
 
-    def _model_input(self, turn: Turn, *, omit_reasoning_ids: bool) -> list[dict[str, Any]]:
+    def _model_input(
+        self, turn: Turn, mark: _RunMark, *, omit_reasoning_ids: bool
+    ) -> list[dict[str, Any]]:
         _, entries = self._entries()
-        mark = self._mark
-        if mark is not None and mark.floor is not None:
+        if mark.floor is not None:
             floor = mark.floor
             entries = [e for e in entries if e.position >= floor]
-        read_upto = mark.read_upto if mark is not None else 0
-        limited = mark is not None and mark.floor is not None
+        read_upto = mark.read_upto
+        limited = mark.floor is not None
         kept = _drop_orphans(entries, lambda e: e.row.seq <= read_upto, outputs=limited)
         if omit_reasoning_ids:
             kept = [_Entry(e.row, e.index, _without_id(e.item)) for e in kept]
