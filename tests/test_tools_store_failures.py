@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -100,6 +101,24 @@ def test_every_tool_answers_while_another_process_holds_the_workspace(tmp_path: 
     # Nothing was half-done: once the lock is free, the tools work again.
     assert s.run_tool("session_history", {"action": "list_windows"})["ok"]
     assert s.run_tool("new_context", {}) == {"ok": True, "status": "scheduled"}
+
+
+def test_every_tool_answers_when_the_transcript_is_gone(tmp_path: Path) -> None:
+    """The workspace's history directory removed under an open session (a damaged
+    workspace): before, every ``run_tool`` raised ``HistoryIOError``."""
+    ws = tmp_path / "ws"
+    s = _session(History.open(ws, durability="none", lock_timeout=0.2))
+    s.add_user("needle in the first window")
+    shutil.rmtree(ws / "history")
+    for name, args in CALLS:
+        try:
+            result: Any = s.run_tool(name, args)
+        except Exception as exc:  # the defect: reported by the check below
+            result = exc
+        if name != "memory":  # the memory files are elsewhere in the workspace
+            _check_failure(name, result, STORE_CODES)
+        else:
+            assert isinstance(result, dict), f"memory raised {result!r}"
 
 
 @pytest.fixture
