@@ -239,3 +239,73 @@ def test_a_concurrent_read_does_not_replace_the_runs_mark(tmp_path: Path, mode: 
         await trial.check(result, op_done_before_end=True)
 
     _go(main())
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_resumed_run_writes_only_what_is_new_in_it(
+    tmp_path: Path, mode: str, decision: str
+) -> None:
+    """A run resumed from a ``RunState`` (an approval) after earlier history: the SDK's
+    only read in it is a limited tail check, and it sends the whole history its state
+    carries (assistant text come back as ``output_text`` parts). Before, the filter
+    wrote that history again; now the items are those ``SQLiteSession`` has."""
+    prior = [
+        {"role": "user", "content": "prior question"},
+        {"role": "assistant", "content": "prior answer"},
+        {"role": "user", "content": "another"},
+        {"role": "assistant", "content": "another answer"},
+    ]
+
+    async def flow(session: Any, use_filter: bool) -> list[Any]:
+        @agents.function_tool(needs_approval=True)
+        def delete_file(path: str) -> str:
+            """Delete a file."""
+            return f"deleted {path}"
+
+        @agents.function_tool
+        def look(n: int) -> str:
+            """Look at something."""
+            return f"seen {n}"
+
+        await session.add_items(list(prior))
+        model = testing.ScriptedModel(
+            [
+                [testing.function_call("look", {"n": 1}, call_id="l1")],
+                [testing.function_call("delete_file", {"path": "a.txt"}, call_id="d1")],
+                [testing.function_call("look", {"n": 2}, call_id="l2")],
+                [testing.assistant_message("Done.")],
+            ]
+        )
+        agent = agents.Agent(name="a", instructions="Work.", model=model, tools=[delete_file, look])
+        rc = session.run_config() if use_filter else None
+
+        async def drive(start: Any) -> Any:
+            if mode == "run":
+                return await agents.Runner.run(
+                    agent, start, session=session, run_config=rc, max_turns=8
+                )
+            result = agents.Runner.run_streamed(
+                agent, start, session=session, run_config=rc, max_turns=8
+            )
+            async for _ in result.stream_events():
+                pass
+            return result
+
+        first = await drive("Delete a.txt")
+        state = await agents.RunState.from_string(agent, first.to_state().to_string())
+        (pending,) = state.get_interruptions()
+        getattr(state, decision)(pending)
+        await drive(state)
+        return await session.get_items()
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        reference = await flow(agents.SQLiteSession("ref"), False)
+        core = Session.open(tmp_path / "ws", model="gpt-4o", context_window=200_000)
+        return reference, await flow(AgentsSession(core), True)
+
+    async def guarded() -> tuple[list[Any], list[Any]]:
+        return await asyncio.wait_for(main(), WATCHDOG)
+
+    reference, ours = asyncio.run(guarded())
+    assert ours == reference

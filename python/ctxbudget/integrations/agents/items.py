@@ -80,13 +80,35 @@ def for_model(item: dict[str, Any]) -> dict[str, Any]:
 def fingerprint(item: dict[str, Any]) -> str:
     """A content key for matching items the SDK hands over again as fresh copies.
 
-    Compared as replayed, and without a reasoning item's ``id`` (the SDK may omit it
-    when it replays history).
+    Compared as replayed, without a reasoning item's ``id`` (the SDK may omit it when it
+    replays history), and a message by its role and content only, its text parts by
+    their text: a ``RunState`` round trip gives an assistant message of plain text back
+    as ``output_text`` parts with a ``status``.
     """
     item = for_model(item)
     if item.get("type") == "reasoning" and "id" in item:
         item = {k: v for k, v in item.items() if k != "id"}
+    if item.get("role") in _ROLES and item.get("type", "message") == "message":
+        item = {"role": item["role"], "content": _canonical_content(item.get("content"))}
     return json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+
+
+_ROLES = frozenset({"user", "system", "developer", "assistant"})
+
+
+def _canonical_content(content: Any) -> Any:
+    if isinstance(content, str):
+        return [{"text": content}] if content else []
+    if not isinstance(content, list):
+        return content
+    return [
+        {"text": part["text"]}
+        if isinstance(part, Mapping)
+        and part.get("type") in _TEXT_PART_TYPES
+        and isinstance(part.get("text"), str)
+        else part
+        for part in content
+    ]
 
 
 # ----- SDK item -> row ----------------------------------------------------------------

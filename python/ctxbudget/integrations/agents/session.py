@@ -85,6 +85,8 @@ class _RunMark:
     """Items the model-input filter recorded that the SDK has not saved yet."""
     sent: list[dict[str, Any]] = field(default_factory=list)
     """What the SDK sent at the filter's last call (a run's input only grows)."""
+    stored: list[dict[str, Any]] = field(default_factory=list)
+    """Every item of the window at the read, ``held`` or not (a limited read)."""
 
 
 def _resolve_limit(limit: int | None, settings: SessionSettings | None) -> int | None:
@@ -272,6 +274,7 @@ class AgentsSession:
             read_upto=view.last_seq,
             held=[e.item for e in shown],
             pending=[],
+            stored=[e.item for e in entries],
         )
         return copy.deepcopy([e.item for e in shown]), mark
 
@@ -389,7 +392,7 @@ class AgentsSession:
             if mark is None or sent[: len(mark.sent)] != mark.sent:
                 mark = self._loose_mark = _RunMark(None, s.view(refresh=True).last_seq, [], [])
         mark.sent = sent
-        unsaved = _unsaved(sent, mark.held)
+        unsaved = _unsaved(sent, mark.held, mark.stored)
         if unsaved:
             self._append_items(unsaved, mark)
             mark.pending.extend(unsaved)
@@ -447,23 +450,38 @@ class AgentsSession:
         return f"AgentsSession({self.session_id!r}, {self.session!r})"
 
 
-def _unsaved(sent: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _unsaved(
+    sent: list[dict[str, Any]], held: list[dict[str, Any]], stored: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """What the SDK sends but has not saved: every item beyond those it holds.
 
     Usually the SDK sends what it holds, in order, then what it has not saved yet, which
     a comparison in order finds. When it sent something else (a session input callback
-    reordered history, orphan tool calls were dropped, IDs were omitted), items are
-    matched by content instead, repeats counted.
+    reordered history, orphan tool calls were dropped, IDs were omitted, a resumed run
+    sends the history of its ``RunState`` after reading only the tail), items are matched
+    by content instead, repeats counted. An item no held one matches is new unless it
+    comes before a held one and was already ``stored`` in the window when the run read
+    it: history the SDK carries from before its read, which the new items of a run never
+    precede.
     """
     n = len(held)
     if len(sent) >= n and all(a == b for a, b in zip(sent, held, strict=False)):
         return sent[n:]
     counts = Counter(fingerprint(i) for i in held)
-    unsaved = []
-    for item in sent:
+    last_held = -1
+    unmatched: list[tuple[int, str, dict[str, Any]]] = []
+    for at, item in enumerate(sent):
         key = fingerprint(item)
         if counts[key] > 0:
             counts[key] -= 1
+            last_held = at
+        else:
+            unmatched.append((at, key, item))
+    earlier = Counter(fingerprint(i) for i in stored) - Counter(fingerprint(i) for i in held)
+    unsaved = []
+    for at, key, item in unmatched:
+        if at < last_held and earlier[key] > 0:
+            earlier[key] -= 1
         else:
             unsaved.append(item)
     return unsaved
