@@ -64,6 +64,7 @@ class Trial:
         op: str,
         with_session: bool,
         trigger: Callable[[str, int], Awaitable[None]],
+        limit: int | None = None,
     ) -> None:
         self.ws = tmp_path / "ws"
         self.mode = mode
@@ -71,7 +72,7 @@ class Trial:
         self.with_session = with_session
         self.trigger = trigger
         core = Session.open(self.ws, model="gpt-4o", context_window=200_000, durability="none")
-        self.session = AgentsSession(core)
+        self.session = AgentsSession(core, session_settings={"limit": limit})
         self.popped: list[Any] = []
 
     async def act(self) -> None:
@@ -161,12 +162,14 @@ CASES = [
 @pytest.mark.parametrize("op", ["clear", "pop"])
 @pytest.mark.parametrize("with_session", [True, False], ids=["session", "filter_only"])
 @pytest.mark.parametrize("where,k", CASES)
+@pytest.mark.parametrize("limit", [None, 2])
 def test_a_clear_or_pop_at_every_step(
-    tmp_path: Path, mode: str, op: str, with_session: bool, where: str, k: int
+    tmp_path: Path, mode: str, op: str, with_session: bool, where: str, k: int, limit: int | None
 ) -> None:
     """The clear or the pop at step ``k``: inside the model call (after the filter wrote
     what the SDK had not saved), inside the tool (before the SDK saves the step), or
-    from another task while the run waits at a barrier."""
+    from another task while the run waits at a barrier; with the whole window read, and
+    with ``session_settings.limit``."""
     trial: Trial
     go = asyncio.Event()
     done = asyncio.Event()
@@ -190,7 +193,9 @@ def test_a_clear_or_pop_at_every_step(
             await helper
         await trial.check(result, op_done_before_end=True)
 
-    trial = Trial(tmp_path, mode=mode, op=op, with_session=with_session, trigger=trigger)
+    trial = Trial(
+        tmp_path, mode=mode, op=op, with_session=with_session, trigger=trigger, limit=limit
+    )
     _go(main())
 
 
