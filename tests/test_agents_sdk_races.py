@@ -314,3 +314,31 @@ def test_a_resumed_run_writes_only_what_is_new_in_it(
 
     reference, ours = asyncio.run(guarded())
     assert ours == reference
+
+
+def test_a_run_mark_keeps_no_session_alive(tmp_path: Path) -> None:
+    """The mark a read binds to the task is dropped with its session: a long-lived task
+    serving one conversation after another does not keep them all."""
+    import gc
+    import weakref
+
+    async def main() -> list[weakref.ref[AgentsSession]]:
+        refs = []
+        for n in range(3):
+            core = Session.open(tmp_path / f"ws{n}", model="gpt-4o", durability="none")
+            s = AgentsSession(core)
+            await s.add_items(list(BEFORE))
+            await s.get_items()
+            refs.append(weakref.ref(s))
+            s.close()
+            del s, core
+        gc.collect()
+        # The task's marks went with their sessions.
+        from ctxbudget.integrations.agents.session import _RUN_MARKS
+
+        marks = _RUN_MARKS.get()
+        assert marks is not None and len(marks) == 0
+        return refs
+
+    refs = asyncio.run(main())
+    assert all(r() is None for r in refs)

@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -89,6 +90,12 @@ class _RunMark:
     """Every item of the window at the read, ``held`` or not (a limited read)."""
 
 
+_RUN_MARKS: ContextVar[weakref.WeakKeyDictionary[AgentsSession, _RunMark] | None] = ContextVar(
+    "ctxbudget_agents_run_marks", default=None
+)
+"""Each session's run mark in the current task (see :meth:`AgentsSession._bind`)."""
+
+
 def _resolve_limit(limit: int | None, settings: SessionSettings | None) -> int | None:
     if limit is None and settings is not None:
         limit = settings.limit
@@ -134,12 +141,6 @@ class AgentsSession:
         self.last_turn: Turn | None = None
         self._lock = threading.Lock()
         self._closed = False
-        # The mark of the run in progress, bound by get_items to the task that runs it
-        # (the SDK calls the filter and add_items from that task or tasks it starts):
-        # another task's get_items, clear or pop never replaces a run's mark.
-        self._run_mark: ContextVar[_RunMark | None] = ContextVar(
-            f"ctxbudget_agents_run_{id(self)}", default=None
-        )
         # The mark of a run without session= (no get_items binds one).
         self._loose_mark: _RunMark | None = None
         # Items of each row (by seq), for the current window only.
@@ -215,6 +216,24 @@ class AgentsSession:
 
         return await asyncio.to_thread(locked)
 
+    # ----- the mark of the run in progress --------------------------------------------
+
+    def _bound(self) -> _RunMark | None:
+        """This session's mark in the current task: the run's that read in it (the SDK
+        calls the filter and add_items from the task that read, or tasks it started)."""
+        marks = _RUN_MARKS.get()
+        return marks.get(self) if marks is not None else None
+
+    def _bind(self, mark: _RunMark) -> None:
+        """Binds ``mark`` to the current task. The mapping is copied, never changed in
+        place: another task's read (a child's included) never replaces a run's mark, and
+        a session that is gone leaves no mark behind."""
+        marks: weakref.WeakKeyDictionary[AgentsSession, _RunMark] = weakref.WeakKeyDictionary(
+            _RUN_MARKS.get() or {}
+        )
+        marks[self] = mark
+        _RUN_MARKS.set(marks)
+
     # ----- what get_items shows -------------------------------------------------------
 
     def _entries(self) -> tuple[WindowView, list[_Entry]]:
@@ -283,7 +302,7 @@ class AgentsSession:
         ``session_settings.limit``, else all (``0`` gives none, as in the SDK). The read
         starts a run: what it returns is what the run holds."""
         items, mark = await self._run(self._get_items, limit)
-        self._run_mark.set(mark)
+        self._bind(mark)
         return items
 
     def _add_items(self, items: Sequence[Any], mark: _RunMark | None) -> None:
@@ -303,7 +322,7 @@ class AgentsSession:
 
     async def add_items(self, items: list[Any]) -> None:
         """Appends the items as one durable batch."""
-        await self._run(self._add_items, items, self._run_mark.get())
+        await self._run(self._add_items, items, self._bound())
 
     def _pop_item(self) -> dict[str, Any] | None:
         for attempt in range(_MAX_REREADS + 1):
@@ -378,7 +397,7 @@ class AgentsSession:
         yet, runs ``prepare()`` and sends the active window (lead-in, advisories,
         ``[id: N]`` suffixes) with ctxbudget's system text. Raises
         :class:`NotSentError` when ``prepare()`` does not send."""
-        return await self._run(self._filter, data, self._run_mark.get())
+        return await self._run(self._filter, data, self._bound())
 
     def _filter(self, data: CallModelData[Any], mark: _RunMark | None) -> ModelInputData:
         from agents.run_config import ModelInputData
