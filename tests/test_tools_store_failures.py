@@ -6,6 +6,7 @@ code (``history_unavailable``, as ``session_history`` reports a store it cannot 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -21,7 +22,7 @@ from filelock import FileLock
 from history_helpers import SESSION_HISTORY_CODES
 from stores import new_conversation_id
 
-from ctxbudget import History, NewContextTool, Session, ToolPolicy
+from ctxbudget import AsyncSession, History, NewContextTool, Session, ToolPolicy
 from ctxbudget.policy import Budget
 from ctxbudget.prompts import DEFAULT_PROMPTS
 from ctxbudget.session.types import encoding_for
@@ -116,6 +117,31 @@ def test_every_tool_answers_when_the_transcript_is_gone(tmp_path: Path) -> None:
         except Exception as exc:  # the defect: reported by the check below
             result = exc
         if name != "memory":  # the memory files are elsewhere in the workspace
+            _check_failure(name, result, STORE_CODES)
+        else:
+            assert isinstance(result, dict), f"memory raised {result!r}"
+
+
+def test_every_async_tool_call_answers_when_the_transcript_is_gone(tmp_path: Path) -> None:
+    """The same through ``AsyncSession.run_tool`` (its store reads run on the I/O
+    pool): a result, never an exception."""
+    ws = tmp_path / "ws"
+
+    async def main() -> dict[str, Any]:
+        s = await AsyncSession.open(ws, model="gpt-4o", durability="none")
+        await s.add_user("needle in the first window")
+        shutil.rmtree(ws / "history")
+        out: dict[str, Any] = {}
+        for n, (name, args) in enumerate(CALLS):
+            try:
+                out[f"{n}:{name}"] = await s.run_tool(name, args)
+            except Exception as exc:  # the defect: reported by the check below
+                out[f"{n}:{name}"] = exc
+        return out
+
+    for key, result in asyncio.run(asyncio.wait_for(main(), 60)).items():
+        name = key.split(":", 1)[1]
+        if name != "memory":
             _check_failure(name, result, STORE_CODES)
         else:
             assert isinstance(result, dict), f"memory raised {result!r}"
