@@ -196,3 +196,26 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
+
+
+def test_rows_of_earlier_transcripts_still_read(tmp_path: Path) -> None:
+    """A row written before items were stored once (a whole copy in
+    ``meta.agents_item``) gives its item back as it was."""
+    item = {
+        "id": "m1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "old reply", "annotations": []}],
+    }
+    History.open(tmp_path / "ws", durability="none").append(
+        [
+            {
+                "kind": "message",
+                "role": "assistant",
+                "parts": [{"type": "text", "text": "old reply"}],
+                "meta": {"agents_item": item},
+            }
+        ]
+    )
+    assert asyncio.run(_open(tmp_path / "ws").get_items()) == [item]
