@@ -308,3 +308,46 @@ def test_host_tools_go_out_as_the_host_defined_them(tmp_path: Path) -> None:
     assert anthropic[1]["input_schema"] == params
     own = [t for t in chat if t["function"]["name"] == "session_history"]
     assert own[0]["function"]["strict"] is True, "ctxbudget's own tools stay strict"
+
+
+def test_converters_send_every_media_part_prepare_counted(tmp_path: Path) -> None:
+    """The user's images and files reach every provider shape (and validate there)."""
+    import base64
+
+    png = base64.b64encode(
+        b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR" + (640).to_bytes(4, "big") + (480).to_bytes(4, "big")
+    ).decode()
+    s = Session.open(tmp_path / "ws", model="gpt-4o", context_window=64_000, durability="none")
+    s.add_user(
+        [
+            {"type": "text", "text": "compare these"},
+            {"type": "media", "media_type": "image/png", "data": png, "detail": "low"},
+            {"type": "media", "media_type": "image/jpeg", "url": "https://example.com/b.jpg"},
+            {
+                "type": "media",
+                "media_type": "application/pdf",
+                "data": "JVBERi0=",
+                "filename": "a.pdf",
+                "pages": 1,
+            },
+        ]
+    )
+    turn = s.prepare()
+    chat = turn.to_openai_chat()["messages"][1]["content"]
+    _validate(openai_chat.ChatCompletionMessageParam, turn.to_openai_chat()["messages"])
+    assert [p["type"] for p in chat] == ["text", "image_url", "image_url", "file"]
+    assert chat[1]["image_url"] == {"url": f"data:image/png;base64,{png}", "detail": "low"}
+    assert chat[2]["image_url"] == {"url": "https://example.com/b.jpg"}
+    responses = turn.to_openai_responses()["input"]
+    _validate(openai_responses.ResponseInputItemParam, responses)
+    kinds = [p["type"] for p in responses[0]["content"]]
+    assert kinds == ["input_text", "input_image", "input_image", "input_file"]
+    anthropic = turn.to_anthropic()["messages"]
+    _validate(anthropic_types.MessageParam, anthropic)
+    kinds = [b["type"] for b in anthropic[0]["content"]]
+    assert kinds == ["text", "image", "image", "document"]
+    assert anthropic[0]["content"][1]["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": png,
+    }

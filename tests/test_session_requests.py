@@ -194,8 +194,9 @@ def test_count_messages_shapes() -> None:
             ],
         }
     ]
+    # An image known only by URL counts as its detail level's maximum (auto: 8 tiles).
     assert count_messages(parts, encoding="o200k_base") == (
-        1 + FRAMING_TOKENS + enc.count("what is this?") + 1_024
+        1 + FRAMING_TOKENS + enc.count("what is this?") + 85 + 8 * 170
     )
     item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
     assert count_messages([item], encoding="o200k_base") == (

@@ -20,6 +20,7 @@ from .errors import (
     InvalidJsonError,
     InvalidRowError,
     LockTimeoutError,
+    MediaError,
     PolicyError,
     SettingsError,
     TokenizerError,
@@ -40,6 +41,7 @@ from .history import (
     VerifyReport,
     WindowInfo,
 )
+from .media import ImageSize, image_size, image_tokens
 from .policy import Action, Budget, Claims, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
 from .session import INTERRUPTED_OUTPUT, OpenCall, RequestHook, Session, Turn
@@ -81,11 +83,13 @@ __all__ = [
     "FileReport",
     "History",
     "HistoryIOError",
+    "ImageSize",
     "InternalError",
     "InvalidArgumentError",
     "InvalidJsonError",
     "InvalidRowError",
     "LockTimeoutError",
+    "MediaError",
     "MemoryTool",
     "NewContextTool",
     "OpenCall",
@@ -120,5 +124,7 @@ __all__ = [
     "count_tokens",
     "encoding_for_model",
     "encoding_names",
+    "image_size",
+    "image_tokens",
     "prompts",
 ]

@@ -13,13 +13,13 @@ __all__ = [
     "FAILPOINTS",
     "FINAL_ZONE",
     "FRAMING_TOKENS",
-    "IMAGE_TOKENS",
     "MEMORY_CHECKPOINT_MAX",
     "MEMORY_FILE_MAX",
     "MEMORY_NAME_MAX",
     "MEMORY_PATH_MAX",
     "MIN_THRESHOLD_BP",
     "OFF_BP",
+    "OTHER_MEDIA_TOKENS",
     "OUTPUT_RESERVE_MAX",
     "PART_TYPES",
     "PDF_MAX_PAGES",
@@ -51,9 +51,12 @@ __all__ = [
     "_panic_for_test",
     "_reset_failpoints",
     "claims_of_rows",
+    "context_window",
     "encode_rows",
     "encoding_names",
     "fsync",
+    "image_size",
+    "image_tokens",
     "model_encoding",
     "offload_pool",
     "threshold_is_off",
@@ -66,7 +69,6 @@ FAILPOINTS: bool
 ADVISORY_HEADROOM: int
 FINAL_ZONE: int
 FRAMING_TOKENS: int
-IMAGE_TOKENS: int
 PDF_MAX_PAGES: int
 PDF_PAGE_TOKENS: int
 REQUEST_TOKENS: int
@@ -76,6 +78,7 @@ ROLES: list[str]
 PART_TYPES: list[str]
 MIN_THRESHOLD_BP: int
 OFF_BP: int
+OTHER_MEDIA_TOKENS: int
 OUTPUT_RESERVE_MAX: int
 WARNING_ADVANCE_MIN: int
 # The memory files' limits, from the core (both stores of the memory tool).
@@ -124,6 +127,9 @@ class Encoding:
 def encode_rows(rows: list[Any]) -> bytes: ...
 def encoding_names() -> list[str]: ...
 def model_encoding(model: str) -> tuple[str, int | None] | None: ...
+def context_window(model: str) -> tuple[int, str, str, str] | str: ...
+def image_size(data: bytes | bytearray | str) -> tuple[str, int, int] | str: ...
+def image_tokens(size: tuple[int, int] | None, *, provider: str, detail: str = ...) -> int: ...
 
 @final
 class History:

@@ -18,6 +18,7 @@ __all__ = [
     "InvalidJsonError",
     "InvalidRowError",
     "LockTimeoutError",
+    "MediaError",
     "PolicyError",
     "SettingsError",
     "TokenizerError",
@@ -64,6 +65,11 @@ class TokenizerError(CtxBudgetError, RuntimeError):
 
     Raised instead of crashing the interpreter or guessing from characters.
     """
+
+
+class MediaError(CtxBudgetError, ValueError):
+    """An image's size cannot be read from its bytes (not PNG, JPEG, GIF or WebP, a
+    damaged or cut-short header, or not a base64 ``data:`` URL)."""
 
 
 class InvalidArgumentError(CtxBudgetError, ValueError):

@@ -108,6 +108,69 @@ def tool_output_text(output: object) -> str:
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
+def _media_source(part: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
+    """``(media_type, url, base64_data)`` of a ``media`` part: its ``url``, or its
+    ``data`` (base64 text, or a ``data:`` URL whose type wins over ``media_type``)."""
+    media_type = str(part.get("media_type") or "application/octet-stream")
+    url = part.get("url")
+    data = part.get("data")
+    if isinstance(data, str) and data[:5].lower() == "data:":
+        head, _, payload = data.partition(",")
+        declared = head[5:].split(";")[0]
+        return (declared or media_type), None, payload
+    return (
+        media_type,
+        url if isinstance(url, str) else None,
+        data if isinstance(data, str) else None,
+    )
+
+
+def _media_blocks(flavor: str, message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The message's ``media`` parts as ``flavor``'s content blocks: images and files
+    that carry their data or URL (a part with neither cannot be sent and is left out)."""
+    blocks: list[dict[str, Any]] = []
+    for part in message.get("media") or ():
+        media_type, url, data = _media_source(part)
+        if url is None and data is None:
+            continue
+        image = media_type == "image" or media_type.startswith("image/")
+        ref = url if url is not None else f"data:{media_type};base64,{data}"
+        detail = part.get("detail")
+        filename = part.get("filename")
+        if flavor == "anthropic":
+            source = (
+                {"type": "url", "url": url}
+                if url is not None
+                else {"type": "base64", "media_type": media_type, "data": data}
+            )
+            blocks.append({"type": "image" if image else "document", "source": source})
+        elif image and flavor == "openai":
+            spec: dict[str, Any] = {"url": ref}
+            if detail in ("low", "high", "auto"):
+                spec["detail"] = detail
+            blocks.append({"type": "image_url", "image_url": spec})
+        elif image:
+            blocks.append(
+                {
+                    "type": "input_image",
+                    "image_url": ref,
+                    "detail": detail if detail in ("low", "high", "auto") else "auto",
+                }
+            )
+        elif flavor == "openai":
+            file: dict[str, Any] = {"file_data": ref}
+            if isinstance(filename, str):
+                file["filename"] = filename
+            blocks.append({"type": "file", "file": file})
+        else:
+            block: dict[str, Any] = {"type": "input_file"}
+            block["file_url" if url is not None else "file_data"] = ref
+            if isinstance(filename, str):
+                block["filename"] = filename
+            blocks.append(block)
+    return blocks
+
+
 def to_openai_chat(
     system: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
@@ -133,7 +196,11 @@ def to_openai_chat(
                 ]
             out.append(msg)
         else:
-            out.append({"role": "system" if role == "system" else "user", "content": m["content"]})
+            media = _media_blocks("openai", m)
+            content: Any = m["content"]
+            if media:
+                content = [{"type": "text", "text": m["content"]}, *media]
+            out.append({"role": "system" if role == "system" else "user", "content": content})
     result: dict[str, Any] = {"messages": out}
     if tools:
         result["tools"] = _tools("openai", tools)
@@ -169,9 +236,11 @@ def to_openai_responses(
                     }
                 )
         else:
-            items.append(
-                {"role": "system" if role == "system" else "user", "content": m["content"]}
-            )
+            media = _media_blocks("openai_responses", m)
+            content = m["content"]
+            if media:
+                content = [{"type": "input_text", "text": m["content"]}, *media]
+            items.append({"role": "system" if role == "system" else "user", "content": content})
     result: dict[str, Any] = {"input": items}
     if system:
         result["instructions"] = system
@@ -229,7 +298,10 @@ def to_anthropic(
             if blocks:
                 add("assistant", blocks)
         else:
-            add("user", [{"type": "text", "text": m["content"] or " "}])
+            add(
+                "user",
+                [{"type": "text", "text": m["content"] or " "}, *_media_blocks("anthropic", m)],
+            )
     result: dict[str, Any] = {"messages": out}
     if system:
         result["system"] = system

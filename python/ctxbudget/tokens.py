@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _ctxbudget
+from ._messages import as_message
 from .errors import InvalidJsonError
+from .media import ImageProvider, image_rule_for, part_image_tokens
 
 __all__ = [
     "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
     "FRAMING_TOKENS",
-    "IMAGE_TOKENS",
+    "OTHER_MEDIA_TOKENS",
     "PDF_PAGE_TOKENS",
     "Encoding",
     "TokenCount",
@@ -43,8 +45,9 @@ DEFAULT_CACHE_SIZE: int = _ctxbudget.DEFAULT_CACHE_SIZE
 FRAMING_TOKENS: int = _ctxbudget.FRAMING_TOKENS
 """Tokens per message and per advertised tool schema (plus 1 per request)."""
 
-IMAGE_TOKENS: int = _ctxbudget.IMAGE_TOKENS
-"""Allowance for one image part."""
+OTHER_MEDIA_TOKENS: int = _ctxbudget.OTHER_MEDIA_TOKENS
+"""Allowance for a media part that is neither an image (counted by the provider's rule,
+:mod:`ctxbudget.media`) nor a paged document (audio, a file of unknown kind)."""
 
 PDF_PAGE_TOKENS: int = _ctxbudget.PDF_PAGE_TOKENS
 """Allowance per page of a document part (at most :data:`_PDF_MAX_PAGES` pages)."""
@@ -233,15 +236,16 @@ def _media_tokens(part: Mapping[str, Any]) -> int:
     pages = part.get("pages")
     if isinstance(pages, int) and not isinstance(pages, bool):
         return min(max(pages, 0), _PDF_MAX_PAGES) * PDF_PAGE_TOKENS
-    return IMAGE_TOKENS
+    return OTHER_MEDIA_TOKENS
 
 
 def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _collect(message: Mapping[str, Any], texts: list[str]) -> int:
-    """Appends the texts of one message to ``texts``; returns its fixed allowances."""
+def _collect(message: Mapping[str, Any], texts: list[str], images: ImageProvider) -> int:
+    """Appends the texts of one message to ``texts``; returns its fixed allowances
+    (images by ``images``' rule, unless a part is in Anthropic's shape)."""
     allowance = 0
     if "content" not in message and "tool_calls" not in message:
         # A Responses API item (function_call, function_call_output, reasoning, …):
@@ -256,8 +260,9 @@ def _collect(message: Mapping[str, Any], texts: list[str]) -> int:
             kind = part.get("type") if isinstance(part, Mapping) else None
             if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
                 texts.append(part["text"])
-            elif kind in _IMAGE_PARTS:
-                allowance += IMAGE_TOKENS
+            elif kind in _IMAGE_PARTS or kind == "media":
+                image = part_image_tokens(part, images)
+                allowance += _media_tokens(part) if image is None else image
             elif kind in _DOCUMENT_PARTS:
                 allowance += _media_tokens(part)
             else:
@@ -270,17 +275,24 @@ def _collect(message: Mapping[str, Any], texts: list[str]) -> int:
         # Reasoning items a Responses reply carried, sent back with the message.
         texts.append(_dumps(message["reasoning"]))
     for media in message.get("media") or ():
-        allowance += _media_tokens(media)
+        image = part_image_tokens(media, images)
+        allowance += _media_tokens(media) if image is None else image
     return allowance
 
 
-def messages_tokens(encoding: Encoding, messages: Iterable[Mapping[str, Any]]) -> int:
+def messages_tokens(
+    encoding: Encoding,
+    messages: Iterable[Mapping[str, Any]],
+    *,
+    images: ImageProvider = "openai",
+) -> int:
     """Tokens of ``messages`` with their framing, without the request's 1 token: the
-    rule :func:`count_messages` applies, for callers that sum requests piecewise."""
+    rule :func:`count_messages` applies, for callers that sum requests piecewise.
+    Images count by ``images``' rule (see :mod:`ctxbudget.media`)."""
     texts: list[str] = []
     total = 0
     for message in messages:
-        total += FRAMING_TOKENS + _collect(message, texts)
+        total += FRAMING_TOKENS + _collect(message, texts, images)
     return total + sum(encoding.count_many(texts))
 
 
@@ -289,13 +301,15 @@ def request_tokens(
     system: str | None,
     messages: Iterable[Mapping[str, Any]],
     tools: Iterable[Mapping[str, Any]] = (),
+    *,
+    images: ImageProvider = "openai",
 ) -> int:
     """Tokens of a request: 1, plus the system text as a message, every message and
     every tool schema with their framing (see :func:`count_messages`)."""
     total = _REQUEST_TOKENS + (FRAMING_TOKENS + encoding.count(system) if system else 0)
     for tool in tools:
         total += FRAMING_TOKENS + encoding.count_json(dict(tool))
-    return total + messages_tokens(encoding, messages)
+    return total + messages_tokens(encoding, messages, images=images)
 
 
 def count_messages(
@@ -309,14 +323,20 @@ def count_messages(
     it: :data:`FRAMING_TOKENS` per message and per tool schema, plus 1 per request.
 
     ``messages`` are what you send (a system message included): OpenAI Chat or
-    Anthropic messages, Responses API input items, or ctxbudget's own. Text content and
+    Anthropic messages, Responses API input items, or ctxbudget's own — as dicts, OpenAI
+    SDK objects, pydantic models or dataclasses of those shapes, or LangChain messages
+    (anything else is a ``TypeError``). Text content and
     text parts count exactly; tool calls and any other part count as their JSON; images
-    count :data:`IMAGE_TOKENS` and documents :data:`PDF_PAGE_TOKENS` per page (up to
-    100). Every tool schema in ``tools`` counts as its JSON. Give exactly one of
-    ``model`` and ``encoding`` (a name or an :class:`Encoding`)::
+    count by the provider's documented rule (:mod:`ctxbudget.media`: Anthropic's for
+    Anthropic-shaped parts and Claude models, else OpenAI's tiles) and documents
+    :data:`PDF_PAGE_TOKENS` per page (up to 100). Every tool schema in ``tools`` counts
+    as its JSON. Give exactly one of ``model`` and ``encoding`` (a name or an
+    :class:`Encoding`)::
 
         count_messages([{"role": "user", "content": "hi"}], encoding="o200k_base")
     """
     if isinstance(messages, Mapping):
         raise TypeError("count_messages() takes a list of messages; wrap a single one in a list")
-    return request_tokens(_resolve(model, encoding), None, messages, tools or ())
+    messages = [as_message(m) for m in messages]
+    images = image_rule_for(model) if model is not None else "openai"
+    return request_tokens(_resolve(model, encoding), None, messages, tools or (), images=images)

@@ -14,10 +14,9 @@ from __future__ import annotations
 from ..tokens import FRAMING_TOKENS
 from ..window import OpenCall, WindowView
 from .loop import Session
-from .types import CONTEXT_WINDOWS, INTERRUPTED_OUTPUT, RequestHook, Turn, context_window_for
+from .types import INTERRUPTED_OUTPUT, RequestHook, Turn, context_window_for
 
 __all__ = [
-    "CONTEXT_WINDOWS",
     "FRAMING_TOKENS",
     "INTERRUPTED_OUTPUT",
     "OpenCall",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..history import Row
+from ..media import ImageProvider
 from ..prompts import Capabilities, PromptContext, Prompts
 from ..providers import tool_output_text
 from ..tokens import Encoding, messages_tokens, request_tokens
@@ -71,10 +72,21 @@ class WindowTokens:
     """The window's visible messages and their tokens (without request framing or
     system text), updated from each :class:`~ctxbudget.window.WindowChange`."""
 
-    __slots__ = ("_encoding", "_messages", "_mode_active", "_tokens", "_total", "_visible")
+    __slots__ = (
+        "_encoding",
+        "_images",
+        "_messages",
+        "_mode_active",
+        "_tokens",
+        "_total",
+        "_visible",
+    )
 
-    def __init__(self, encoding: Encoding, *, mode_active: bool) -> None:
+    def __init__(
+        self, encoding: Encoding, *, mode_active: bool, images: ImageProvider = "openai"
+    ) -> None:
         self._encoding = encoding
+        self._images: ImageProvider = images
         self._mode_active = mode_active
         self._messages: dict[int, list[dict[str, Any]]] = {}
         self._tokens: dict[int, int] = {}
@@ -92,7 +104,7 @@ class WindowTokens:
             self._visible = []
         for row in change.visible:
             messages = row_messages(row, mode_active=self._mode_active)
-            tokens = messages_tokens(self._encoding, messages)
+            tokens = messages_tokens(self._encoding, messages, images=self._images)
             self._messages[row.seq] = messages
             self._tokens[row.seq] = tokens
             self._total += tokens
@@ -127,7 +139,15 @@ class _Owner(Protocol):
 class Requests:
     """Assembles and counts the session's requests (the only formula)."""
 
-    __slots__ = ("_base", "_capabilities", "_encoding", "_fixed", "_host_tools", "_own_tools")
+    __slots__ = (
+        "_base",
+        "_capabilities",
+        "_encoding",
+        "_fixed",
+        "_host_tools",
+        "_images",
+        "_own_tools",
+    )
 
     def __init__(
         self,
@@ -135,8 +155,11 @@ class Requests:
         capabilities: Capabilities,
         host_tools: Sequence[Mapping[str, Any]],
         own_tools: Sequence[Mapping[str, Any]],
+        *,
+        images: ImageProvider = "openai",
     ) -> None:
         self._encoding = encoding
+        self._images: ImageProvider = images
         self._capabilities = capabilities
         self._host_tools = [dict(t) for t in host_tools]
         self._own_tools = [dict(t) for t in own_tools]
@@ -188,7 +211,7 @@ class Requests:
     ) -> int:
         """Tokens of a request: SPEC §1 framing (8 per message and tool schema, 1 per
         request), text counts, tool-call JSON, media allowances."""
-        return request_tokens(self._encoding, system, messages, tools)
+        return request_tokens(self._encoding, system, messages, tools, images=self._images)
 
     def overhead(self, system: str) -> int:
         """Tokens of the request frame, the system text and every advertised tool schema

@@ -29,6 +29,7 @@ from .. import providers
 from ..budget_record import record_request_overhead, record_session_budget
 from ..errors import ConflictError, InvalidArgumentError
 from ..history import AppendResult, Durability, History
+from ..media import image_rule_for
 from ..policy import Budget
 from ..prompts import DEFAULT_PROMPTS, Capabilities, Prompts
 from ..settings import Settings, Strategy
@@ -126,10 +127,15 @@ class Session:
         self.new_context = self._toolset.new_context
         # The window: read once by the core's fold, counted once by the accounting.
         self._fold = WindowFold(history)
+        self._images = image_rule_for(model)
         self._requests = Requests(
-            encoding, self._toolset.capabilities, host_tools, self._toolset.definitions()
+            encoding,
+            self._toolset.capabilities,
+            host_tools,
+            self._toolset.definitions(),
+            images=self._images,
         )
-        self._window = WindowTokens(encoding, mode_active=mode_active)
+        self._window = WindowTokens(encoding, mode_active=mode_active, images=self._images)
         self._view: WindowView | None = None
         self._overhead_window: str | None = None
         self._sent: tuple[str, int] | None = None
@@ -215,7 +221,9 @@ class Session:
         current window."""
         if full:
             self._fold = WindowFold(self.history)
-            self._window = WindowTokens(self.encoding, mode_active=self.mode_active)
+            self._window = WindowTokens(
+                self.encoding, mode_active=self.mode_active, images=self._images
+            )
         self._apply(self._fold.advance())
 
     def _append(

@@ -77,9 +77,15 @@ def lead_in_text(s: Session, window_id: str, reason: str, previous: str | None =
 
 def fresh_request_tokens(s: Session, trigger_parts: Sequence[Mapping[str, Any]]) -> int:
     """Tokens of the first request of a fresh window opened by ``trigger_parts``."""
+    trigger: dict[str, Any] = {
+        "role": "user",
+        "content": text_of(trigger_parts) + "\n\n[id: 0000000]",
+        # The trigger's images and documents count too (as row_messages sends them).
+        "media": [p for p in trigger_parts if p.get("type") == "media"],
+    }
     messages = [
         {"role": "user", "content": lead_in_text(s, _ID_PLACEHOLDER, "usable_limit")},
-        {"role": "user", "content": text_of(trigger_parts) + "\n\n[id: 0000000]"},
+        trigger,
     ]
     return s.count_request(s._requests.system(s, s._fold, s._hooks), messages, s._requests.tools())
 

@@ -7,35 +7,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import providers
+from .. import _ctxbudget, providers
 from ..errors import InvalidArgumentError, UnknownModelError
 from ..policy import Decision
 from ..tokens import Encoding
 
 __all__ = [
-    "CONTEXT_WINDOWS",
     "INTERRUPTED_OUTPUT",
     "RequestHook",
     "Turn",
     "context_window_for",
     "encoding_for",
 ]
-
-CONTEXT_WINDOWS: dict[str, int] = {
-    "gpt-5": 400_000,
-    "gpt-4.1": 1_047_576,
-    "gpt-4o": 128_000,
-    "gpt-4-turbo": 128_000,
-    "gpt-4": 8_192,
-    "gpt-3.5-turbo": 16_385,
-    "o1": 200_000,
-    "o3": 200_000,
-    "o4-mini": 200_000,
-    "claude-": 200_000,
-    "gemini-": 1_048_576,
-}
-"""Context windows by model name prefix (longest match wins); pass ``context_window``
-for anything else."""
 
 INTERRUPTED_OUTPUT: dict[str, Any] = {
     "ok": False,
@@ -49,13 +32,16 @@ INTERRUPTED_OUTPUT: dict[str, Any] = {
 
 
 def context_window_for(model: str) -> int:
-    """The context window of ``model`` by its name's prefix (:data:`CONTEXT_WINDOWS`)."""
-    best = max((p for p in CONTEXT_WINDOWS if model.startswith(p)), key=len, default=None)
-    if best is None:
-        raise InvalidArgumentError(
-            f"no known context window for model {model!r}; pass context_window=N"
-        )
-    return CONTEXT_WINDOWS[best]
+    """The context window of ``model``, from the core's table of model families (each
+    figure with its source): LiteLLM-style ``provider/model`` names, Bedrock IDs and
+    Hugging Face repository names resolve too. Raises
+    :class:`~ctxbudget.InvalidArgumentError` for an unknown model, and for one whose
+    server decides its window (``ollama/…``: its ``num_ctx``), saying to pass
+    ``context_window``."""
+    found = _ctxbudget.context_window(model)
+    if isinstance(found, str):
+        raise InvalidArgumentError(found)
+    return found[0]
 
 
 @functools.lru_cache(maxsize=64)

@@ -16,6 +16,8 @@ mod errors;
 mod failpoints;
 mod fold;
 mod history;
+mod media;
+mod models;
 mod offload;
 mod pg_memory;
 mod pyjson;
@@ -56,6 +58,8 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encoding::encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(encoding::model_encoding, m)?)?;
     offload::add(m)?;
+    media::add(m)?;
+    models::add(m)?;
     budget::add_constants(m)?;
     pg_memory::add_constants(m)?;
     m.add("ROW_KINDS", ctxbudget::transcript::KINDS.to_vec())?;
@@ -64,7 +68,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BOUNDARY_SLACK", tokens::BOUNDARY_SLACK)?;
     m.add("FRAMING_TOKENS", tokens::request::FRAMING_TOKENS)?;
     m.add("REQUEST_TOKENS", tokens::request::REQUEST_TOKENS)?;
-    m.add("IMAGE_TOKENS", tokens::request::IMAGE_TOKENS)?;
+    m.add("OTHER_MEDIA_TOKENS", tokens::request::OTHER_MEDIA_TOKENS)?;
     m.add("PDF_PAGE_TOKENS", tokens::request::PDF_PAGE_TOKENS)?;
     m.add("PDF_MAX_PAGES", tokens::request::PDF_MAX_PAGES)?;
     m.add("DEFAULT_CACHE_SIZE", tokens::DEFAULT_CACHE_CAPACITY)?;

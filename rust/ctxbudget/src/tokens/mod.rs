@@ -25,11 +25,13 @@ mod cache;
 mod chunk;
 mod error;
 mod json;
+pub mod media;
 mod models;
 mod pretokenize;
 pub mod request;
 mod unicode;
 mod vocab;
+pub mod windows;
 
 use std::sync::{Arc, OnceLock};
 

@@ -105,34 +105,37 @@ pub const ESTIMATES: &[(&str, &str, u32)] = &[
     ("gemini-", "o200k_base", 11_000),
 ];
 
-/// Resolves a model name; `None` when nothing is known about it.
+/// Resolves a model name; `None` when nothing is known about it. Provider-qualified
+/// names (`openai/gpt-4o`, `us.anthropic.claude-…`, `models/gemini-…`) resolve like the
+/// model they name ([`super::windows`] lists the forms).
 pub fn model_encoding(model: &str) -> Option<ModelEncoding> {
+    super::windows::name_forms(model)
+        .into_iter()
+        .find_map(direct)
+        // A fine-tune of a model we know counts like its base model.
+        .or_else(|| model.strip_prefix("ft:").and_then(model_encoding))
+}
+
+/// `name` looked up as it stands: tiktoken's exact names, then its prefixes, then the
+/// estimated families.
+fn direct(name: &str) -> Option<ModelEncoding> {
     let exact = |encoding| ModelEncoding {
         encoding,
         estimate_scale_bp: None,
     };
-    if let Some(&(_, enc)) = EXACT.iter().find(|(name, _)| *name == model) {
+    if let Some(&(_, enc)) = EXACT.iter().find(|(n, _)| *n == name) {
         return Some(exact(enc));
     }
-    if let Some(&(_, enc)) = PREFIXES.iter().find(|(p, _)| model.starts_with(p)) {
+    if let Some(&(_, enc)) = PREFIXES.iter().find(|(p, _)| name.starts_with(p)) {
         return Some(exact(enc));
     }
-    // Provider-qualified names such as "us.anthropic.claude-…" or "models/gemini-…".
-    let after_slash = model.rsplit('/').next().unwrap_or(model);
-    let after_vendor = after_slash
-        .split_once("anthropic.")
-        .map_or(after_slash, |(_, rest)| rest);
-    let candidates = [model, after_slash, after_vendor];
-    for name in candidates {
-        if let Some(&(_, enc, scale)) = ESTIMATES.iter().find(|(p, _, _)| name.starts_with(p)) {
-            return Some(ModelEncoding {
-                encoding: enc,
-                estimate_scale_bp: Some(scale),
-            });
-        }
-    }
-    // A fine-tune of a model we know counts like its base model.
-    model.strip_prefix("ft:").and_then(model_encoding)
+    ESTIMATES
+        .iter()
+        .find(|(p, _, _)| name.starts_with(p))
+        .map(|&(_, enc, scale)| ModelEncoding {
+            encoding: enc,
+            estimate_scale_bp: Some(scale),
+        })
 }
 
 #[cfg(test)]
@@ -156,6 +159,10 @@ mod tests {
         assert_eq!(rank_source("gpt2"), "r50k_base");
         assert_eq!(rank_source("r50k_base"), "r50k_base");
         assert_eq!(enc("llama-3"), None);
+        assert_eq!(enc("openai/gpt-4o"), Some("o200k_base"));
+        assert_eq!(enc("azure/gpt-35-turbo"), Some("cl100k_base"));
+        assert_eq!(enc("openrouter/openai/gpt-4.1-mini"), Some("o200k_base"));
+        assert_eq!(enc("ollama/llama3.1"), None);
         assert_eq!(enc("ft:unknown"), None);
     }
 
@@ -165,6 +172,8 @@ mod tests {
         assert_eq!(claude.estimate_scale_bp, Some(13_000));
         let bedrock = model_encoding("us.anthropic.claude-3.5-sonnet").map(|e| e.encoding);
         assert_eq!(bedrock, Some("cl100k_base"));
+        let prefixed = model_encoding("anthropic/claude-sonnet-4-5").map(|e| e.estimate_scale_bp);
+        assert_eq!(prefixed, Some(Some(13_000)));
         let gemini = model_encoding("models/gemini-2.5-pro").unwrap_or_else(|| panic!("gemini"));
         assert_eq!(gemini.estimate_scale_bp, Some(11_000));
         assert_eq!(

@@ -1,15 +1,18 @@
 //! What a provider request costs (SPEC §1): the framing and media allowances, and a
 //! counter that adds up a request the way the budget counts it. The Python package reads
 //! these constants from here; a Rust host counts its requests with [`RequestCount`].
+//! Images count by the providers' documented rules ([`super::media`]).
 
+use super::media::{self, Detail};
 use super::{Encoding, TokenError};
 
 /// Tokens per message and per advertised tool schema.
 pub const FRAMING_TOKENS: usize = 8;
 /// Tokens per request on top of its messages and tools.
 pub const REQUEST_TOKENS: usize = 1;
-/// Allowance for one image part.
-pub const IMAGE_TOKENS: usize = 1_024;
+/// Allowance for a media part that is neither an image nor a paged document (audio, a
+/// file of unknown kind): images count by [`media`]'s rules, documents per page.
+pub const OTHER_MEDIA_TOKENS: usize = 1_024;
 /// Allowance per page of a document part.
 pub const PDF_PAGE_TOKENS: usize = 3_000;
 /// Pages of one document part that are counted at most.
@@ -19,15 +22,17 @@ pub const PDF_MAX_PAGES: usize = 100;
 /// advertised tool schema, each with its framing.
 ///
 /// ```
-/// use ctxbudget::tokens::request::{RequestCount, FRAMING_TOKENS, IMAGE_TOKENS};
+/// use ctxbudget::tokens::media::Detail;
+/// use ctxbudget::tokens::request::{RequestCount, FRAMING_TOKENS};
 /// use ctxbudget::Encoding;
 ///
 /// let enc = Encoding::new("o200k_base")?;
 /// let mut request = RequestCount::new(&enc);
-/// request.system("You are terse.").message("Hi").image();
+/// // A 1024×1024 image at high detail: four tiles, 85 + 4 × 170.
+/// request.system("You are terse.").message("Hi").image(Some((1024, 1024)), Detail::High);
 /// request.tool_schema(r#"{"name": "read_file", "parameters": {}}"#)?;
 /// let expected = 1 + 3 * FRAMING_TOKENS + enc.count("You are terse.") + enc.count("Hi")
-///     + IMAGE_TOKENS + enc.count_json(r#"{"name": "read_file", "parameters": {}}"#)?;
+///     + 765 + enc.count_json(r#"{"name": "read_file", "parameters": {}}"#)?;
 /// assert_eq!(request.total(), expected);
 /// # Ok::<(), ctxbudget::TokenError>(())
 /// ```
@@ -66,9 +71,16 @@ impl<'a> RequestCount<'a> {
         self
     }
 
-    /// An image part of the current message.
-    pub fn image(&mut self) -> &mut Self {
-        self.total += IMAGE_TOKENS;
+    /// An image part of the current message, by OpenAI's tile rule (`size` `None`:
+    /// known only by URL, counted at its detail level's maximum).
+    pub fn image(&mut self, size: Option<(u32, u32)>, detail: Detail) -> &mut Self {
+        self.total += media::openai_image_tokens(size, detail);
+        self
+    }
+
+    /// A media part that is neither an image nor a paged document.
+    pub fn other_media(&mut self) -> &mut Self {
+        self.total += OTHER_MEDIA_TOKENS;
         self
     }
 
