@@ -424,14 +424,16 @@ class Session:
     @_locked
     def run_tool(self, name: str, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
         """Executes a ctxbudget-owned tool (``session_history``, ``memory``,
-        ``new_context``) and returns its JSON result."""
-        self._sync()  # new rows only: whether this window already scheduled new_context
-        return self._toolset.run(
-            name,
-            arguments,
-            window_id=self._fold.window_id,
-            new_context_scheduled=self._fold.new_context_scheduled,
-        )
+        ``new_context``) and returns its JSON result. Never raises: a store that cannot
+        be reached, is locked past its wait bound or is damaged gives ``ok: false`` with
+        the code ``history_unavailable``, as ``session_history`` reports it."""
+        return self._toolset.run(name, arguments, window_state=self._new_context_state)
+
+    def _new_context_state(self) -> tuple[str, bool]:
+        """The window's ID and whether it already scheduled ``new_context``: the only
+        tool that answers from the window reads its new rows first."""
+        self._sync()
+        return self._fold.window_id, self._fold.new_context_scheduled
 
     @_locked
     def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> None:

@@ -26,13 +26,14 @@ from typing import Any, Protocol
 from .._atomic import is_temp_name
 from .._confined import Entry, Refused
 from .._shared import strict_parameters, tool_definition
-from ..errors import DatabaseError
+from ..errors import CtxBudgetError, DatabaseError
 from ..history import History
 from ._memory_db import DatabaseMemory
 from ._memory_disk import DiskMemory
 from ._memory_paths import CHECKPOINT_MAX, FILE_MAX, NAME_MAX, PATH_MAX, ROOT, SESSION
 from ._memory_paths import shown as _shown
 from ._memory_paths import too_large as _too_large
+from .failure import store_failure
 
 __all__ = ["CHECKPOINT_MAX", "MemoryTool"]
 
@@ -239,6 +240,8 @@ class MemoryTool:
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             return _fail("io_error", f"the memory file could not be accessed: {reason}")
+        except CtxBudgetError as exc:  # anything else the store raised is a result too
+            return store_failure(exc)
 
     def _need(self, args: Mapping[str, Any], key: str, kind: type) -> Any:
         value = args.get(key)

@@ -14,8 +14,10 @@ from typing import Any
 
 from .. import _ctxbudget
 from .._shared import tool_definition
+from ..errors import CtxBudgetError
 from ..history import History
 from ..window import WindowFold
+from .failure import store_failure
 
 __all__ = ["NewContextTool"]
 
@@ -96,16 +98,22 @@ class NewContextTool:
             }
         window = window_id
         if window is None and self._history is not None:
-            window = self._history.current_window
+            try:
+                window = self._history.current_window
+            except CtxBudgetError as exc:
+                return store_failure(exc)
         if already_requested is None:
             already_requested = self._scheduled_window is not None and (
                 self._scheduled_window == window
             )
             if not already_requested and self._history is not None:
                 # A Session passes its fold's answer; a standalone tool keeps a fold.
-                if self._fold is None:
-                    self._fold = WindowFold(self._history)
-                self._fold.advance()
+                try:
+                    if self._fold is None:
+                        self._fold = WindowFold(self._history)
+                    self._fold.advance()
+                except CtxBudgetError as exc:
+                    return store_failure(exc)
                 already_requested = (
                     self._fold.window_id == window and self._fold.new_context_scheduled
                 )

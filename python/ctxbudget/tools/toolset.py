@@ -3,12 +3,14 @@ dispatch of a call to the right one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..errors import CtxBudgetError
 from ..history import History
 from ..prompts import Capabilities
-from ..session_history import SessionHistoryTool
+from ..session_history import NOTICE, SessionHistoryTool
+from .failure import store_failure
 from .memory import MemoryTool
 from .new_context import NewContextTool
 from .policy import ToolPolicy
@@ -64,13 +66,27 @@ class Toolset:
         name: str,
         arguments: Mapping[str, Any] | str | None,
         *,
-        window_id: str,
-        new_context_scheduled: bool,
+        window_state: Callable[[], tuple[str, bool]],
     ) -> dict[str, Any]:
-        """Runs tool ``name`` and returns its JSON result (never raises for a bad call).
-        ``new_context`` answers from the window's state: whether this window already
-        holds a scheduled result."""
-        args = arguments if arguments is not None else {}
+        """Runs tool ``name`` and returns its JSON result; never raises, not for a bad
+        call and not when the store fails (``history_unavailable``, as
+        ``session_history`` answers it). ``window_state`` gives the current window's ID
+        and whether it already holds a scheduled ``new_context`` result; it reads the
+        store, so only ``new_context`` asks for it."""
+        try:
+            return self._dispatch(name, arguments if arguments is not None else {}, window_state)
+        except CtxBudgetError as exc:
+            result = store_failure(exc)
+            if name == "session_history":  # shaped like the tool's own failures
+                result.update(notice=NOTICE, has_more=False)
+            return result
+
+    def _dispatch(
+        self,
+        name: str,
+        args: Mapping[str, Any] | str,
+        window_state: Callable[[], tuple[str, bool]],
+    ) -> dict[str, Any]:
         if name == "session_history":
             return self.session_history.call(args)
         if name == "memory":
@@ -78,7 +94,6 @@ class Toolset:
                 return {"ok": False, "code": "not_allowed", "error": "memory is not allowed"}
             return self.memory.call(args)
         if name == "new_context":
-            return self.new_context.call(
-                args, window_id=window_id, already_requested=new_context_scheduled
-            )
+            window_id, scheduled = window_state()
+            return self.new_context.call(args, window_id=window_id, already_requested=scheduled)
         return {"ok": False, "code": "unknown_tool", "error": f"{name!r} is not a ctxbudget tool"}

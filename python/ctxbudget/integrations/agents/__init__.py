@@ -15,7 +15,9 @@ happen inside ``Runner.run`` and ``Runner.run_streamed``.
 
 The transcript stays append-only: ``pop_item`` appends a retraction row that hides the
 item (nothing is rewritten), and ``clear_session`` is a soft clear — a privacy floor.
-SDK items are stored whole in ``meta.agents_item`` so they come back exactly.
+Each SDK item is stored once: its row's parts hold its text, tool calls and results, and
+``meta.agents`` the rest, so it comes back exactly. A run writes only the items new in
+it; what it held before a clear or a pop is never written again.
 """
 
 from __future__ import annotations

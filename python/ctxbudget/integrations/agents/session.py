@@ -7,16 +7,26 @@ import copy
 import json
 import os
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ...errors import ConflictError, CtxBudgetError
 from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
-from .items import CALL_TO_OUTPUT, fingerprint, for_model, items_of_row, plain, rows_for
+from .items import (
+    CALL_TO_OUTPUT,
+    fingerprint,
+    for_model,
+    items_of_row,
+    plain,
+    rows_for,
+    stored_item,
+)
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
@@ -56,7 +66,15 @@ class _Entry:
 
 @dataclass(slots=True)
 class _RunMark:
-    """What the SDK holds since its last ``get_items`` (the start of a run)."""
+    """What one run's SDK holds: the items it read with ``get_items`` at its start and
+    every item stored for it since.
+
+    The rule every write of a run obeys: the model-input filter stores only what the SDK
+    sends beyond ``held`` — the items new in the run. A clear or a pop changes the store,
+    never a mark: an item the run held before a clear or a pop is never written again
+    (the clear stays a floor, a popped item stays popped), and items new in the run after
+    it are stored once, as always.
+    """
 
     floor: tuple[int, int] | None
     """Position of the first item a limited read returned; ``None`` for the window."""
@@ -66,6 +84,16 @@ class _RunMark:
     """The items the SDK holds, in order: those read, and those stored since."""
     pending: list[dict[str, Any]]
     """Items the model-input filter recorded that the SDK has not saved yet."""
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    """What the SDK sent at the filter's last call (a run's input only grows)."""
+    stored: list[dict[str, Any]] = field(default_factory=list)
+    """Every item of the window at the read, ``held`` or not (a limited read)."""
+
+
+_RUN_MARKS: ContextVar[weakref.WeakKeyDictionary[AgentsSession, _RunMark] | None] = ContextVar(
+    "ctxbudget_agents_run_marks", default=None
+)
+"""Each session's run mark in the current task (see :meth:`AgentsSession._bind`)."""
 
 
 def _resolve_limit(limit: int | None, settings: SessionSettings | None) -> int | None:
@@ -113,7 +141,8 @@ class AgentsSession:
         self.last_turn: Turn | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._mark: _RunMark | None = None
+        # The mark of a run without session= (no get_items binds one).
+        self._loose_mark: _RunMark | None = None
         # Items of each row (by seq), for the current window only.
         self._row_items: dict[int, list[dict[str, Any]]] = {}
         self._cache_window = session.window_id
@@ -187,6 +216,24 @@ class AgentsSession:
 
         return await asyncio.to_thread(locked)
 
+    # ----- the mark of the run in progress --------------------------------------------
+
+    def _bound(self) -> _RunMark | None:
+        """This session's mark in the current task: the run's that read in it (the SDK
+        calls the filter and add_items from the task that read, or tasks it started)."""
+        marks = _RUN_MARKS.get()
+        return marks.get(self) if marks is not None else None
+
+    def _bind(self, mark: _RunMark) -> None:
+        """Binds ``mark`` to the current task. The mapping is copied, never changed in
+        place: another task's read (a child's included) never replaces a run's mark, and
+        a session that is gone leaves no mark behind."""
+        marks: weakref.WeakKeyDictionary[AgentsSession, _RunMark] = weakref.WeakKeyDictionary(
+            _RUN_MARKS.get() or {}
+        )
+        marks[self] = mark
+        _RUN_MARKS.set(marks)
+
     # ----- what get_items shows -------------------------------------------------------
 
     def _entries(self) -> tuple[WindowView, list[_Entry]]:
@@ -211,8 +258,7 @@ class AgentsSession:
         if row.kind != "continuation" or not isinstance(target, int):
             return None
         for earlier in self.session.history.rows(since_seq=target):
-            item = earlier.meta.get("agents_item") if earlier.seq == target else None
-            return item if isinstance(item, dict) else None
+            return stored_item(earlier) if earlier.seq == target else None
         return None
 
     def _call_names(self, items: Sequence[dict[str, Any]]) -> dict[str, str]:
@@ -226,52 +272,57 @@ class AgentsSession:
                     names[str(p.get("id"))] = str(p.get("name"))
         return names
 
-    def _append_items(self, items: Sequence[dict[str, Any]]) -> None:
+    def _append_items(self, items: Sequence[dict[str, Any]], mark: _RunMark | None) -> None:
         rows = rows_for(items, self._call_names(items))
         if rows:
             self.session.append_turn(rows)
-            if self._mark is not None:
-                self._mark.held.extend(items)
+            if mark is not None:
+                mark.held.extend(items)
 
     # ----- the session protocol -------------------------------------------------------
 
-    def _get_items(self, limit: int | None) -> list[dict[str, Any]]:
+    def _get_items(self, limit: int | None) -> tuple[list[dict[str, Any]], _RunMark]:
         view, entries = self._entries()
         n = _resolve_limit(limit, self.session_settings)
         shown = entries if n is None else entries[max(len(entries) - n, 0) :] if n else []
         floor = None
         if n is not None:
             floor = shown[0].position if shown else (view.last_seq + 1, 0)
-        self._mark = _RunMark(
+        mark = _RunMark(
             floor=floor,
             read_upto=view.last_seq,
             held=[e.item for e in shown],
             pending=[],
+            stored=[e.item for e in entries],
         )
-        return copy.deepcopy([e.item for e in shown])
+        return copy.deepcopy([e.item for e in shown]), mark
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """Items of the active window, oldest first: the latest ``limit`` if given, else
-        ``session_settings.limit``, else all (``0`` gives none, as in the SDK)."""
-        return await self._run(self._get_items, limit)
+        ``session_settings.limit``, else all (``0`` gives none, as in the SDK). The read
+        starts a run: what it returns is what the run holds."""
+        items, mark = await self._run(self._get_items, limit)
+        self._bind(mark)
+        return items
 
-    def _add_items(self, items: Sequence[Any]) -> None:
+    def _add_items(self, items: Sequence[Any], mark: _RunMark | None) -> None:
         batch = [plain(i) for i in items]
-        if self._mark is not None and self._mark.pending:
+        if mark is not None and mark.pending:
             # The model-input filter already recorded these (streamed runs save the turn
-            # input after the first model call): store each item once.
+            # input after the first model call): store each item once — and not again
+            # after a clear or a pop that came between.
             fresh = []
             for item in batch:
-                if item in self._mark.pending:
-                    self._mark.pending.remove(item)
+                if item in mark.pending:
+                    mark.pending.remove(item)
                 else:
                     fresh.append(item)
             batch = fresh
-        self._append_items(batch)
+        self._append_items(batch, mark)
 
     async def add_items(self, items: list[Any]) -> None:
         """Appends the items as one durable batch."""
-        await self._run(self._add_items, items)
+        await self._run(self._add_items, items, self._bound())
 
     def _pop_item(self) -> dict[str, Any] | None:
         for attempt in range(_MAX_REREADS + 1):
@@ -295,10 +346,7 @@ class AgentsSession:
                 continue
             break
         self.session.refresh()
-        if self._mark is not None:
-            held = self._mark.held
-            if held and held[-1] == last.item:
-                held.pop()
+        # A run that holds the item keeps it in its mark: it is never written again.
         return copy.deepcopy(last.item)
 
     async def pop_item(self) -> Any | None:
@@ -309,7 +357,7 @@ class AgentsSession:
     def _clear(self) -> None:
         self.session.history.clear_soft()
         self.session.refresh()
-        self._mark = None
+        # Marks stay as they are: what a run held before the floor is never written again.
 
     async def clear_session(self) -> None:
         """A soft clear: a reset boundary, the privacy floor."""
@@ -349,19 +397,23 @@ class AgentsSession:
         yet, runs ``prepare()`` and sends the active window (lead-in, advisories,
         ``[id: N]`` suffixes) with ctxbudget's system text. Raises
         :class:`NotSentError` when ``prepare()`` does not send."""
-        return await self._run(self._filter, data)
+        return await self._run(self._filter, data, self._bound())
 
-    def _filter(self, data: CallModelData[Any]) -> ModelInputData:
+    def _filter(self, data: CallModelData[Any], mark: _RunMark | None) -> ModelInputData:
         from agents.run_config import ModelInputData
 
         s = self.session
-        if self._mark is None:  # a run without session=: the SDK holds no history
-            self._mark = _RunMark(None, s.view(refresh=True).last_seq, [], [])
-        mark = self._mark
         sent = [plain(i) for i in data.model_data.input]
-        unsaved = _unsaved(sent, mark.held)
+        if mark is None:
+            # A run without session=: the SDK holds no history. Its input only grows, so
+            # a call that does not continue the last one starts another run.
+            mark = self._loose_mark
+            if mark is None or sent[: len(mark.sent)] != mark.sent:
+                mark = self._loose_mark = _RunMark(None, s.view(refresh=True).last_seq, [], [])
+        mark.sent = sent
+        unsaved = _unsaved(sent, mark.held, mark.stored)
         if unsaved:
-            self._append_items(unsaved)
+            self._append_items(unsaved, mark)
             mark.pending.extend(unsaved)
         turn = s.prepare()
         self.last_turn = turn
@@ -371,17 +423,18 @@ class AgentsSession:
         # RunConfig(reasoning_item_id_policy="omit"): the SDK sent its reasoning without IDs.
         reasoning = [i for i in sent if i.get("type") == "reasoning"]
         omit_ids = bool(reasoning) and not any("id" in i for i in reasoning)
-        items = self._model_input(turn, omit_reasoning_ids=omit_ids)
+        items = self._model_input(turn, mark, omit_reasoning_ids=omit_ids)
         return ModelInputData(input=cast(Any, items), instructions=instructions)
 
-    def _model_input(self, turn: Turn, *, omit_reasoning_ids: bool) -> list[dict[str, Any]]:
+    def _model_input(
+        self, turn: Turn, mark: _RunMark, *, omit_reasoning_ids: bool
+    ) -> list[dict[str, Any]]:
         _, entries = self._entries()
-        mark = self._mark
-        if mark is not None and mark.floor is not None:
+        if mark.floor is not None:
             floor = mark.floor
             entries = [e for e in entries if e.position >= floor]
-        read_upto = mark.read_upto if mark is not None else 0
-        limited = mark is not None and mark.floor is not None
+        read_upto = mark.read_upto
+        limited = mark.floor is not None
         kept = _drop_orphans(entries, lambda e: e.row.seq <= read_upto, outputs=limited)
         if omit_reasoning_ids:
             kept = [_Entry(e.row, e.index, _without_id(e.item)) for e in kept]
@@ -416,23 +469,38 @@ class AgentsSession:
         return f"AgentsSession({self.session_id!r}, {self.session!r})"
 
 
-def _unsaved(sent: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _unsaved(
+    sent: list[dict[str, Any]], held: list[dict[str, Any]], stored: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """What the SDK sends but has not saved: every item beyond those it holds.
 
     Usually the SDK sends what it holds, in order, then what it has not saved yet, which
     a comparison in order finds. When it sent something else (a session input callback
-    reordered history, orphan tool calls were dropped, IDs were omitted), items are
-    matched by content instead, repeats counted.
+    reordered history, orphan tool calls were dropped, IDs were omitted, a resumed run
+    sends the history of its ``RunState`` after reading only the tail), items are matched
+    by content instead, repeats counted. An item no held one matches is new unless it
+    comes before a held one and was already ``stored`` in the window when the run read
+    it: history the SDK carries from before its read, which the new items of a run never
+    precede.
     """
     n = len(held)
     if len(sent) >= n and all(a == b for a, b in zip(sent, held, strict=False)):
         return sent[n:]
     counts = Counter(fingerprint(i) for i in held)
-    unsaved = []
-    for item in sent:
+    last_held = -1
+    unmatched: list[tuple[int, str, dict[str, Any]]] = []
+    for at, item in enumerate(sent):
         key = fingerprint(item)
         if counts[key] > 0:
             counts[key] -= 1
+            last_held = at
+        else:
+            unmatched.append((at, key, item))
+    earlier = Counter(fingerprint(i) for i in stored) - Counter(fingerprint(i) for i in held)
+    unsaved = []
+    for at, key, item in unmatched:
+        if at < last_held and earlier[key] > 0:
+            earlier[key] -= 1
         else:
             unsaved.append(item)
     return unsaved
