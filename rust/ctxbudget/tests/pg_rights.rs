@@ -80,6 +80,31 @@ fn a_role_with_only_select_reads() {
 }
 
 #[test]
+fn a_reader_needs_no_stored_cursor_key() {
+    let Some(url) = url() else { return };
+    // Hosts that configure CTXBUDGET_CURSOR_KEY store none in the database.
+    let schema = unique("nokey");
+    PgStore::connect(&url, options(&schema)).expect("install as the owner");
+    let role = unique("keyless");
+    create_role(&url, &schema, &role, "SELECT");
+    let store = PgStore::connect(&as_role(&url, &role), options(&schema)).expect("opens");
+    let key = store
+        .database_cursor_key()
+        .expect("a key of this process, since the role may not store one");
+    assert_eq!(
+        store.database_cursor_key().unwrap(),
+        key,
+        "the same key on every call"
+    );
+    let mut sql = raw(&url, &schema);
+    let stored: i64 = sql
+        .query_one("SELECT count(*) FROM ctxbudget_keys", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 0, "nothing was written");
+}
+
+#[test]
 fn a_migration_the_role_may_not_make_names_the_missing_right() {
     let Some(url) = url() else { return };
     // No tables yet: creating them needs CREATE on the schema.

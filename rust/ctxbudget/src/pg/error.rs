@@ -208,6 +208,12 @@ impl PgError {
             if source.as_db_error().is_some_and(|e| matches!(e.code().code(), "57014" | "55P03")))
     }
 
+    /// True when the server refused the statement for want of a right (SQLSTATE 42501).
+    pub(crate) fn is_insufficient_privilege(&self) -> bool {
+        matches!(self, PgError::Database { source, .. }
+            if source.as_db_error().is_some_and(|e| e.code().code() == "42501"))
+    }
+
     /// True when the operation may be retried on a fresh connection: the connection broke
     /// or the server is restarting.
     pub fn is_transient(&self) -> bool {

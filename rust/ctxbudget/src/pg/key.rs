@@ -81,7 +81,10 @@ impl PgStore {
     }
 
     /// The key stored in the database, created once by whichever host asks first. Read
-    /// first, so that a role with only `SELECT` (a reader) gets the key once it exists.
+    /// first, so that a role with only `SELECT` (a reader) gets the key once it exists;
+    /// while none is stored, such a role (which may not store one) gets a random key of
+    /// this store (the same on every call): its cursors then page only within this
+    /// process, as the file store's do.
     pub fn database_cursor_key(&self) -> Result<CursorKey> {
         if let Some(key) = self.stored_cursor_key()? {
             return Ok(key);
@@ -92,7 +95,7 @@ impl PgStore {
                 "no OS randomness for a new cursor key ({e}); set {CURSOR_KEY_ENV} instead"
             ))
         })?;
-        self.run(|c| {
+        let stored = self.run(|c| {
             let insert = c.statement(
                 "INSERT INTO ctxbudget_keys (name, key) VALUES ($1, $2) \
                  ON CONFLICT (name) DO NOTHING",
@@ -101,7 +104,14 @@ impl PgStore {
                 .execute(&insert, &[&CURSOR_KEY_NAME, &fresh])
                 .map_err(PgError::db("storing the cursor key"))?;
             Ok(())
-        })?;
+        });
+        match stored {
+            Err(e) if e.is_insufficient_privilege() => {
+                let own = self.inner.own_key.get_or_init(|| CursorKey(fresh));
+                return Ok(own.clone());
+            }
+            other => other?,
+        }
         self.stored_cursor_key()?.ok_or_else(|| {
             PgError::Config("the cursor key stored in ctxbudget_keys disappeared".into())
         })

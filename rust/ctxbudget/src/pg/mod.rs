@@ -127,6 +127,9 @@ struct Inner {
     pool: Pool,
     options: PgOptions,
     ssl_mode: SslMode,
+    /// The cursor key of a role that may read but not store the database's (see
+    /// [`PgStore::database_cursor_key`]), made once per store.
+    own_key: std::sync::OnceLock<CursorKey>,
 }
 
 /// A connection pool to one database holding ctxbudget's tables. Cheap to clone; share
@@ -156,6 +159,7 @@ impl PgStore {
                 pool,
                 options,
                 ssl_mode,
+                own_key: std::sync::OnceLock::new(),
             }),
         };
         let schema = store.inner.options.schema.clone();

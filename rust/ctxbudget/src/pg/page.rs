@@ -29,25 +29,27 @@ pub(crate) fn run_page(
         .with_refreshed_by(u64::MAX, Some(deadline), |ix, _| {
             page(&PgSource::new(ix, history, deadline))
         })
-        .unwrap_or_else(|e| Err(failure(e)))
+        .unwrap_or_else(|e| Err(failure(e, deadline)))
 }
 
-/// A failure of the store as the call's result: out of time (`history_timeout`) or
-/// unreadable (`history_unavailable`).
-fn failure(e: PgError) -> Failure {
-    match e {
-        PgError::Timeout { .. } | PgError::PoolTimeout { .. } => Failure::new(
+/// A failure of the store as the call's result: out of time (`history_timeout`: the
+/// server cancelled a wait, or the deadline passed while connecting) or unreadable
+/// (`history_unavailable`).
+fn failure(e: PgError, deadline: Deadline) -> Failure {
+    let late = Instant::now() >= deadline.until;
+    if late || matches!(e, PgError::Timeout { .. } | PgError::PoolTimeout { .. }) {
+        return Failure::new(
             "history_timeout",
             format!("the transcript could not be read in time: {e}"),
-        ),
-        other => Failure::new(
-            "history_unavailable",
-            format!(
-                "the transcript cannot be read right now: {}",
-                HistoryError::from(other)
-            ),
-        ),
+        );
     }
+    Failure::new(
+        "history_unavailable",
+        format!(
+            "the transcript cannot be read right now: {}",
+            HistoryError::from(e)
+        ),
+    )
 }
 
 /// Bodies of a seq range, with the epoch of the same snapshot.
@@ -88,7 +90,7 @@ impl<'a> PgSource<'a> {
                         .map_err(PgError::db("reading rows"))
                 })
             })
-            .map_err(failure)?;
+            .map_err(|e| failure(e, deadline))?;
         let mut out = Vec::with_capacity(found.len());
         for r in &found {
             let seq = from_i64(r.get(0));

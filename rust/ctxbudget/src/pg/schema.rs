@@ -198,21 +198,18 @@ pub(crate) fn migrate(client: &mut Client, schema: Option<&str>) -> Result<i32> 
     }
     let found = found.unwrap_or(0);
     let role = check_rights(client, schema, found)?;
-    migrate_locked(client, schema).map_err(|e| match e {
-        // A right the checks above do not know of (a policy, an event trigger).
-        PgError::Database { ref source, .. }
-            if source
-                .as_db_error()
-                .is_some_and(|d| d.code().code() == "42501") =>
-        {
+    migrate_locked(client, schema).map_err(|e| {
+        if e.is_insufficient_privilege() {
+            // A right the checks above do not know of (a policy, an event trigger).
             PgError::MigrationNotAllowed {
                 found,
                 needed: SCHEMA_VERSION,
                 role,
                 missing: format!("a right the server names: {e}"),
             }
+        } else {
+            e
         }
-        other => other,
     })
 }
 

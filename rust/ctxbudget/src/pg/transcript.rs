@@ -14,6 +14,7 @@
 
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use postgres::{IsolationLevel, Transaction};
 
@@ -29,6 +30,10 @@ use crate::store::{
     Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
 use crate::transcript::{Row, WindowFold};
+
+/// Longest a read with a deadline waits for its handle's index before it reads one of
+/// its own (see [`PgHistory::index_by`]).
+const INDEX_WAIT: Duration = Duration::from_millis(250);
 
 /// A conversation of a [`PgStore`] as a transcript store.
 #[derive(Debug)]
@@ -386,16 +391,27 @@ impl PgHistory {
         }
     }
 
-    /// The index for a read that must not wait (a call with a deadline): the handle's
-    /// when it is free, else one of its own read from the database.
-    fn index_without_waiting(&self) -> IndexRef<'_> {
+    /// The index for a read with a deadline: the handle's once it is free — another read
+    /// holds it for milliseconds, so it is waited for briefly ([`INDEX_WAIT`], at most a
+    /// quarter of the time left) — else one of its own read from the database (a write
+    /// of this process holds the handle's while it waits for another host's lock).
+    fn index_by(&self, deadline: Deadline) -> IndexRef<'_> {
         if *self.writer() == Some(std::thread::current().id()) {
             return IndexRef::Scratch(Box::default());
         }
-        match self.index.try_lock() {
-            Ok(ix) => IndexRef::Shared(ix),
-            Err(TryLockError::Poisoned(p)) => IndexRef::Shared(p.into_inner()),
-            Err(TryLockError::WouldBlock) => IndexRef::Scratch(Box::default()),
+        let now = Instant::now();
+        let give_up = now + INDEX_WAIT.min(deadline.until.saturating_duration_since(now) / 4);
+        let mut pause = Duration::from_micros(100);
+        loop {
+            match self.index.try_lock() {
+                Ok(ix) => return IndexRef::Shared(ix),
+                Err(TryLockError::Poisoned(p)) => return IndexRef::Shared(p.into_inner()),
+                Err(TryLockError::WouldBlock) if Instant::now() < give_up => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+                Err(TryLockError::WouldBlock) => return IndexRef::Scratch(Box::default()),
+            }
         }
     }
 
@@ -463,7 +479,7 @@ impl PgHistory {
     ) -> super::Result<T> {
         let conversation = self.conversation.id();
         let mut ix = match deadline {
-            Some(_) => self.index_without_waiting(),
+            Some(deadline) => self.index_by(deadline),
             None => self.index_for_read(),
         };
         let bodies = self
