@@ -249,3 +249,50 @@ def test_concurrent_edits_of_one_file_lose_nothing(pg_url: str) -> None:
     lines = MemoryTool(history).call({"command": "view", "path": path})["content"].split("\n")
     written = sorted(line.split("\t", 1)[1] for line in lines[1:])
     assert written == sorted(f"w{w}-{n}" for w in range(4) for n in range(15))
+
+
+@pytest.mark.parametrize("store", ["workspace", "postgresql"])
+def test_refusals_come_in_one_order_on_both_stores(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Where a command breaks more than one rule, both stores name the same one first:
+    for a rename, ``not_found``, ``too_large``, ``invalid_path`` (a path grown past the
+    limit), ``not_a_directory``, ``exists``. No database refusal leaks out as an
+    ``io_error`` carrying an SQL message."""
+    target: Any = tmp_path
+    if store == "postgresql":
+        target = new_conversation(request.getfixturevalue("pg_url"))
+    m = MemoryTool(target)
+    long = "n" * 255
+    for args in (
+        {"command": "create", "path": "/memories/big.md", "file_text": "x" * (CHECKPOINT_MAX + 1)},
+        {"command": "create", "path": "/memories/session/taken.md", "file_text": "t"},
+        {"command": "create", "path": "/memories/file.md", "file_text": "f"},
+        {"command": "create", "path": f"/memories/d/{long}/{long}/{long}/x", "file_text": "x"},
+    ):
+        assert m.call(args)["ok"], args
+    expected = [
+        # Too large for the session scope, onto a path that exists: too_large first.
+        ("/memories/big.md", "/memories/session/taken.md", "too_large"),
+        # A directory whose files' paths would grow past 1,024 bytes.
+        ("/memories/d", f"/memories/{long}", "invalid_path"),
+        ("/memories/d", f"/memories/file.md/{long}", "invalid_path"),
+        # Onto a path under a file that also exists as a file: not_a_directory first.
+        ("/memories/session/taken.md", "/memories/file.md/x", "not_a_directory"),
+        ("/memories/session/taken.md", "/memories/file.md", "exists"),
+        ("/memories/missing.md", "/memories/session/taken.md", "not_found"),
+    ]
+    for old, new, code in expected:
+        result = m.call({"command": "rename", "old_path": old, "new_path": new})
+        assert result.get("code") == code, (old, new, result)
+        assert "SQLSTATE" not in result.get("error", ""), result
+    # Nothing moved.
+    listing = m.call({"command": "view", "path": "/memories"})["entries"]
+    assert sorted(listing) == sorted(
+        [
+            f"/memories/big.md ({CHECKPOINT_MAX + 1} bytes)",
+            "/memories/d/",
+            "/memories/file.md (1 bytes)",
+            "/memories/session/",
+        ]
+    ), listing

@@ -253,6 +253,31 @@ def test_connection_dropped_inside_an_append_commits_it_once(pg_url: str) -> Non
     assert h.append([msg("w:2:0/3"), msg("w:2:1/3"), msg("w:2:2/3")]).first_seq == 2 * len(found)
 
 
+def test_session_history_answers_by_its_deadline_while_a_table_is_locked(pg_url: str) -> None:
+    """An operator's table lock held past the call's deadline: the call answers
+    ``history_timeout`` by its deadline instead of waiting for the lock (the watchdog
+    fails a call that waits)."""
+    h = History.open(pg_url, conversation=new_conversation_id("deadline"))
+    h.append([msg("w:0:0/1")])
+    tool = SessionHistoryTool(h, deadline_seconds=2)
+    got: list[dict[str, Any]] = []
+    blocker = Psql(pg_url)
+    try:
+        for table in ("ctxbudget_rows", "ctxbudget_conversations"):
+            blocker.run(f"BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            call = threading.Thread(
+                target=lambda: got.append(tool.call({"action": "list_items"})), daemon=True
+            )
+            call.start()
+            call.join(timeout=25)
+            blocker.run("ROLLBACK")
+            assert not call.is_alive(), f"session_history waited for the lock on {table}"
+    finally:
+        blocker.close()
+    assert [r["code"] for r in got] == ["history_timeout", "history_timeout"], got
+    assert tool.call({"action": "list_items"})["ok"]
+
+
 def _try(call: object) -> object:
     try:
         return call()  # type: ignore[operator]

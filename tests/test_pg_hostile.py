@@ -214,6 +214,20 @@ def test_rows_deleted_by_hand_fail_closed(conv: Conversation) -> None:
     assert conv.h.append([msg("row 9")]).first_seq == conv.state()["last_seq"]
 
 
+def test_rows_deleted_by_hand_at_the_tail_fail_verify(conv: Conversation) -> None:
+    """The newest rows deleted by hand leave no gap between the rows that are left:
+    verify compares them with the conversation's last seq, and rewrites nothing."""
+    conv.h.append([msg(f"row {i}") for i in range(5)])
+    assert conv.h.verify().ok
+    conv.sql(f"DELETE FROM ctxbudget_rows WHERE conversation = {conv.q} AND seq >= 4")
+    for reader in (conv.h, conv.other_host()):
+        report = reader.verify()
+        assert not report.ok and report.seq_violations == 1, report
+        assert "4..=5" in (report.first_seq_violation or ""), report.first_seq_violation
+    assert conv.state()["last_seq"] == 5
+    assert conv.sql(f"SELECT count(*) FROM ctxbudget_rows WHERE conversation = {conv.q}") == [["3"]]
+
+
 def test_row_inserted_with_a_wrong_seq_is_skipped(conv: Conversation) -> None:
     """A row inserted at the next seq whose body claims another seq is malformed: readers
     skip it, verify names it, appends go on after it."""

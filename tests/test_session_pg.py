@@ -7,11 +7,13 @@ I/O through the offload bridge) and the Agents SDK session, chosen by a
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from stores import Psql, quote
 
 from ctxbudget import AsyncSession, History, InvalidArgumentError, Session
 from ctxbudget.budget_record import BUDGET_FILE
@@ -149,6 +151,62 @@ def test_async_sessions_over_postgresql(pg_url: str) -> None:
     for got in asyncio.run(main()):
         assert got["created"]["ok"] and got["edited"]["status"] == "replaced", got
         assert got["status"] == "send" and got["seen"]["content"] == "     1\tb"
+
+
+_CP = "/memories/session/cp.md"
+_WRITES: list[dict[str, Any]] = [
+    {"command": "str_replace", "path": _CP, "old_str": "a", "new_str": "b"},
+    {"command": "insert", "path": _CP, "insert_line": 1, "insert_text": "c"},
+    {"command": "create", "path": "/memories/n.md", "file_text": "n"},
+    {"command": "rename", "old_path": "/memories/n.md", "new_path": "/memories/m.md"},
+    {"command": "delete", "path": "/memories/m.md"},
+]
+
+
+def test_memory_commands_waiting_for_another_hosts_lock_leave_the_loop_free(
+    pg_url: str,
+) -> None:
+    """Another host holds the conversation's row lock: each writing memory command waits
+    for it off the event loop, which keeps running other tasks meanwhile. A frozen loop
+    cannot tick; the watchdog then releases the lock (and the test fails)."""
+    conversation = _id("memlock")
+    holder = Psql(pg_url)
+    frozen = threading.Event()
+
+    def release() -> None:
+        frozen.set()
+        holder.run("ROLLBACK")
+
+    async def main() -> list[dict[str, Any]]:
+        s = await AsyncSession.open(pg_url, conversation=conversation, context_window=20_000)
+        created = await s.run_tool("memory", {"command": "create", "path": _CP, "file_text": "a"})
+        assert created["ok"], created
+        results = []
+        for args in _WRITES:
+            holder.run(
+                "BEGIN; SELECT 1 FROM ctxbudget_conversations "
+                f"WHERE conversation = {quote(conversation)} FOR UPDATE"
+            )
+            watchdog = threading.Timer(20, release)
+            watchdog.start()
+            call = asyncio.ensure_future(s.run_tool("memory", args))
+            for _ in range(20):
+                await asyncio.sleep(0.005)  # other tasks run while the command waits
+            watchdog.cancel()
+            assert not frozen.is_set(), f"{args['command']} froze the event loop"
+            assert not call.done(), f"{args['command']} did not wait for the lock"
+            holder.run("ROLLBACK")
+            results.append(await call)
+        return results
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        holder.close()
+    assert all(r["ok"] for r in results), results
+    s = Session.open(pg_url, conversation=conversation, context_window=20_000)
+    seen = s.run_tool("memory", {"command": "view", "path": _CP})
+    assert seen["content"] == "     1\tb\n     2\tc", seen
 
 
 def test_agents_session_uses_the_session_id_as_conversation(pg_url: str) -> None:

@@ -17,8 +17,8 @@ import ctypes
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,10 +225,10 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
-def oversized_file(fd: int, limit: int) -> str | None:
-    """The relative path of the first regular file over ``limit`` bytes in the tree below
-    directory ``fd`` (symlinks are not followed), or ``None``. Refuses trees of more than
-    :data:`TREE_MAX_ENTRIES` entries."""
+def _tree(fd: int) -> Generator[tuple[str, os.stat_result]]:
+    """``(relative path, lstat)`` of every entry in the tree below directory ``fd``
+    (symlinks are not followed). Refuses trees of more than :data:`TREE_MAX_ENTRIES`
+    entries. Close it (``contextlib.closing``) when not read to the end."""
     seen = 0
     stack: list[tuple[int, str]] = [(os.dup(fd), "")]
     try:
@@ -246,16 +246,31 @@ def oversized_file(fd: int, limit: int) -> str | None:
                         st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue
-                    if stat.S_ISREG(st.st_mode) and st.st_size > limit:
-                        return prefix + entry.name
+                    yield prefix + entry.name, st
                     if stat.S_ISDIR(st.st_mode):
                         child = open_dir(dir_fd, entry.name, create=False, shown=entry.name)
                         if child is not None:
                             stack.append((child, f"{prefix}{entry.name}/"))
-        return None
     finally:
         for dir_fd, _ in stack:
             os.close(dir_fd)
+
+
+def oversized_file(fd: int, limit: int) -> str | None:
+    """The relative path of the first regular file over ``limit`` bytes in the tree below
+    directory ``fd`` (symlinks are not followed), or ``None``. Refuses trees of more than
+    :data:`TREE_MAX_ENTRIES` entries."""
+    with closing(_tree(fd)) as entries:
+        for path, st in entries:
+            if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+                return path
+    return None
+
+
+def longest_path(fd: int) -> int:
+    """Bytes of the longest relative path in the tree below directory ``fd`` (0 when it
+    is empty). Refuses trees of more than :data:`TREE_MAX_ENTRIES` entries."""
+    return max((len(os.fsencode(path)) for path, _ in _tree(fd)), default=0)
 
 
 def remove_tree(parent: int, name: str, shown: str) -> None:

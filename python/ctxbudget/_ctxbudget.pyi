@@ -356,7 +356,9 @@ class VerifyReport:
     def archive(self) -> FileReport: ...
     @property
     def seq_violations(self) -> int:
-        """Rows whose seq is not above every seq before them (archive, then chat)."""
+        """Rows whose seq is not above every seq before them (archive, then chat); for a
+        PostgreSQL conversation also gaps, seqs missing at the tail (rows deleted by hand)
+        and rows past the conversation's last seq."""
     @property
     def first_seq_violation(self) -> str | None: ...
     @property

@@ -20,6 +20,7 @@ from .._confined import (
     Refused,
     held,
     list_dir,
+    longest_path,
     lstat_at,
     open_dir,
     open_tree,
@@ -29,7 +30,7 @@ from .._confined import (
     rename_noreplace,
     walk,
 )
-from ._memory_paths import CHECKPOINT_MAX, FILE_MAX, shown, too_large
+from ._memory_paths import CHECKPOINT_MAX, FILE_MAX, PATH_MAX, shown, too_large
 
 __all__ = ["DiskMemory"]
 
@@ -145,7 +146,9 @@ class DiskMemory:
 
     def rename(self, old: list[str], new: list[str], *, into_session: bool) -> None:
         """Moves ``old`` to ``new`` (which must not exist); ``into_session`` refuses a
-        file over the checkpoint limit."""
+        file over the checkpoint limit. Refusals come in the order both stores use:
+        ``not_found``, ``too_large``, ``invalid_path`` (a moved path would grow past the
+        limit), ``not_a_directory``, ``exists``."""
         with (
             held(self._existing_root(old)) as root,
             held(self._parent(root, old, create=False)) as old_parent,
@@ -157,6 +160,8 @@ class DiskMemory:
                 )
             if into_session:
                 self._check_checkpoint_sizes(old_parent, old, st)
+            if stat.S_ISDIR(st.st_mode):
+                self._check_moved_paths(old_parent, old, new)
             with held(self._parent(root, new, create=True)) as new_parent:
                 try:
                     rename_noreplace(old_parent, old[-1], new_parent, new[-1])
@@ -164,6 +169,23 @@ class DiskMemory:
                     raise Refused("exists", f"{shown(new)} already exists") from None
                 fsync(new_parent)
             fsync(old_parent)
+
+    @staticmethod
+    def _check_moved_paths(parent: int, old: list[str], new: list[str]) -> None:
+        """Refuses moving the directory ``old`` to ``new`` when a path in it would grow
+        past the path limit (nothing could name it afterwards)."""
+        directory = open_dir(parent, old[-1], create=False, shown=shown(old))
+        if directory is None:
+            raise Refused("not_found", f"{shown(old)} does not exist")
+        with held(directory):
+            longest = longest_path(directory)
+        grown = len(os.fsencode(shown(new))) + (1 + longest if longest else 0)
+        if grown > PATH_MAX:
+            raise Refused(
+                "invalid_path",
+                f"the move would give a file a path of {grown} bytes, over the "
+                f"{PATH_MAX}-byte limit; choose a shorter new_path",
+            )
 
     @staticmethod
     def _check_checkpoint_sizes(parent: int, parts: list[str], st: os.stat_result) -> None:

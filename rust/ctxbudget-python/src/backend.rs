@@ -74,18 +74,20 @@ pub(crate) struct Database {
     pub key: Arc<CursorKey>,
 }
 
-/// One slot per URL (and cursor key): the first caller connects, the others wait for it.
-type Slot = Arc<OnceLock<Arc<Database>>>;
+/// One slot per URL (and cursor key): the database once connected. Its mutex is held by
+/// the first caller while it connects, so the others of that URL wait for it — and only
+/// they: a URL that is down (30 s of reconnects) never holds up another URL's first open.
+type Slot = Arc<Mutex<Option<Arc<Database>>>>;
 
 fn databases() -> &'static Mutex<HashMap<String, Slot>> {
     static DATABASES: OnceLock<Mutex<HashMap<String, Slot>>> = OnceLock::new();
     DATABASES.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The database at `url`, connected (and its schema migrated) on first use: threads that
-/// open their first `History` of a URL at once share one pool, the first of them
-/// connecting while the others wait. With `cursor_key`, cursors are signed with it;
-/// otherwise with `CTXBUDGET_CURSOR_KEY` or the key kept in the database.
+/// The database at `url`, connected (and its schema checked, migrated if needed) on
+/// first use: threads that open their first `History` of a URL at once share one pool,
+/// the first of them connecting while the others wait. With `cursor_key`, cursors are
+/// signed with it; otherwise with `CTXBUDGET_CURSOR_KEY` or the key kept in the database.
 pub(crate) fn database(
     url: &str,
     cursor_key: Option<&str>,
@@ -98,15 +100,10 @@ pub(crate) fn database(
             .entry(cache_key)
             .or_default(),
     );
-    if let Some(db) = slot.get() {
-        return Ok(Arc::clone(db));
-    }
-    // First connections are made one at a time (once per URL per process), so two
-    // threads never both build a pool for one URL; a failure leaves the slot empty and
-    // the next caller tries again.
-    static CONNECTING: Mutex<()> = Mutex::new(());
-    let _one_at_a_time = CONNECTING.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(db) = slot.get() {
+    // Held while connecting: once per URL per process, so two threads never both build
+    // a pool for one URL; a failure leaves the slot empty and the next caller tries again.
+    let mut connected = slot.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(db) = connected.as_ref() {
         return Ok(Arc::clone(db));
     }
     let store = PgStore::connect(url, PgOptions::default())?;
@@ -122,5 +119,6 @@ pub(crate) fn database(
         store,
         key: Arc::new(key),
     });
-    Ok(Arc::clone(slot.get_or_init(|| db)))
+    *connected = Some(Arc::clone(&db));
+    Ok(db)
 }

@@ -6,7 +6,7 @@
 //! memory tool's `code` attribute; any other failure maps as the store's errors do
 //! (`DatabaseError` with `.transient`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ctxbudget::pg::{PgError, PgHistory};
 use ctxbudget::store::HistoryError;
@@ -17,6 +17,10 @@ use pyo3::IntoPyObjectExt;
 use crate::backend::Backend;
 use crate::errors::{history_error, no_panic_store, raise};
 use crate::history::PyHistory;
+
+/// How many times an edit is read and applied again when other hosts changed the file
+/// between its read and its write.
+const UPDATE_ATTEMPTS: usize = 64;
 
 /// `(path, is_dir, size)` of one directory entry.
 type EntryTuple = (String, bool, u64);
@@ -103,38 +107,39 @@ impl PyPgMemoryFiles {
         })
     }
 
-    /// Replaces the file's bytes with `edit(old_bytes) -> new_bytes` under the
-    /// conversation's row lock (`edit` may run again after a broken connection; an
-    /// exception it raises aborts the change and is re-raised).
+    /// Replaces the file's bytes with `edit(old_bytes) -> new_bytes`, atomically. The
+    /// file is read, `edit` runs here (Python, on the caller's thread: the event loop's
+    /// inside an awaited `AsyncSession` call), and the result is written only if the
+    /// file still holds what was read (compare and swap under the conversation's row
+    /// lock); otherwise it is read and edited again. No database call runs with the GIL
+    /// held or outside the I/O pool, and Python never runs while the row lock is held, so
+    /// waiting for another host's lock never stops the event loop. An exception `edit`
+    /// raises aborts the change and is re-raised.
     fn update(&self, py: Python<'_>, path: String, edit: Py<PyAny>) -> PyResult<()> {
-        let raised: Arc<Mutex<Option<PyErr>>> = Arc::new(Mutex::new(None));
-        let kept = Arc::clone(&raised);
-        let history = Arc::clone(&self.history);
-        // Always on this thread (never the I/O pool): `edit` is Python code, which
-        // re-takes the GIL on the thread that released it.
-        let result = no_panic_store(py, "memory update", || {
-            py.detach(|| {
-                history.conversation().memory_update(&path, |old| {
-                    Python::attach(|py| {
-                        let out = edit
-                            .call1(py, (PyBytes::new(py, old),))
-                            .and_then(|v| v.extract::<Vec<u8>>(py));
-                        out.map_err(|err| {
-                            let message = err.to_string();
-                            *kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(err);
-                            PgError::Memory {
-                                code: "edit_failed",
-                                message,
-                            }
-                        })
-                    })
-                })
-            })
-        })?;
-        if let Some(err) = raised.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            return Err(err);
+        for _ in 0..UPDATE_ATTEMPTS {
+            let read_path = path.clone();
+            let old = self.run(py, "memory read", move |h| {
+                h.conversation().memory_read(&read_path)
+            })?;
+            let new: Vec<u8> = edit.call1(py, (PyBytes::new(py, &old),))?.extract(py)?;
+            let write_path = path.clone();
+            let replaced = self.run(py, "memory update", move |h| {
+                h.conversation().memory_replace(&write_path, &old, &new)
+            })?;
+            if replaced {
+                return Ok(());
+            }
         }
-        result.map_err(|e| memory_error(py, e))
+        Err(memory_error(
+            py,
+            PgError::Memory {
+                code: "io_error",
+                message: format!(
+                    "{path} changed under each of {UPDATE_ATTEMPTS} edits (other hosts keep \
+                     writing it); nothing was written — view it and try again"
+                ),
+            },
+        ))
     }
 
     /// Deletes a file or a directory with everything under it.

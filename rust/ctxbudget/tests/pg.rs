@@ -551,3 +551,85 @@ fn a_unix_socket_url_works() {
         assert!(!store.connection_encrypted().unwrap());
     }
 }
+
+/// Hand edits of schema `b`'s rows, made by an operator whose `search_path` is schema
+/// `a` (naming `b`'s table), renew the epoch of `b`'s conversation and never `a`'s.
+fn check_hand_edits_stay_in_their_schema(
+    url: &str,
+    (a_name, a): (&str, &PgStore),
+    (b_name, b): (&str, &PgStore),
+) {
+    let (ca, cb) = (a.open("same").unwrap(), b.open("same").unwrap());
+    ca.append(rows(&["a1", "a2", "a3"])).unwrap();
+    cb.append(rows(&["b1", "b2", "b3", "b4"])).unwrap();
+    let mut sql = raw(url, a_name);
+    let b_rows = format!("\"{b_name}\".ctxbudget_rows");
+    for edit in [
+        format!("UPDATE {b_rows} SET body = 'x' WHERE conversation = 'same' AND seq = 1"),
+        format!("DELETE FROM {b_rows} WHERE conversation = 'same' AND seq = 2"),
+        format!("INSERT INTO {b_rows} (conversation, seq, body) VALUES ('same', 2, 'y')"),
+        format!("TRUNCATE {b_rows}"),
+    ] {
+        let before = (ca.state().unwrap().epoch, cb.state().unwrap().epoch);
+        sql.batch_execute(&edit).unwrap();
+        let after = (ca.state().unwrap().epoch, cb.state().unwrap().epoch);
+        assert_eq!(after.0, before.0, "{edit} renewed the other schema's epoch");
+        assert_ne!(
+            after.1, before.1,
+            "{edit} did not renew its own schema's epoch"
+        );
+    }
+}
+
+#[test]
+fn two_installations_in_one_database_keep_their_epochs_apart() {
+    let Some(url) = url() else { return };
+    let (a_name, b_name) = (unique("two_a"), unique("two_b"));
+    // One schema chosen by PgOptions, the other by the URL's search_path.
+    raw(&url, "public")
+        .batch_execute(&format!("CREATE SCHEMA \"{b_name}\""))
+        .unwrap();
+    let a = PgStore::connect(&url, options(&a_name)).unwrap();
+    let b_url = format!("{url}&options=-csearch_path%3D{b_name}");
+    let b = PgStore::connect(&b_url, PgOptions::default()).unwrap();
+    check_hand_edits_stay_in_their_schema(&url, (&a_name, &a), (&b_name, &b));
+}
+
+/// The triggers of schema version 2, which named the tables through `search_path`.
+const V2_TRIGGER_FUNCTIONS: &str = r#"
+CREATE OR REPLACE FUNCTION ctxbudget_rows_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  UPDATE ctxbudget_conversations SET epoch = ctxbudget_new_epoch()
+    WHERE conversation = OLD.conversation;
+  RETURN NULL;
+END
+$f$;
+CREATE OR REPLACE FUNCTION ctxbudget_rows_inserted() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  UPDATE ctxbudget_conversations SET epoch = ctxbudget_new_epoch()
+    WHERE conversation = NEW.conversation;
+  RETURN NULL;
+END
+$f$;
+CREATE OR REPLACE FUNCTION ctxbudget_rows_truncated() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  UPDATE ctxbudget_conversations SET epoch = ctxbudget_new_epoch();
+  RETURN NULL;
+END
+$f$;
+DELETE FROM ctxbudget_schema_version WHERE version > 2;
+"#;
+
+#[test]
+fn an_installation_of_version_2_is_migrated_to_schema_bound_triggers() {
+    let Some(url) = url() else { return };
+    let (a_name, b_name) = (unique("v2_a"), unique("v2_b"));
+    for name in [&a_name, &b_name] {
+        drop(PgStore::connect(&url, options(name)).unwrap());
+        raw(&url, name).batch_execute(V2_TRIGGER_FUNCTIONS).unwrap();
+    }
+    let a = PgStore::connect(&url, options(&a_name)).unwrap();
+    let b = PgStore::connect(&url, options(&b_name)).unwrap();
+    assert_eq!(b.schema_version().unwrap(), SCHEMA_VERSION);
+    check_hand_edits_stay_in_their_schema(&url, (&a_name, &a), (&b_name, &b));
+}

@@ -591,3 +591,135 @@ fn a_lead_in_that_reads_the_history_does_not_wait_for_its_own_rollover() {
         "{lead_in}"
     );
 }
+
+#[test]
+fn verify_reports_rows_deleted_by_hand_at_the_tail() {
+    let Some(url) = url() else { return };
+    let h = pg_history(&url, "tail");
+    let id = h.conversation().id().to_owned();
+    h.append_rows(&texts(&["a", "b", "c", "d", "e"]), None)
+        .expect("append");
+    assert!(h.verify().expect("verify").ok);
+    let mut sql = raw(&url, "ctxbudget_tests");
+    let rows_left = |sql: &mut postgres::Client| -> i64 {
+        sql.query_one(
+            "SELECT count(*) FROM ctxbudget_rows WHERE conversation = $1",
+            &[&id],
+        )
+        .expect("count")
+        .get(0)
+    };
+    // The newest two rows deleted by hand: no gap between the rows that are left.
+    sql.execute(
+        "DELETE FROM ctxbudget_rows WHERE conversation = $1 AND seq >= 4",
+        &[&id],
+    )
+    .expect("delete the tail");
+    let report = h.verify().expect("verify");
+    assert!(!report.ok, "a deleted tail must not verify ok: {report:?}");
+    assert!(report.seq_violations >= 1, "{report:?}");
+    let what = report.first_seq_violation.clone().unwrap_or_default();
+    assert!(what.contains('4') && what.contains('5'), "{what}");
+    // Verify rewrote nothing: the conversation still says 5, three rows are left.
+    assert_eq!(h.conversation().state().expect("state").last_seq, 5);
+    assert_eq!(rows_left(&mut sql), 3);
+    // Every row deleted by hand.
+    sql.execute("DELETE FROM ctxbudget_rows WHERE conversation = $1", &[&id])
+        .expect("delete all");
+    assert!(!h.verify().expect("verify").ok);
+    assert_eq!(rows_left(&mut sql), 0);
+    // A row put by hand past the last seq is reported too.
+    let other = pg_history(&url, "beyond");
+    other
+        .append_rows(&texts(&["a", "b"]), None)
+        .expect("append");
+    sql.execute(
+        "INSERT INTO ctxbudget_rows (conversation, seq, body) \
+         SELECT conversation, 3, body FROM ctxbudget_rows WHERE conversation = $1 AND seq = 2",
+        &[&other.conversation().id()],
+    )
+    .expect("insert past the last seq");
+    let report = other.verify().expect("verify");
+    assert!(
+        !report.ok,
+        "a row past the last seq must not verify ok: {report:?}"
+    );
+}
+
+/// Runs one `session_history` call on another thread and waits for it at most `watchdog`
+/// (a call that outlives its deadline would otherwise hang the test).
+fn call_within(tool: &Arc<SessionHistoryTool>, watchdog: std::time::Duration) -> Option<Value> {
+    let (send, recv) = std::sync::mpsc::channel();
+    let tool = Arc::clone(tool);
+    std::thread::spawn(move || {
+        let _ = send.send(tool.call(&json!({"action": "list_items", "limit": 5})));
+    });
+    recv.recv_timeout(watchdog).ok()
+}
+
+#[test]
+fn session_history_returns_by_its_deadline_while_a_lock_is_held() {
+    let Some(url) = url() else { return };
+    // A schema of its own: the locks below would stop the other tests' tables.
+    let schema = unique("deadline");
+    let store = ctxbudget::pg::PgStore::connect(&url, options(&schema)).expect("connect");
+    let h = Arc::new(PgHistory::new(store.open("chat").expect("open")));
+    h.append_rows(&texts(&["a", "b"]), None).expect("append");
+    let short = ScanOptions {
+        deadline: std::time::Duration::from_secs(2),
+        ..ScanOptions::default()
+    };
+    let tool = Arc::new(SessionHistoryTool::over_pg(Arc::clone(&h), key(), short));
+    let watchdog = std::time::Duration::from_secs(25);
+    for table in ["ctxbudget_rows", "ctxbudget_conversations"] {
+        let mut locker = raw(&url, &schema);
+        let mut tx = locker.transaction().expect("BEGIN");
+        tx.batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+            .expect("lock");
+        let got = call_within(&tool, watchdog);
+        tx.rollback().expect("release the lock");
+        let result = got.unwrap_or_else(|| {
+            panic!("session_history ran past its deadline while {table} was locked")
+        });
+        assert_eq!(result["ok"], false, "{result}");
+        assert_eq!(result["code"], "history_timeout", "{result}");
+    }
+    // Another host holds the conversation's row lock; this process's append waits for it
+    // (holding the handle's index): the page does not wait behind it past its deadline.
+    let mut locker = raw(&url, &schema);
+    let mut tx = locker.transaction().expect("BEGIN");
+    let locker_pid: i32 = tx
+        .query_one(
+            "SELECT pg_backend_pid() FROM ctxbudget_conversations \
+             WHERE conversation = 'chat' FOR UPDATE",
+            &[],
+        )
+        .expect("lock the conversation")
+        .get(0);
+    let writer = {
+        let h = Arc::clone(&h);
+        std::thread::spawn(move || h.append_rows(&texts(&["c"]), None).map(|a| a.first_seq))
+    };
+    // The append is waiting once the server shows its backend blocked on the lock.
+    let mut watch = raw(&url, &schema);
+    let mut waited = 0;
+    while waited < 2000 {
+        let blocked: i64 = watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&locker_pid],
+            )
+            .expect("pg_stat_activity")
+            .get(0);
+        if blocked > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        waited += 1;
+    }
+    let got = call_within(&tool, watchdog);
+    tx.rollback().expect("release the conversation");
+    assert_eq!(writer.join().expect("writer").expect("append"), 3);
+    let result = got.expect("session_history waited past its deadline behind an append");
+    assert_eq!(result["ok"], true, "{result}");
+}

@@ -72,6 +72,35 @@ pub enum PgError {
         /// Newest version this library knows.
         known: i32,
     },
+    /// The schema needs a migration that this role may not make; nothing was changed.
+    #[error(
+        "the database holds ctxbudget schema version {found} and this library needs version \
+         {needed}, but role {role:?} may not migrate it: it lacks {missing}. Connect once \
+         with a role that has it (the role that created the tables), or grant it; after \
+         that, roles with only SELECT, INSERT, UPDATE, DELETE on the tables suffice"
+    )]
+    MigrationNotAllowed {
+        /// Version found in the database (0: no tables yet).
+        found: i32,
+        /// The version this library needs.
+        needed: i32,
+        /// The role connected.
+        role: String,
+        /// The rights it lacks, named.
+        missing: String,
+    },
+    /// A call with a deadline (a `session_history` page) ran out of time waiting for the
+    /// server: a lock held by another session, a slow statement or a full pool.
+    #[error(
+        "PostgreSQL did not finish {what} within the call's time limit ({limit_ms} ms); \
+         another session may hold a lock on ctxbudget's tables — try again later"
+    )]
+    Timeout {
+        /// What was waiting.
+        what: &'static str,
+        /// The time the call had.
+        limit_ms: u128,
+    },
     /// A conditional append found rows it was not decided on; nothing was written.
     #[error(
         "conversation {conversation:?} changed: expected last seq {expected_last_seq}, \
@@ -170,6 +199,19 @@ impl PgError {
             code,
             message: message.into(),
         }
+    }
+
+    /// True when the server cancelled a statement for running past `statement_timeout` or
+    /// waiting past `lock_timeout` (SQLSTATE 57014, 55P03).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        matches!(self, PgError::Database { source, .. }
+            if source.as_db_error().is_some_and(|e| matches!(e.code().code(), "57014" | "55P03")))
+    }
+
+    /// True when the server refused the statement for want of a right (SQLSTATE 42501).
+    pub(crate) fn is_insufficient_privilege(&self) -> bool {
+        matches!(self, PgError::Database { source, .. }
+            if source.as_db_error().is_some_and(|e| e.code().code() == "42501"))
     }
 
     /// True when the operation may be retried on a fresh connection: the connection broke

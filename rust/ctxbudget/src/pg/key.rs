@@ -80,28 +80,53 @@ impl PgStore {
         }
     }
 
-    /// The key stored in the database, created once by whichever host asks first.
+    /// The key stored in the database, created once by whichever host asks first. Read
+    /// first, so that a role with only `SELECT` (a reader) gets the key once it exists;
+    /// while none is stored, such a role (which may not store one) gets a random key of
+    /// this store (the same on every call): its cursors then page only within this
+    /// process, as the file store's do.
     pub fn database_cursor_key(&self) -> Result<CursorKey> {
+        if let Some(key) = self.stored_cursor_key()? {
+            return Ok(key);
+        }
         let mut fresh = vec![0u8; GENERATED_KEY_BYTES];
         getrandom::fill(&mut fresh).map_err(|e| {
             PgError::Config(format!(
                 "no OS randomness for a new cursor key ({e}); set {CURSOR_KEY_ENV} instead"
             ))
         })?;
-        self.run(|c| {
+        let stored = self.run(|c| {
             let insert = c.statement(
                 "INSERT INTO ctxbudget_keys (name, key) VALUES ($1, $2) \
                  ON CONFLICT (name) DO NOTHING",
             )?;
-            let select = c.statement("SELECT key FROM ctxbudget_keys WHERE name = $1")?;
             c.client
                 .execute(&insert, &[&CURSOR_KEY_NAME, &fresh])
                 .map_err(PgError::db("storing the cursor key"))?;
-            let row = c
+            Ok(())
+        });
+        match stored {
+            Err(e) if e.is_insufficient_privilege() => {
+                let own = self.inner.own_key.get_or_init(|| CursorKey(fresh));
+                return Ok(own.clone());
+            }
+            other => other?,
+        }
+        self.stored_cursor_key()?.ok_or_else(|| {
+            PgError::Config("the cursor key stored in ctxbudget_keys disappeared".into())
+        })
+    }
+
+    fn stored_cursor_key(&self) -> Result<Option<CursorKey>> {
+        self.run(|c| {
+            let select = c.statement("SELECT key FROM ctxbudget_keys WHERE name = $1")?;
+            let rows = c
                 .client
-                .query_one(&select, &[&CURSOR_KEY_NAME])
+                .query(&select, &[&CURSOR_KEY_NAME])
                 .map_err(PgError::db("reading the cursor key"))?;
-            CursorKey::new(row.get::<_, Vec<u8>>(0))
+            rows.first()
+                .map(|row| CursorKey::new(row.get::<_, Vec<u8>>(0)))
+                .transpose()
         })
     }
 }

@@ -271,6 +271,37 @@ impl PgConversation {
         })
     }
 
+    /// Replaces an existing file's bytes with `new` only if they are still `expected`
+    /// (compare and swap, under the conversation's row lock); `false`, and nothing
+    /// written, when they changed. An edit computed from a read outside the lock
+    /// (`str_replace`, `insert` of the memory tool) commits with it: the edit runs on the
+    /// caller's thread, never while the lock is held, and no other host's change is lost.
+    pub fn memory_replace(&self, path: &str, expected: &[u8], new: &[u8]) -> Result<bool> {
+        let p = MemPath::parse(path)?;
+        if new.len() > p.limit() {
+            return Err(p.too_large(new.len()));
+        }
+        self.memory_tx(|c, conversation| {
+            let Some(old) = read_file(c, conversation, &p)? else {
+                if !under(c, conversation, &p)?.is_empty() {
+                    return Err(PgError::memory(
+                        "is_directory",
+                        format!("{} is a directory", p.shown()),
+                    ));
+                }
+                return Err(not_found(&p));
+            };
+            if old != expected {
+                return Ok(false);
+            }
+            let upsert = c.statement(UPSERT)?;
+            c.client
+                .execute(&upsert, &[&conversation, &p.shown(), &new])
+                .map_err(PgError::db("writing a memory file"))?;
+            Ok(true)
+        })
+    }
+
     /// Deletes a file or a directory with everything under it.
     pub fn memory_delete(&self, path: &str) -> Result<()> {
         let p = MemPath::parse(path)?;
@@ -296,7 +327,12 @@ impl PgConversation {
         })
     }
 
-    /// Renames a file or a directory; the new path must not exist.
+    /// Renames a file or a directory; the new path must not exist. Refusals come in the
+    /// memory tool's order, the same for both of its stores: `old_path` missing
+    /// (`not_found`), a file over the checkpoint limit moving into `/memories/session/`
+    /// (`too_large`), a moved file's path growing past [`MEMORY_PATH_MAX`]
+    /// (`invalid_path`), a file on the way to `new_path` (`not_a_directory`), `new_path`
+    /// taken (`exists`).
     pub fn memory_rename(&self, old_path: &str, new_path: &str) -> Result<()> {
         let old = MemPath::parse(old_path)?;
         let new = MemPath::parse(new_path)?;
@@ -321,15 +357,6 @@ impl PgConversation {
             if moved.is_empty() {
                 return Err(not_found(&old));
             }
-            if read_file(c, conversation, &new)?.is_some()
-                || !under(c, conversation, &new)?.is_empty()
-            {
-                return Err(PgError::memory(
-                    "exists",
-                    format!("{} already exists", new.shown()),
-                ));
-            }
-            check_no_file_ancestor(c, conversation, &new)?;
             if new.in_session() {
                 if let Some((path, size)) = moved
                     .iter()
@@ -349,6 +376,16 @@ impl PgConversation {
             } else {
                 (old.dir_prefix(), new.dir_prefix())
             };
+            check_moved_paths(&moved, &from, &to)?;
+            check_no_file_ancestor(c, conversation, &new)?;
+            if read_file(c, conversation, &new)?.is_some()
+                || !under(c, conversation, &new)?.is_empty()
+            {
+                return Err(PgError::memory(
+                    "exists",
+                    format!("{} already exists", new.shown()),
+                ));
+            }
             c.client
                 .execute(
                     "UPDATE ctxbudget_memory_files \
@@ -362,7 +399,7 @@ impl PgConversation {
     }
 
     /// Runs `op` in a transaction holding the conversation's row lock.
-    fn memory_tx(&self, mut op: impl FnMut(&mut Conn, &str) -> Result<()>) -> Result<()> {
+    fn memory_tx<T>(&self, mut op: impl FnMut(&mut Conn, &str) -> Result<T>) -> Result<T> {
         let conversation = self.id();
         self.store().run(|c| {
             let lock = c.statement(LOCK)?;
@@ -380,9 +417,10 @@ impl PgConversation {
                 op(c, conversation)
             })();
             match result {
-                Ok(()) => c
+                Ok(value) => c
                     .client
                     .batch_execute("COMMIT")
+                    .map(|()| value)
                     .map_err(PgError::commit_of("a memory change")),
                 Err(e) => {
                     // A broken connection is discarded by `run`; otherwise undo.
@@ -436,6 +474,23 @@ fn check_writable_file(c: &mut Conn, conversation: &str, p: &MemPath) -> Result<
         ));
     }
     check_no_file_ancestor(c, conversation, p)
+}
+
+/// Refuses a rename from the prefix `from` to `to` that would make a moved file's path
+/// longer than [`MEMORY_PATH_MAX`] (nothing could name it afterwards).
+fn check_moved_paths(moved: &[(String, u64)], from: &str, to: &str) -> Result<()> {
+    let longest = moved.iter().map(|(path, _)| path.len()).max().unwrap_or(0);
+    let grown = longest.saturating_sub(from.len()) + to.len();
+    if grown > MEMORY_PATH_MAX {
+        return Err(PgError::memory(
+            "invalid_path",
+            format!(
+                "the move would give a file a path of {grown} bytes, over the \
+                 {MEMORY_PATH_MAX}-byte limit; choose a shorter new_path"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_no_file_ancestor(c: &mut Conn, conversation: &str, p: &MemPath) -> Result<()> {

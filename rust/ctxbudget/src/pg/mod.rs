@@ -21,6 +21,7 @@
 
 mod bodies;
 mod config;
+mod deadline;
 mod error;
 mod key;
 mod memory;
@@ -126,6 +127,9 @@ struct Inner {
     pool: Pool,
     options: PgOptions,
     ssl_mode: SslMode,
+    /// The cursor key of a role that may read but not store the database's (see
+    /// [`PgStore::database_cursor_key`]), made once per store.
+    own_key: std::sync::OnceLock<CursorKey>,
 }
 
 /// A connection pool to one database holding ctxbudget's tables. Cheap to clone; share
@@ -155,6 +159,7 @@ impl PgStore {
                 pool,
                 options,
                 ssl_mode,
+                own_key: std::sync::OnceLock::new(),
             }),
         };
         let schema = store.inner.options.schema.clone();
@@ -249,20 +254,25 @@ impl PgStore {
     /// restarting, it reconnects and runs `op` again until [`PgOptions::reconnect_for`] has
     /// passed; every `op` must therefore be safe to repeat (appends are, by batch id).
     pub(crate) fn run<T>(&self, op: impl FnMut(&mut Conn) -> Result<T>) -> Result<T> {
-        self.run_within(self.inner.options.reconnect_for, op)
+        self.run_until(None, op)
     }
 
-    /// [`run`](Self::run), reconnecting for at most `reconnect_for` (a caller with a
-    /// deadline of its own, such as `session_history`, gives up in time).
-    pub(crate) fn run_within<T>(
+    /// [`run`](Self::run) for a caller with a deadline of its own (a `session_history`
+    /// page): past `until` it neither reconnects, nor waits for a pooled connection, nor
+    /// keeps connecting. `op` bounds its own statements (see [`Conn::within`]).
+    pub(crate) fn run_until<T>(
         &self,
-        reconnect_for: Duration,
+        until: Option<Instant>,
         mut op: impl FnMut(&mut Conn) -> Result<T>,
     ) -> Result<T> {
         let start = Instant::now();
+        let mut give_up = start + self.inner.options.reconnect_for;
+        if let Some(until) = until {
+            give_up = give_up.min(until);
+        }
         let mut pause = Duration::from_millis(20);
         loop {
-            let outcome = match self.inner.pool.get() {
+            let outcome = match self.inner.pool.get(until) {
                 Ok(mut pooled) => {
                     let result = pooled.conn().and_then(&mut op);
                     if matches!(&result, Err(e) if e.is_transient()) {
@@ -276,7 +286,7 @@ impl PgStore {
                 Err(e)
                     if e.is_transient()
                         && !matches!(e, PgError::PoolTimeout { .. })
-                        && start.elapsed() + pause < reconnect_for =>
+                        && Instant::now() + pause < give_up =>
                 {
                     // The server went away: the other idle connections are stale too.
                     self.inner.pool.clear_idle();

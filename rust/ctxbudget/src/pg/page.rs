@@ -5,11 +5,52 @@
 
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
+use super::deadline::Deadline;
 use super::transcript::PgIndex;
 use super::{from_i64, to_i64, PgError, PgHistory};
 use crate::scan::source::Source;
 use crate::scan::{changed, Failure};
 use crate::store::frame::Entry;
+use crate::store::HistoryError;
+
+/// Runs one `session_history` call's `page` over `history`, started at `start` with the
+/// time limit `limit`: the index brought up to date and every fetch of rows end by the
+/// deadline, whatever locks other sessions hold (see [`Deadline`]).
+pub(crate) fn run_page(
+    history: &PgHistory,
+    start: Instant,
+    limit: Duration,
+    page: impl FnOnce(&PgSource<'_>) -> Result<Value, Failure>,
+) -> Result<Value, Failure> {
+    let deadline = Deadline::new(start, limit);
+    history
+        .with_refreshed_by(u64::MAX, Some(deadline), |ix, _| {
+            page(&PgSource::new(ix, history, deadline))
+        })
+        .unwrap_or_else(|e| Err(failure(e, deadline)))
+}
+
+/// A failure of the store as the call's result: out of time (`history_timeout`: the
+/// server cancelled a wait, or the deadline passed while connecting) or unreadable
+/// (`history_unavailable`).
+fn failure(e: PgError, deadline: Deadline) -> Failure {
+    let late = Instant::now() >= deadline.until;
+    if late || matches!(e, PgError::Timeout { .. } | PgError::PoolTimeout { .. }) {
+        return Failure::new(
+            "history_timeout",
+            format!("the transcript could not be read in time: {e}"),
+        );
+    }
+    Failure::new(
+        "history_unavailable",
+        format!(
+            "the transcript cannot be read right now: {}",
+            HistoryError::from(e)
+        ),
+    )
+}
 
 /// Bodies of a seq range, with the epoch of the same snapshot.
 const BODIES_WITH_EPOCH: &str = "SELECT r.seq, r.body, c.epoch \
@@ -20,35 +61,36 @@ const BODIES_WITH_EPOCH: &str = "SELECT r.seq, r.body, c.epoch \
 pub(crate) struct PgSource<'a> {
     ix: &'a PgIndex,
     history: &'a PgHistory,
-    /// When the call gives up reconnecting (its deadline).
-    until: Instant,
+    /// When the call must have answered.
+    deadline: Deadline,
 }
 
 impl<'a> PgSource<'a> {
-    pub(crate) fn new(ix: &'a PgIndex, history: &'a PgHistory, until: Instant) -> PgSource<'a> {
-        PgSource { ix, history, until }
+    fn new(ix: &'a PgIndex, history: &'a PgHistory, deadline: Deadline) -> PgSource<'a> {
+        PgSource {
+            ix,
+            history,
+            deadline,
+        }
     }
 
     /// Bodies of seqs `from..=to` from the server, as of the index's epoch.
     fn fetch(&self, from: u64, to: u64) -> Result<Vec<(u64, Vec<u8>)>, Failure> {
         let conversation = self.history.conversation().id();
-        let within = self.until.saturating_duration_since(Instant::now());
+        let deadline = self.deadline;
         let found = self
             .history
             .conversation()
             .store()
-            .run_within(within.max(Duration::from_millis(1)), |c| {
-                let s = c.statement(BODIES_WITH_EPOCH)?;
-                c.client
-                    .query(&s, &[&conversation, &to_i64(from), &to_i64(to)])
-                    .map_err(PgError::db("reading rows"))
+            .run_until(Some(deadline.until), |c| {
+                c.within(deadline, "reading rows", |c| {
+                    let s = c.statement(BODIES_WITH_EPOCH)?;
+                    c.client
+                        .query(&s, &[&conversation, &to_i64(from), &to_i64(to)])
+                        .map_err(PgError::db("reading rows"))
+                })
             })
-            .map_err(|e| {
-                Failure::new(
-                    "history_unavailable",
-                    format!("the transcript cannot be read right now: {e}"),
-                )
-            })?;
+            .map_err(|e| failure(e, deadline))?;
         let mut out = Vec::with_capacity(found.len());
         for r in &found {
             let seq = from_i64(r.get(0));

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use postgres::{Client, Statement};
 
@@ -68,22 +68,35 @@ impl Pool {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Opens a connection outside the pool (migrations, tests of the seam).
-    pub fn open(&self) -> Result<Conn> {
-        let client = self
-            .target
-            .config
-            .connect(self.target.tls.clone())
-            .map_err(PgError::connect)?;
+    /// Opens a connection outside the pool (migrations, tests of the seam), giving up
+    /// connecting at `until` when given.
+    pub fn open(&self, until: Option<Instant>) -> Result<Conn> {
+        let client = match until {
+            None => self.target.config.connect(self.target.tls.clone()),
+            Some(until) => {
+                let mut config = self.target.config.clone();
+                let left = until
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1));
+                let timeout = config.get_connect_timeout().map_or(left, |t| left.min(*t));
+                config.connect_timeout(timeout);
+                config.connect(self.target.tls.clone())
+            }
+        }
+        .map_err(PgError::connect)?;
         Ok(Conn {
             client,
             statements: HashMap::new(),
         })
     }
 
-    /// A connection: an idle one, a new one while under `size`, or the next one freed.
-    pub fn get(&self) -> Result<Pooled<'_>> {
+    /// A connection: an idle one, a new one while under `size`, or the next one freed
+    /// (waiting at most the pool timeout, and past `until` not at all).
+    pub fn get(&self, until: Option<Instant>) -> Result<Pooled<'_>> {
         let start = Instant::now();
+        let give_up = until.map_or(start + self.options.pool_timeout, |u| {
+            u.min(start + self.options.pool_timeout)
+        });
         let mut state = self.lock();
         loop {
             while let Some(conn) = state.idle.pop() {
@@ -99,7 +112,7 @@ impl Pool {
             if state.busy < self.size {
                 state.busy += 1;
                 drop(state);
-                return match self.open() {
+                return match self.open(until) {
                     Ok(conn) => Ok(Pooled {
                         pool: self,
                         conn: Some(conn),
@@ -110,10 +123,10 @@ impl Pool {
                     }
                 };
             }
-            let waited = start.elapsed();
-            let Some(left) = self.options.pool_timeout.checked_sub(waited) else {
+            let now = Instant::now();
+            let Some(left) = give_up.checked_duration_since(now).filter(|l| !l.is_zero()) else {
                 return Err(PgError::PoolTimeout {
-                    waited_ms: waited.as_millis(),
+                    waited_ms: now.duration_since(start).as_millis(),
                     size: self.size,
                 });
             };

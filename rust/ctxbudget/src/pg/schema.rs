@@ -1,10 +1,16 @@
 //! The versioned schema and its migrations.
 //!
-//! Every host runs [`migrate`] when it connects. The migrations run in one transaction that
-//! first takes a transaction-scoped advisory lock ([`MIGRATION_LOCK`]), so when two hosts
-//! start at once one migrates and the other waits, then finds the work done. Each step is
-//! recorded in `ctxbudget_schema_version`; a database whose version is newer than this
-//! library's is refused ([`PgError::SchemaTooNew`]) instead of being written with old rules.
+//! Every host checks the schema version when it connects, with one read (no lock, no
+//! right beyond `SELECT` on `ctxbudget_schema_version`): a database at this library's
+//! version is used as it is, so roles with only `SELECT` (readers) or `SELECT, INSERT,
+//! UPDATE, DELETE` (hosts) on the tables open it. Only when the version is older (or the
+//! tables are missing) does [`migrate`] change anything: first it checks that the role has
+//! the rights the migration needs ([`PgError::MigrationNotAllowed`] names the missing
+//! ones), then it runs the migrations in one transaction that first takes a
+//! transaction-scoped advisory lock ([`MIGRATION_LOCK`]), so when two hosts start at once
+//! one migrates and the other waits, then finds the work done. Each step is recorded in
+//! `ctxbudget_schema_version`; a database whose version is newer than this library's is
+//! refused ([`PgError::SchemaTooNew`]) instead of being written with old rules.
 
 use postgres::Client;
 
@@ -17,7 +23,7 @@ pub const MIGRATION_LOCK: i64 = 0x6374_7862_6467_7431;
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`. Append, never edit.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Version 1: conversations, rows, memory files, keys.
 const V1: &str = r#"
@@ -144,17 +150,182 @@ CREATE TRIGGER ctxbudget_rows_truncated AFTER TRUNCATE ON ctxbudget_rows
   FOR EACH STATEMENT EXECUTE FUNCTION ctxbudget_rows_truncated();
 "#;
 
-/// Brings the schema to [`SCHEMA_VERSION`]; returns the version found before.
+/// Version 3: the triggers that give a conversation a new epoch on a hand edit name the
+/// conversations table of the schema the edited rows live in (`TG_TABLE_SCHEMA`), not
+/// whatever the editing session's `search_path` finds first: with two installations in one
+/// database (two schemas), an edit of one renews that one's epochs only.
+const V3: &str = r#"
+CREATE OR REPLACE FUNCTION ctxbudget_rows_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  EXECUTE format('UPDATE %I.ctxbudget_conversations SET epoch = %I.ctxbudget_new_epoch() '
+                 'WHERE conversation = $1', TG_TABLE_SCHEMA, TG_TABLE_SCHEMA)
+    USING OLD.conversation;
+  RETURN NULL;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION ctxbudget_rows_inserted() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  EXECUTE format('UPDATE %I.ctxbudget_conversations SET epoch = %I.ctxbudget_new_epoch() '
+                 'WHERE conversation = $1', TG_TABLE_SCHEMA, TG_TABLE_SCHEMA)
+    USING NEW.conversation;
+  RETURN NULL;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION ctxbudget_rows_truncated() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  EXECUTE format('UPDATE %I.ctxbudget_conversations SET epoch = %I.ctxbudget_new_epoch()',
+                 TG_TABLE_SCHEMA, TG_TABLE_SCHEMA);
+  RETURN NULL;
+END
+$f$;
+"#;
+
+/// Brings the schema to [`SCHEMA_VERSION`]; returns the version found before (0: no
+/// tables). A database already at it is only read.
 pub(crate) fn migrate(client: &mut Client, schema: Option<&str>) -> Result<i32> {
+    let found = installed_version(client)?;
+    match found {
+        Some(v) if v == SCHEMA_VERSION => return Ok(v),
+        Some(v) if v > SCHEMA_VERSION => {
+            return Err(PgError::SchemaTooNew {
+                found: v,
+                known: SCHEMA_VERSION,
+            })
+        }
+        _ => {}
+    }
+    let found = found.unwrap_or(0);
+    let role = check_rights(client, schema, found)?;
+    migrate_locked(client, schema).map_err(|e| {
+        if e.is_insufficient_privilege() {
+            // A right the checks above do not know of (a policy, an event trigger).
+            PgError::MigrationNotAllowed {
+                found,
+                needed: SCHEMA_VERSION,
+                role,
+                missing: format!("a right the server names: {e}"),
+            }
+        } else {
+            e
+        }
+    })
+}
+
+/// The version recorded in `ctxbudget_schema_version`, `None` when that table does not
+/// exist (in the connection's `search_path`).
+fn installed_version(client: &mut Client) -> Result<Option<i32>> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('ctxbudget_schema_version') IS NOT NULL",
+            &[],
+        )
+        .map_err(PgError::db("looking up the schema version"))?
+        .get(0);
+    if !exists {
+        return Ok(None);
+    }
+    let version = client
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM ctxbudget_schema_version",
+            &[],
+        )
+        .map_err(PgError::db("reading the schema version"))?
+        .get(0);
+    Ok(Some(version))
+}
+
+/// What the connected role would need to migrate from version `found`, and lacks:
+/// `CREATE` on the database for a schema that does not exist yet, `CREATE` on the schema
+/// for new tables, ownership of the tables to replace their triggers' functions. Returns
+/// the role's name.
+fn check_rights(client: &mut Client, schema: Option<&str>, found: i32) -> Result<String> {
+    let row = client
+        .query_one(
+            "SELECT current_user::text, current_database()::text, current_schema()::text, \
+                    has_database_privilege(current_database(), 'CREATE'), \
+                    coalesce(has_schema_privilege(current_schema(), 'CREATE'), false), \
+                    (SELECT pg_get_userbyid(c.relowner)::text FROM pg_class c \
+                      WHERE c.oid = to_regclass('ctxbudget_rows')), \
+                    coalesce((SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c \
+                      WHERE c.oid = to_regclass('ctxbudget_rows')), true), \
+                    EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1::text)",
+            &[&schema],
+        )
+        .map_err(PgError::db("checking the role's rights"))?;
+    let role: String = row.get(0);
+    let database: String = row.get(1);
+    let current: Option<String> = row.get(2);
+    let (create_db, create_schema): (bool, bool) = (row.get(3), row.get(4));
+    let (owner, owns, wanted_exists): (Option<String>, bool, bool) =
+        (row.get(5), row.get(6), row.get(7));
+    let mut missing = Vec::new();
+    match (current, schema) {
+        (Some(current), _) => {
+            if !create_schema {
+                missing.push(format!("CREATE on schema {current:?}"));
+            }
+        }
+        (None, Some(wanted)) if wanted_exists => {
+            // It exists, yet the search_path it heads does not reach it.
+            missing.push(format!("USAGE and CREATE on schema {wanted:?}"));
+        }
+        (None, Some(wanted)) => {
+            if !create_db {
+                missing.push(format!(
+                    "CREATE on database {database:?} (schema {wanted:?} does not exist yet)"
+                ));
+            }
+        }
+        (None, None) => {
+            return Err(PgError::Config(
+                "no schema of the connection's search_path exists, so there is nowhere to \
+                 create ctxbudget's tables; create the schema, or name one with \
+                 PgOptions::schema or the URL's options=-csearch_path%3D<schema>"
+                    .into(),
+            ))
+        }
+    }
+    if !owns {
+        missing.push(format!(
+            "ownership of ctxbudget's tables (they belong to role {:?})",
+            owner.unwrap_or_default()
+        ));
+    }
+    if missing.is_empty() {
+        return Ok(role);
+    }
+    Err(PgError::MigrationNotAllowed {
+        found,
+        needed: SCHEMA_VERSION,
+        role,
+        missing: missing.join(" and "),
+    })
+}
+
+/// Runs the missing migrations in one transaction under [`MIGRATION_LOCK`].
+fn migrate_locked(client: &mut Client, schema: Option<&str>) -> Result<i32> {
     let mut tx = client.transaction().map_err(PgError::db("BEGIN"))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .map_err(PgError::db("the migration lock"))?;
     if let Some(schema) = schema {
-        tx.batch_execute(&format!(
-            "CREATE SCHEMA IF NOT EXISTS {}",
-            quote_ident(schema)
-        ))
-        .map_err(PgError::db("CREATE SCHEMA"))?;
+        // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema
+        // exists: only run it when it does not.
+        let exists: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+                &[&schema],
+            )
+            .map_err(PgError::db("looking up the schema"))?
+            .get(0);
+        if !exists {
+            tx.batch_execute(&format!(
+                "CREATE SCHEMA IF NOT EXISTS {}",
+                quote_ident(schema)
+            ))
+            .map_err(PgError::db("CREATE SCHEMA"))?;
+        }
     }
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS ctxbudget_schema_version (

@@ -13,10 +13,12 @@
 //! the newest rows stay with the index (`bodies.rs`) for `session_history` pages.
 
 use std::cell::RefCell;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use postgres::{IsolationLevel, Transaction};
 
+use super::deadline::Deadline;
 use super::pool::Conn;
 use super::{from_i64, insert_batch, random_batch_id, to_i64, PgConversation, PgError, PgStore};
 use crate::store::frame::{self, Entry};
@@ -28,6 +30,10 @@ use crate::store::{
     Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
 use crate::transcript::{Row, WindowFold};
+
+/// Longest a read with a deadline waits for its handle's index before it reads one of
+/// its own (see [`PgHistory::index_by`]).
+const INDEX_WAIT: Duration = Duration::from_millis(250);
 
 /// A conversation of a [`PgStore`] as a transcript store.
 #[derive(Debug)]
@@ -290,6 +296,55 @@ fn sync(
     Ok(())
 }
 
+/// Brings `ix` up to date with the rows after what it holds (all of them under a new
+/// epoch), by [`REFRESH`]; returns the bodies of the rows from `keep_from` on that the
+/// statement returned.
+fn refresh(
+    c: &mut Conn,
+    ix: &mut PgIndex,
+    conversation: &str,
+    keep_from: u64,
+) -> std::result::Result<Vec<(u64, Vec<u8>)>, PgError> {
+    let refresh = c.statement(REFRESH)?;
+    let mut after = ix.last_seq.min(keep_from.saturating_sub(1));
+    loop {
+        let found = c
+            .client
+            .query(&refresh, &[&conversation, &to_i64(after)])
+            .map_err(PgError::db("reading the conversation"))?;
+        let first = found
+            .first()
+            .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
+        let state = state_of(first);
+        if ix.epoch != Some(state.epoch) {
+            *ix = PgIndex {
+                epoch: Some(state.epoch),
+                ..PgIndex::default()
+            };
+            if after > 0 {
+                // A new epoch: every row is needed again.
+                after = 0;
+                continue;
+            }
+        }
+        let mut bodies = Vec::new();
+        for r in &found {
+            let Some(seq) = r.get::<_, Option<i64>>(4).map(from_i64) else {
+                continue;
+            };
+            let body: Vec<u8> = r.get(5);
+            if seq > ix.last_seq {
+                ix.note(seq, &body, r.get(6));
+            }
+            if seq >= keep_from {
+                bodies.push((seq, body));
+            }
+        }
+        ix.settle(&state);
+        return Ok(bodies);
+    }
+}
+
 impl PgStore {
     /// The conversation `id` as a transcript store (created if it does not exist).
     pub fn history(&self, id: &str) -> super::Result<PgHistory> {
@@ -333,6 +388,30 @@ impl PgHistory {
             IndexRef::Scratch(Box::default())
         } else {
             IndexRef::Shared(self.index())
+        }
+    }
+
+    /// The index for a read with a deadline: the handle's once it is free — another read
+    /// holds it for milliseconds, so it is waited for briefly ([`INDEX_WAIT`], at most a
+    /// quarter of the time left) — else one of its own read from the database (a write
+    /// of this process holds the handle's while it waits for another host's lock).
+    fn index_by(&self, deadline: Deadline) -> IndexRef<'_> {
+        if *self.writer() == Some(std::thread::current().id()) {
+            return IndexRef::Scratch(Box::default());
+        }
+        let now = Instant::now();
+        let give_up = now + INDEX_WAIT.min(deadline.until.saturating_duration_since(now) / 4);
+        let mut pause = Duration::from_micros(100);
+        loop {
+            match self.index.try_lock() {
+                Ok(ix) => return IndexRef::Shared(ix),
+                Err(TryLockError::Poisoned(p)) => return IndexRef::Shared(p.into_inner()),
+                Err(TryLockError::WouldBlock) if Instant::now() < give_up => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+                Err(TryLockError::WouldBlock) => return IndexRef::Scratch(Box::default()),
+            }
         }
     }
 
@@ -383,63 +462,35 @@ impl PgHistory {
         keep_from: u64,
         f: impl FnOnce(&PgIndex, Vec<(u64, Vec<u8>)>) -> T,
     ) -> Result<T> {
-        self.with_refreshed_within(keep_from, None, f)
+        self.with_refreshed_by(keep_from, None, f)
+            .map_err(HistoryError::from)
     }
 
-    /// [`with_refreshed`](Self::with_refreshed), reconnecting for at most `within` when
-    /// given (a bounded call such as a `session_history` page).
-    pub(crate) fn with_refreshed_within<T>(
+    /// [`with_refreshed`](Self::with_refreshed) for a call with a deadline (a
+    /// `session_history` page): no wait outlasts it — not for the handle's index (held by
+    /// a write of this process that waits for another host's lock: the read then builds
+    /// an index of its own), a pooled connection, a reconnect, a lock or a statement
+    /// ([`PgError::Timeout`]).
+    pub(crate) fn with_refreshed_by<T>(
         &self,
         keep_from: u64,
-        within: Option<std::time::Duration>,
+        deadline: Option<Deadline>,
         f: impl FnOnce(&PgIndex, Vec<(u64, Vec<u8>)>) -> T,
-    ) -> Result<T> {
+    ) -> super::Result<T> {
         let conversation = self.conversation.id();
-        let mut ix = self.index_for_read();
-        let store = self.conversation.store();
-        let reconnect_for = within.unwrap_or(store.inner.options.reconnect_for);
-        let bodies = store
-            .run_within(reconnect_for, |c| {
-                let refresh = c.statement(REFRESH)?;
-                let mut after = ix.last_seq.min(keep_from.saturating_sub(1));
-                loop {
-                    let found = c
-                        .client
-                        .query(&refresh, &[&conversation, &to_i64(after)])
-                        .map_err(PgError::db("reading the conversation"))?;
-                    let first = found
-                        .first()
-                        .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
-                    let state = state_of(first);
-                    if ix.epoch != Some(state.epoch) {
-                        *ix = PgIndex {
-                            epoch: Some(state.epoch),
-                            ..PgIndex::default()
-                        };
-                        if after > 0 {
-                            // A new epoch: every row is needed again.
-                            after = 0;
-                            continue;
-                        }
-                    }
-                    let mut bodies = Vec::new();
-                    for r in &found {
-                        let Some(seq) = r.get::<_, Option<i64>>(4).map(from_i64) else {
-                            continue;
-                        };
-                        let body: Vec<u8> = r.get(5);
-                        if seq > ix.last_seq {
-                            ix.note(seq, &body, r.get(6));
-                        }
-                        if seq >= keep_from {
-                            bodies.push((seq, body));
-                        }
-                    }
-                    ix.settle(&state);
-                    return Ok(bodies);
-                }
-            })
-            .map_err(HistoryError::from)?;
+        let mut ix = match deadline {
+            Some(deadline) => self.index_by(deadline),
+            None => self.index_for_read(),
+        };
+        let bodies = self
+            .conversation
+            .store()
+            .run_until(deadline.map(|d| d.until), |c| match deadline {
+                Some(d) => c.within(d, "reading the conversation", |c| {
+                    refresh(c, &mut ix, conversation, keep_from)
+                }),
+                None => refresh(c, &mut ix, conversation, keep_from),
+            })?;
         Ok(f(&ix, bodies))
     }
 
@@ -742,10 +793,21 @@ impl Store for PgHistory {
     }
 
     /// Reads every row again under a fresh index and checks what the database cannot:
-    /// that every row reads back as a row with its own seq.
+    /// that every row reads back as a row with its own seq, that the seqs run from 1 to
+    /// the conversation's last seq without a gap (rows deleted by hand, the newest ones
+    /// included), and that no row lies past the last seq (one inserted by hand). It only
+    /// reads: nothing is rewritten.
     fn verify(&self) -> Result<VerifyReport> {
         *self.index_for_read() = PgIndex::default();
-        self.with_fresh(|ix, _, _| {
+        self.with_fresh(|ix, tx, conversation| {
+            let beyond = tx
+                .query_one(
+                    "SELECT count(*), min(seq) FROM ctxbudget_rows \
+                     WHERE conversation = $1 AND seq > $2",
+                    &[&conversation, &to_i64(ix.last_seq)],
+                )
+                .map_err(PgError::db("reading rows"))?;
+            let (beyond, first_beyond): (i64, Option<i64>) = (beyond.get(0), beyond.get(1));
             let mut live = FileReport::default();
             let mut archive = FileReport::default();
             let mut violations = 0u64;
@@ -770,6 +832,31 @@ impl Store for PgHistory {
                     });
                 }
                 expected = seq + 1;
+            }
+            if expected <= ix.last_seq {
+                violations += 1;
+                first_violation.get_or_insert_with(|| {
+                    let newest = match expected - 1 {
+                        0 => "it has no row".to_owned(),
+                        seq => format!("its newest row is seq {seq}"),
+                    };
+                    format!(
+                        "seqs {expected}..={last} are missing: the conversation's last seq is \
+                         {last} but {newest} (rows deleted by hand)",
+                        last = ix.last_seq,
+                    )
+                });
+            }
+            if beyond > 0 {
+                violations += 1;
+                first_violation.get_or_insert_with(|| {
+                    format!(
+                        "{beyond} row(s) from seq {} lie past the conversation's last seq {} \
+                         (inserted by hand; readers ignore them)",
+                        first_beyond.unwrap_or(0),
+                        ix.last_seq
+                    )
+                });
             }
             let ok = violations == 0 && live.malformed_lines == 0 && archive.malformed_lines == 0;
             Ok(VerifyReport {

@@ -306,12 +306,10 @@ impl SessionHistoryTool {
                 Page::new(self, &FileSource::new(snap), args, start).run(cursor.as_ref())
             }),
             #[cfg(feature = "postgres")]
-            // Reconnecting never outlasts the call's deadline.
+            // No wait for the server (a lock, a reconnect) outlasts the call's deadline.
             Backing::Pg(history) => {
-                let until = start + self.options.deadline;
-                history.with_refreshed_within(u64::MAX, Some(self.options.deadline), |ix, _| {
-                    let src = crate::pg::page::PgSource::new(ix, history, until);
-                    Page::new(self, &src, args, start).run(cursor.as_ref())
+                return crate::pg::page::run_page(history, start, self.options.deadline, |src| {
+                    Page::new(self, src, args, start).run(cursor.as_ref())
                 })
             }
         };

@@ -169,3 +169,24 @@ pub fn cluster(action: &str, dir: &str) {
         .expect("run scripts/pg-cluster");
     assert!(status.success(), "scripts/pg-cluster {action} failed");
 }
+
+/// `url` with its user replaced by `role` (the test server trusts every local role, so
+/// no password is needed).
+pub fn as_role(url: &str, role: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{role}@{host}")
+}
+
+/// Creates the login role `role` with `USAGE` on `schema` and `grants` (e.g. `SELECT`)
+/// on every table in it, as an operator following docs/guide-deploy.md would.
+pub fn create_role(url: &str, schema: &str, role: &str, grants: &str) {
+    let mut admin = raw(url, schema);
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE \"{role}\" LOGIN; \
+             GRANT USAGE ON SCHEMA \"{schema}\" TO \"{role}\"; \
+             GRANT {grants} ON ALL TABLES IN SCHEMA \"{schema}\" TO \"{role}\""
+        ))
+        .expect("create the role");
+}
