@@ -227,3 +227,29 @@ def test_a_session_counts_a_users_image_by_its_size(tmp_path: object) -> None:
         s.add_user(parts)
         counted.append(s.prepare().decision.projected)
     assert counted[1] - counted[0] == 765
+
+
+def test_an_agents_sdk_image_counts_by_its_size_and_is_stored_once() -> None:
+    from ctxbudget.integrations.agents.items import rows_for
+
+    url = data_url(encode(1024, 1024, "PNG"))
+    item = {
+        "role": "user",
+        "content": [{"type": "input_image", "image_url": url, "detail": "high"}],
+    }
+    (row,) = rows_for([item], {})
+    (part,) = row["parts"]
+    assert part == {
+        "type": "media",
+        "media_type": "image",
+        "source": "input_image",
+        "detail": "high",
+        "width": 1024,
+        "height": 1024,
+    }
+    message = {"role": "user", "content": "", "media": [part]}
+    assert (
+        count_messages([message], model="gpt-4o")
+        - count_messages([{"role": "user", "content": ""}], model="gpt-4o")
+        == 765
+    )

@@ -19,7 +19,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ...errors import MediaError
 from ...history import Row
+from ...media import image_size
 from ...providers import arguments_json, tool_output_text
 
 __all__ = [
@@ -137,8 +139,10 @@ def _pdf_pages(part: Mapping[str, Any]) -> int | None:
 def _media_part(part: Mapping[str, Any]) -> dict[str, Any]:
     """The ``media`` part counted for a non-text content part.
 
-    Images count ``IMAGE_TOKENS``; a file counts ``PDF_PAGE_TOKENS`` per page (its pages
-    read from inline PDF data, else one page); anything else counts as one image.
+    An image counts by the provider's rule from its size, read from an inline image's
+    header (the data stays in the stored item alone); one known only by URL counts at
+    its detail level's maximum. A file counts ``PDF_PAGE_TOKENS`` per page (its pages
+    read from inline PDF data, else one page); anything else ``OTHER_MEDIA_TOKENS``.
     """
     kind = str(part.get("type"))
     if kind == "input_file":
@@ -149,8 +153,19 @@ def _media_part(part: Mapping[str, Any]) -> dict[str, Any]:
             "pages": pages or 1,
             "source": kind,
         }
-    media_type = "image" if kind == "input_image" else kind
-    return {"type": "media", "media_type": media_type, "source": kind}
+    if kind == "input_image":
+        image: dict[str, Any] = {"type": "media", "media_type": "image", "source": kind}
+        if part.get("detail") in ("low", "high", "auto"):
+            image["detail"] = part["detail"]
+        url = part.get("image_url")
+        if isinstance(url, str) and url[:5].lower() == "data:":
+            try:
+                size = image_size(url)
+            except MediaError:
+                return image  # unreadable: counted at the maximum
+            image["width"], image["height"] = size.width, size.height
+        return image
+    return {"type": "media", "media_type": kind, "source": kind}
 
 
 def _content_parts(content: Any, path: list[Any], fills: list[list[Any]]) -> list[dict[str, Any]]:
