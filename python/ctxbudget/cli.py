@@ -296,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("search", "items containing a text (case-insensitive)"),
         ("read", "one item's whole text"),
         ("verify", "check every commit; exit 1 if anything is torn or damaged"),
-        ("recover", "move torn tails to history/recovered/, re-stamp the receipt"),
+        ("recover", "move torn tails to history/recovered/, re-stamp the receipt (adopts a copy)"),
         ("export", "every row (archive, then chat) as JSON lines"),
     ):
         cmd = hsub.add_parser(name, help=text, description=text)

@@ -134,7 +134,9 @@ def url_problem(target: object) -> str | None:
     if not isinstance(text, str):
         return None
     shown = redact(text)
-    url = _URL_LIKE.match(text)
+    if text != text.strip() and url_problem(text.strip()) is None and "://" in text:
+        return f"{shown!r} has spaces around the URL: remove them"
+    url = _URL_LIKE.match(text.lstrip())
     if url is not None:
         scheme = url.group(1)
         base, plus, driver = scheme.partition("+")
@@ -149,7 +151,7 @@ def url_problem(target: object) -> str | None:
             f"PostgreSQL URL {ACCEPTED_URLS}{advice}, or a workspace directory (./{shown} "
             "if a directory's name really starts like a URL)"
         )
-    if _CONNINFO_LIKE.match(text):
+    if _CONNINFO_LIKE.match(text):  # (the pattern allows leading spaces)
         return (
             f"{shown!r} is a libpq key=value connection string, which ctxbudget does not "
             f"take: give a PostgreSQL URL {ACCEPTED_URLS} with the parameters after '?' "
@@ -227,6 +229,11 @@ class History:
         ``create=False`` (readers, the CLI) opens only a conversation that exists: one
         that does not is an :class:`~ctxbudget.InvalidArgumentError` and nothing is
         created.
+
+        Any other string that looks like a URL (``postgresql+asyncpg://…``,
+        ``mysql://…``) or a libpq ``host=… dbname=…`` string is an
+        :class:`~ctxbudget.InvalidArgumentError` (see :func:`url_problem`), never a
+        directory named after it; no message shows a password.
         """
         # The same arguments are checked for either store: a typo fails on both.
         try:

@@ -119,16 +119,15 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
         _ => "sslmode=require",
     });
     let rebuilt = format!("{base}?{}", kept.join("&"));
-    let mut config = postgres::Config::from_str(&rebuilt)
-        .map_err(|e| {
-            // The driver's message is "invalid connection string"; what is invalid (an
-            // unknown option, a bad value) is its source's.
-            let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(" ({s})"));
-            PgError::Config(format!(
-                "cannot parse the URL {:?}: {e}{why}",
-                redact_secrets(url)
-            ))
-        })?;
+    let mut config = postgres::Config::from_str(&rebuilt).map_err(|e| {
+        // The driver's message is "invalid connection string"; what is invalid (an
+        // unknown option, a bad value) is its source's.
+        let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(" ({s})"));
+        PgError::Config(format!(
+            "cannot parse the URL {:?}: {e}{why}",
+            redact_secrets(url)
+        ))
+    })?;
     check_complete(&config, url)?;
     // As libpq, no TLS over unix sockets (the server offers none there; the socket's
     // permissions guard it): sslmode applies to TCP hosts only.
@@ -223,9 +222,7 @@ fn check_scheme(url: &str) -> Result<()> {
     let advice = match url.split_once("://") {
         Some((scheme, _)) if scheme.starts_with("postgres") && scheme.contains('+') => {
             let (base, driver) = scheme.split_once('+').unwrap_or((scheme, ""));
-            format!(
-                "; drop +{driver}: ctxbudget connects with its own driver, so write {base}://…"
-            )
+            format!("; drop +{driver}: ctxbudget connects with its own driver, so write {base}://…")
         }
         _ => String::new(),
     };

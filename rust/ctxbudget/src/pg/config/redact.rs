@@ -52,6 +52,7 @@ fn percent_decoded(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A character of a URL scheme (`postgresql+asyncpg`).
 fn is_scheme_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')
 }
@@ -92,6 +93,7 @@ fn mask_userinfo(text: &str) -> String {
     out
 }
 
+/// A character of a parameter name (percent escapes included: `%70assword`).
 fn is_key_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '%' | '-')
 }
@@ -176,10 +178,9 @@ mod tests {
     /// The cases both implementations (this one and the Python package's) must meet.
     #[test]
     fn meets_the_shared_cases() {
-        let cases: Vec<(String, String)> = serde_json::from_str(include_str!(
-            "testdata/redact.json"
-        ))
-        .unwrap_or_else(|e| panic!("testdata/redact.json: {e}"));
+        let cases: Vec<(String, String)> =
+            serde_json::from_str(include_str!("testdata/redact.json"))
+                .unwrap_or_else(|e| panic!("testdata/redact.json: {e}"));
         assert!(cases.len() > 20);
         for (given, want) in cases {
             assert_eq!(redact_secrets(&given), want, "{given}");
