@@ -13,10 +13,12 @@ import traceback
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 from history_helpers import fill_two_windows
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxbudget import AsyncSession, CtxBudgetError, History, Session
 from ctxbudget._redact import redact
@@ -179,3 +181,29 @@ def test_reprs_show_no_password(pg_url: str) -> None:
     for text in shown:
         assert not _leaks(text), text
     assert conversation in repr(session)
+
+
+_PASSWORD = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cc", "Cs", "Zs", "Zl", "Zp")),
+    min_size=1,
+    max_size=24,
+).map(lambda s: f"Q{s}Z9")
+
+
+@settings(max_examples=400, deadline=None)
+@given(password=_PASSWORD)
+def test_no_password_survives_redaction_in_any_form(password: str) -> None:
+    conninfo = password.replace("\\", "\\\\").replace("'", "\\'")
+    forms = [
+        f"postgresql://u:{password}@h:5432/db?sslmode=require",
+        f"postgresql://u:{quote(password, safe='')}@h/db",
+        f"postgresql://u@h/db?password={quote(password, safe='')}&sslmode=require",
+        f"postgres://u@h/db?sslpassword={quote(password, safe='')}",
+        f"host=h password='{conninfo}' dbname=x",
+        f'cannot parse the URL "postgresql://u:{password}@h/db": bad',
+    ]
+    if "&" not in password:
+        forms += [f"postgresql://u@h/db?password={password}&x=1", f"password={password} x=1"]
+    for text in forms:
+        shown = redact(text)
+        assert password not in shown and quote(password, safe="") not in shown, (text, shown)

@@ -187,4 +187,45 @@ mod tests {
             assert_eq!(redact_secrets(&want), want, "idempotent: {want}");
         }
     }
+
+    /// `%XX` for every byte but unreserved ones, as a URL carries a password.
+    fn percent_encoded(s: &str) -> String {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// Whatever a password holds (no spaces), no form of a connection string shows it.
+        #[test]
+        fn no_password_survives(body in "[^\\s]{1,24}") {
+            let password = format!("Q{body}Z9");
+            let encoded = percent_encoded(&password);
+            let quoted = password.replace('\\', "\\\\").replace('\'', "\\'");
+            let mut forms = vec![
+                format!("postgresql://u:{password}@h:5432/db?sslmode=require"),
+                format!("postgresql://u:{encoded}@h/db"),
+                format!("postgresql://u@h/db?password={encoded}&sslmode=require"),
+                format!("postgres://u@h/db?sslpassword={encoded}"),
+                format!("host=h password='{quoted}' dbname=x"),
+                format!("cannot parse the URL \"postgresql://u:{password}@h/db\": bad"),
+            ];
+            if !password.contains('&') {
+                forms.push(format!("postgresql://u@h/db?password={password}&x=1"));
+                forms.push(format!("password={password} x=1"));
+            }
+            for text in forms {
+                let shown = redact_secrets(&text);
+                proptest::prop_assert!(
+                    !shown.contains(&password) && !shown.contains(&encoded),
+                    "{} -> {}", text, shown
+                );
+            }
+        }
+    }
 }
