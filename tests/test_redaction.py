@@ -20,7 +20,14 @@ from history_helpers import fill_two_windows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import AsyncSession, CtxBudgetError, History, Session
+from ctxbudget import (
+    AsyncSession,
+    CtxBudgetError,
+    History,
+    MemoryTool,
+    Session,
+    SessionHistoryTool,
+)
 from ctxbudget._redact import redact
 from ctxbudget.cli import main
 
@@ -171,6 +178,7 @@ def test_reprs_show_no_password(pg_url: str) -> None:
     history = History.open(url, conversation=conversation)
     session = Session.open(url, conversation=conversation, model="gpt-4o")
     shown = [repr(history), str(history), repr(session), history.location]
+    shown += [repr(SessionHistoryTool(history)), MemoryTool(history).location]
 
     async def open_async() -> AsyncSession:
         return await AsyncSession.open(url, conversation=conversation, model="gpt-4o")

@@ -173,7 +173,9 @@ def _pages(
         if limit is not None and len(out) >= limit:
             return out[:limit], bool(cursor) or len(out) > limit
         if not cursor and result.get("has_more"):
-            # No cursor is handed out while the receipt does not vouch for the files.
+            if shown.startswith("--store"):  # (a conversation always hands one out)
+                raise _failed(f"{shown} changed while it was being read; run it again")
+            # A workspace hands none out while its receipt does not vouch for the files.
             raise _failed(
                 f"cannot read past the first {len(out)}: the receipt of {shown} does not "
                 "vouch for its files now (a copied or restored workspace, or a write outside "

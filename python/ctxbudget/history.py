@@ -439,7 +439,11 @@ class History:
     def verify(self) -> VerifyReport:
         """Checks every commit CRC of both files, torn tails, damage (including an
         acknowledged batch that is missing or fails its check), that seqs are unique and
-        increasing across archive and chat, and the receipt. Changes nothing."""
+        increasing across archive and chat, and the receipt. Changes nothing.
+
+        ``receipt`` is ``"copied"`` (and ``ok`` true) for a copied or restored workspace
+        whose files hold exactly what the receipt vouches for; the next write or
+        :meth:`recover` adopts it under a new epoch (docs/format.md, *Receipt*)."""
         return self._core.verify()
 
     def anchor_crc_at(self, offset: int) -> int | None:
