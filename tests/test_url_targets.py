@@ -124,3 +124,14 @@ def test_cli_refuses_them_with_exit_2(
     assert SECRET not in out + err
     assert len(err.strip().splitlines()) == 1 and "postgresql://" in err
     assert list(tmp_path.iterdir()) == [], os.listdir(tmp_path)
+
+
+def test_a_postgresql_url_where_a_directory_is_needed_says_what_to_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for target in (f"postgresql://app:{SECRET}@db/app", f"postgres://app@db/app?password={SECRET}"):
+        with pytest.raises(InvalidArgumentError, match=r"History\.open\(url, conversation=") as e:
+            MemoryTool(target)
+        assert SECRET not in str(e.value)
+    assert list(tmp_path.iterdir()) == []

@@ -148,8 +148,8 @@ def url_problem(target: object) -> str | None:
             advice = f"; write the scheme in lower case: {base.lower()}://…"
         return (
             f"{shown!r} is a {scheme}: URL, which ctxbudget does not take: give a "
-            f"PostgreSQL URL {ACCEPTED_URLS}{advice}, or a workspace directory (./{shown} "
-            "if a directory's name really starts like a URL)"
+            f"PostgreSQL URL {ACCEPTED_URLS}{advice}, or a workspace directory (prefix "
+            "./ to a directory's name that really starts like a URL)"
         )
     if _CONNINFO_LIKE.match(text):  # (the pattern allows leading spaces)
         return (
