@@ -167,9 +167,9 @@ class Budget:
     __slots__ = (
         "_bp",
         "_core",
-        "advisory_headroom",
         "_effective_bp",
         "_enabled",
+        "advisory_headroom",
         "context_window",
         "final_at",
         "handoff_target",
