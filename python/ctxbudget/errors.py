@@ -18,6 +18,7 @@ __all__ = [
     "InvalidJsonError",
     "InvalidRowError",
     "LockTimeoutError",
+    "LoopAffinityError",
     "PolicyError",
     "SettingsError",
     "TokenizerError",
@@ -133,6 +134,14 @@ class DatabaseError(CtxBudgetError, ConnectionError):
     """
 
     transient: bool
+
+
+class LoopAffinityError(CtxBudgetError, RuntimeError):
+    """A session was used in a way that would wait forever for an awaited call: a
+    thread called the :class:`~ctxbudget.Session` directly while an
+    :class:`~ctxbudget.AsyncSession` call of the event loop that thread runs (or of a
+    loop it stopped with the call in flight) held it. Nothing was done; await the call
+    instead, or let the loop finish it."""
 
 
 class InternalError(CtxBudgetError, RuntimeError):
