@@ -294,6 +294,66 @@ def test_a_loop_closed_in_a_thread_that_then_ended(tmp_path: Path) -> None:
 
 
 @_watchdog
+def test_a_loop_left_open_by_a_thread_that_ended(tmp_path: Path) -> None:
+    """A call's greenlet can only resume on its thread: once that thread ended, the
+    call owns nothing, even though its loop was neither closed nor collected."""
+    ws = tmp_path / "ws"
+    s = AsyncSession(_open(ws))
+    kept: list[asyncio.AbstractEventLoop] = []
+
+    def stop_with_a_call_in_flight() -> None:
+        loop = asyncio.new_event_loop()
+        kept.append(loop)
+        with _store_locked(ws):
+            kept_task = loop.create_task(s.add_assistant("in flight"))
+            _run_until(loop, lambda: _held_by_a_call(s.session))
+        del kept_task
+
+    thread = threading.Thread(target=stop_with_a_call_in_flight)
+    thread.start()
+    thread.join()
+    s.session.add_user("next")
+    assert sorted(_texts(ws)) == ["in flight", "next"]
+    _consistent(s.session, ws)
+    kept[0].close()
+
+
+@_watchdog
+def test_a_loop_moved_to_another_thread_with_a_call_in_flight(tmp_path: Path) -> None:
+    """A loop run on in another thread cannot resume a call suspended on the first
+    (greenlets stay on their thread): the call raises RuntimeError, its write is in the
+    store, and the session is free for the next call."""
+    ws = tmp_path / "ws"
+    s = AsyncSession(_open(ws))
+    loop = asyncio.new_event_loop()
+    in_flight = threading.Event()
+    finish = threading.Event()
+    tasks: list[asyncio.Task[str]] = []
+
+    def first_thread() -> None:
+        with _store_locked(ws):
+            tasks.append(loop.create_task(s.add_assistant("in flight")))
+            _run_until(loop, lambda: _held_by_a_call(s.session))
+        in_flight.set()
+        finish.wait()  # stays alive: the call is not gone for that reason
+
+    thread = threading.Thread(target=first_thread)
+    thread.start()
+    in_flight.wait()
+    try:
+        with pytest.raises(RuntimeError, match="moved to another thread"):
+            loop.run_until_complete(tasks[0])
+        s.session.add_user("after")
+        asyncio.run(s.add_user("after, awaited"))
+    finally:
+        finish.set()
+        thread.join()
+        loop.close()
+    assert _texts(ws) == ["in flight", "after", "after, awaited"]
+    _consistent(s.session, ws)
+
+
+@_watchdog
 def test_a_closed_loop_whose_call_only_waited_for_the_session(tmp_path: Path) -> None:
     """A call that was still waiting for the session (never ran) when its loop closed
     leaves nothing behind: the holder finishes and the session stays usable."""
@@ -350,8 +410,9 @@ def test_a_thread_calling_the_session_from_the_loop_holding_it_gets_a_typed_erro
 @_watchdog
 def test_a_stopped_loop_with_a_call_in_flight(tmp_path: Path) -> None:
     """A loop stopped (not closed) with a call in flight still owns that call: its own
-    thread gets LoopAffinityError at once (waiting there could never end), another
-    thread waits until the loop runs again and finishes the call."""
+    thread gets LoopAffinityError at once, called directly or from another loop
+    (waiting there could never end); another thread waits until the loop runs again
+    and finishes the call."""
     ws = tmp_path / "ws"
     s = AsyncSession(_open(ws))
 
@@ -362,6 +423,8 @@ def test_a_stopped_loop_with_a_call_in_flight(tmp_path: Path) -> None:
             _run_until(loop, lambda: _held_by_a_call(s.session))
         with pytest.raises(LoopAffinityError):
             s.session.add_user("same thread")
+        with pytest.raises(LoopAffinityError):  # nor from another loop on this thread
+            asyncio.run(s.add_user("same thread, another loop"))
         other = threading.Thread(target=s.session.add_user, args=("other thread",))
         other.start()
         loop.run_until_complete(task)

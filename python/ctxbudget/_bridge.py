@@ -64,6 +64,7 @@ class _Call:
         "fn",
         "holding",
         "loop",
+        "lost",
         "parked",
         "result",
         "thread",
@@ -81,8 +82,10 @@ class _Call:
         self.fn = fn
         self.waiter = weakref.ref(waiter)
         self.loop = weakref.ref(loop)
-        self.thread = threading.get_ident()
-        """The thread the call last ran on."""
+        self.thread = threading.current_thread()
+        """The thread the call last ran on (its greenlet can resume on no other)."""
+        self.lost = False
+        """It can never resume (its loop moved to another thread while it waited)."""
         self.done = False
         self.error: BaseException | None = None
         self.result: Any = None
@@ -96,16 +99,20 @@ class _Call:
     # ----- AwaitedCall, for session locks ----------------------------------------------
 
     def gone(self) -> bool:
+        if self.lost or not self.thread.is_alive():
+            return True
         loop = self.loop()
         return loop is None or loop.is_closed()
 
-    def stranded_here(self) -> bool:
+    def stranded_here(self, parks: bool) -> bool:
         loop = self.loop()
         if loop is None or loop.is_closed():
             return False
         if loop.is_running():
-            return asyncio._get_running_loop() is loop
-        return self.thread == threading.get_ident()
+            # Only a thread that blocks the very loop that must resume this call waits
+            # forever; a call of that loop parks, and the loop goes on.
+            return not parks and asyncio._get_running_loop() is loop
+        return self.thread is threading.current_thread()
 
     def wake_token(self) -> Callable[[], None]:
         loop = self.loop()
@@ -343,11 +350,14 @@ class _LoopBridge:
             try:
                 worker.parent = current
             except ValueError:  # suspended in a thread the loop no longer runs in
+                call.lost = True  # so a session's lock it holds is free (see gone())
                 _fail(
                     call,
                     RuntimeError(
                         "the event loop moved to another thread while a ctxbudget call "
-                        "waited for its I/O; it cannot go on there"
+                        "waited for its I/O; it cannot go on there (its write, if it "
+                        "had started, is in the store, and the session reads its state "
+                        "again)"
                     ),
                 )
                 return
@@ -355,7 +365,7 @@ class _LoopBridge:
         worker.inner = None
         running = _running
         running.worker, running.target = worker, target
-        call.thread = threading.get_ident()
+        call.thread = threading.current_thread()
         owner = _session_lock.current
         previous, owner.call = owner.call, call
         try:

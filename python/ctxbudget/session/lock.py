@@ -10,15 +10,17 @@ Hence the rules:
 - A thread that wants the lock waits for it (as with any lock); an awaited call that
   wants it suspends until it is free, so its loop goes on meanwhile — whoever holds it,
   in whatever thread or loop.
-- A call whose event loop was closed (or garbage-collected) can never resume: it owns
-  nothing any more. The next owner takes the lock at once and marks the session
-  *abandoned*: its in-memory state may be halfway through that call, so the session
-  reads its window again from the transcript before it goes on (:func:`locked`). Any
-  write of the abandoned call that had started completes on the pool and is read back
-  like another writer's rows; it was never acknowledged to anyone.
+- A call whose event loop was closed (or garbage-collected), whose thread ended, or
+  whose loop went on in another thread can never resume: it owns nothing any more. The next owner takes the lock at once
+  and marks the session *abandoned*: its in-memory state may be halfway through that
+  call, so the session reads its window again from the transcript before it goes on
+  (:func:`locked`). Any write of the abandoned call that had started completes on the
+  pool and is read back like another writer's rows; it was never acknowledged to
+  anyone.
 - Waiting that could never end is refused at once with
-  :class:`~ctxbudget.LoopAffinityError`: a thread that would wait for a call of the event
-  loop it is itself running, or of a stopped loop last run on it.
+  :class:`~ctxbudget.LoopAffinityError`: a thread that would block waiting for a call of
+  the event loop it is itself running, or anyone on a thread waiting for a call of a
+  stopped loop last run on that thread (the thread would have to run that loop again).
 
 A waiter re-checks the holder every :data:`_POLL` seconds (nothing announces that a
 loop was closed).
@@ -45,11 +47,14 @@ class AwaitedCall(Protocol):
     """Session locks this call holds (maintained by the locks)."""
 
     def gone(self) -> bool:
-        """True when its event loop was closed or collected: it never resumes."""
+        """True when it can never resume: its event loop was closed or collected, its
+        thread (the only one its greenlet can run on) ended, or the loop went on in
+        another thread."""
 
-    def stranded_here(self) -> bool:
-        """True when this thread would wait forever for the call: it runs the call's
-        event loop, or that loop is stopped and was last run on this thread."""
+    def stranded_here(self, parks: bool) -> bool:
+        """True when a waiter on this thread would wait forever for the call: the
+        call's loop is stopped and was last run on this thread, or — for a waiter that
+        blocks its thread instead of parking (``parks`` false) — this thread runs it."""
 
     def wake_token(self) -> Callable[[], None]:
         """A thread-safe callable that makes :meth:`park` return."""
@@ -141,9 +146,9 @@ class SessionLock:
                     if call is not None:
                         call.holding += 1
                     return self._generation
+                if _is_call(owner) and owner.stranded_here(parks=call is not None):
+                    raise LoopAffinityError(_STRANDED)
                 if call is None:
-                    if _is_call(owner) and owner.stranded_here():
-                        raise LoopAffinityError(_STRANDED)
                     self._sleepers += 1
                     self._changed.wait(_POLL)
                     self._sleepers -= 1
