@@ -388,7 +388,8 @@ def test_a_thread_calling_the_session_from_the_loop_holding_it_gets_a_typed_erro
 
     async def main() -> BaseException | None:
         with _store_locked(ws):
-            task = asyncio.create_task(s.add_user("awaited"))
+            # Its append waits for the store (not holding the fold, which reads wait for).
+            task = asyncio.create_task(s.add_assistant("awaited"))
             while not _held_by_a_call(s.session):
                 await asyncio.sleep(0.001)
             try:
@@ -403,7 +404,36 @@ def test_a_thread_calling_the_session_from_the_loop_holding_it_gets_a_typed_erro
     error = asyncio.run(main())
     assert isinstance(error, LoopAffinityError)
     assert "await" in str(error)
-    assert _user_texts(ws) == ["awaited"]
+    assert _texts(ws) == ["awaited"]
+    _consistent(s.session, ws)
+
+
+@_watchdog
+def test_async_session_accessors_work_on_the_loop_while_a_call_holds_the_session(
+    tmp_path: Path,
+) -> None:
+    """``settled``, ``open_calls`` and the hook registry never suspend: read or swapped
+    on the loop's thread while one of its calls holds the session, they answer at once
+    (the call is suspended meanwhile), as they did under the thread lock."""
+    ws = tmp_path / "ws"
+    s = AsyncSession(_open(ws))
+
+    async def main() -> None:
+        await s.add_assistant(None, [{"id": "c1", "name": "read_file", "arguments": {}}])
+        with _store_locked(ws):
+            # Its append waits for the store (not holding the fold, which reads wait for).
+            task = asyncio.create_task(s.add_assistant("awaited"))
+            while not _held_by_a_call(s.session):
+                await asyncio.sleep(0.001)
+            assert not s.settled
+            assert [c.id for c in s.open_calls] == ["c1"]
+            hook = s.register_hook(lambda window_id: "", context_only=True)
+            s.unregister_hook(hook)
+        await task
+        await s.add_tool_results([{"call_id": "c1", "name": "read_file", "output": "x"}])
+        assert s.settled
+
+    asyncio.run(main())
     _consistent(s.session, ws)
 
 

@@ -11,12 +11,12 @@ Hence the rules:
   wants it suspends until it is free, so its loop goes on meanwhile — whoever holds it,
   in whatever thread or loop.
 - A call whose event loop was closed (or garbage-collected), whose thread ended, or
-  whose loop went on in another thread can never resume: it owns nothing any more. The next owner takes the lock at once
-  and marks the session *abandoned*: its in-memory state may be halfway through that
-  call, so the session reads its window again from the transcript before it goes on
-  (:func:`locked`). Any write of the abandoned call that had started completes on the
-  pool and is read back like another writer's rows; it was never acknowledged to
-  anyone.
+  whose loop went on in another thread can never resume: it owns nothing any more.
+  The next owner takes the lock at once and marks the session *abandoned*: its
+  in-memory state may be halfway through that call, so the session reads its window
+  again from the transcript before it goes on (:func:`locked`). Any write of the
+  abandoned call that had started completes on the pool and is read back like another
+  writer's rows; it was never acknowledged to anyone.
 - Waiting that could never end is refused at once with
   :class:`~ctxbudget.LoopAffinityError`: a thread that would block waiting for a call of
   the event loop it is itself running, or anyone on a thread waiting for a call of a
@@ -34,7 +34,10 @@ from typing import Concatenate, ParamSpec, Protocol, TypeGuard, TypeVar
 
 from ..errors import LoopAffinityError
 
-__all__ = ["AwaitedCall", "SessionLock", "current", "locked"]
+__all__ = ["AwaitedCall", "SessionLock", "current", "locked", "locked_brief"]
+
+_NOT_HELD = -1
+"""The token of a brief acquire that did not take the lock (releases nothing)."""
 
 _POLL = 0.05
 """Seconds between a waiter's checks that the holder's event loop still exists."""
@@ -125,9 +128,10 @@ class SessionLock:
         self.abandoned = False
         """True after an owner was abandoned, until the session has read its state again."""
 
-    def acquire(self) -> int:
+    def acquire(self, *, brief: bool = False) -> int:
         """Takes the lock (again, if this owner holds it) and returns the token to
-        release it with."""
+        release it with. ``brief`` (see :func:`locked_brief`): where waiting could
+        never end, returns at once without the lock (a token that releases nothing)."""
         call = current.call
         me: AwaitedCall | _ThreadOwner = call if call is not None else _threads.owner
         if self._owner is me:  # again: no one else moves the lock away from a live owner
@@ -147,6 +151,8 @@ class SessionLock:
                         call.holding += 1
                     return self._generation
                 if _is_call(owner) and owner.stranded_here(parks=call is not None):
+                    if brief:
+                        return _NOT_HELD
                     raise LoopAffinityError(_STRANDED)
                 if call is None:
                     self._sleepers += 1
@@ -220,12 +226,28 @@ _S = TypeVar("_S", bound=_Lockable)
 def locked(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
     """Runs ``method`` holding the object's :class:`SessionLock`; after an owner was
     abandoned, the object's ``_recover()`` runs first (under the lock)."""
+    return _holding(method, brief=False)
 
+
+def locked_brief(
+    method: Callable[Concatenate[_S, _P], _R],
+) -> Callable[Concatenate[_S, _P], _R]:
+    """:func:`locked` for a method that never suspends and is sound between any two
+    steps of a call (a read of a consistent snapshot, a swap of a list): where waiting
+    for the holder could never end — the loop's own thread asking while a call of that
+    loop holds the lock, suspended — it runs without the lock, as the thread lock let
+    it before, instead of raising :class:`~ctxbudget.LoopAffinityError`."""
+    return _holding(method, brief=True)
+
+
+def _holding(
+    method: Callable[Concatenate[_S, _P], _R], *, brief: bool
+) -> Callable[Concatenate[_S, _P], _R]:
     def run(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         lock = self._lock
-        token = lock.acquire()
+        token = lock.acquire(brief=brief)
         try:
-            if lock.abandoned:
+            if lock.abandoned and token != _NOT_HELD:
                 lock.abandoned = False
                 try:
                     self._recover()

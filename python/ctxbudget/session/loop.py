@@ -40,6 +40,7 @@ from .accounting import Requests, WindowTokens
 from .decide import decide
 from .lock import SessionLock
 from .lock import locked as _locked
+from .lock import locked_brief as _locked_brief
 from .types import RequestHook, Turn, context_window_for, encoding_for
 
 __all__ = ["Session"]
@@ -257,13 +258,13 @@ class Session:
         return self._fold.previous_window_id
 
     @property
-    @_locked
+    @_locked_brief
     def settled(self) -> bool:
         """True when every tool call of the window has its result."""
         return not self._fold.open_calls
 
     @property
-    @_locked
+    @_locked_brief
     def open_calls(self) -> list[OpenCall]:
         """The tool calls of the current window that have no result yet, oldest first
         (as of the rows this session has read; :meth:`refresh` reads new ones)."""
@@ -288,14 +289,15 @@ class Session:
 
     # ----- request hooks --------------------------------------------------------------
 
-    @_locked
+    @_locked_brief
     def register_hook(self, fn: Callable[..., Any], *, context_only: bool) -> RequestHook:
         """Registers a request hook; it applies from the next :meth:`prepare` on."""
         hook = RequestHook(fn, bool(context_only))
-        self._hooks.append(hook)
+        # A new list, never changed in place: a call in flight keeps the one it read.
+        self._hooks = [*self._hooks, hook]
         return hook
 
-    @_locked
+    @_locked_brief
     def unregister_hook(self, hook: RequestHook) -> None:
         """Removes a hook (later requests only)."""
         self._hooks = [h for h in self._hooks if h is not hook]
