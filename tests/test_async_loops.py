@@ -539,3 +539,77 @@ def test_cancelled_calls_in_many_loops_lose_nothing_acknowledged(tmp_path: Path)
     assert set(acknowledged) <= set(texts)
     assert set(texts) <= set(acknowledged) | set(cancelled)
     _consistent(s.session, ws)
+
+
+@_watchdog
+def test_loops_threads_cancels_and_a_closed_loop_all_at_once(tmp_path: Path) -> None:
+    """Many trials of everything together on one session: three loops in three threads
+    awaiting with random cancels, two threads calling the Session directly, and a
+    fourth loop closed with a call in flight each trial. Nothing hangs, every
+    acknowledged message is stored exactly once, and the session stays consistent."""
+    ws = tmp_path / "ws"
+    session = _open(ws)
+    s = AsyncSession(session)
+    acknowledged: list[str] = []
+    maybe: list[str] = []  # cancelled or abandoned: stored at most once
+    guard = threading.Lock()
+    errors: list[BaseException] = []
+    trials = 20
+
+    def note(name: str, outcome: object) -> None:
+        with guard:
+            (acknowledged if isinstance(outcome, str) else maybe).append(name)
+
+    def looper(t: int) -> None:
+        async def main() -> None:
+            for r in range(trials):
+                names = [f"loop{t} r{r} m{i}" for i in range(5)]
+                tasks = [asyncio.create_task(s.add_user(n)) for n in names]
+                for _ in range((t + r) % 3):
+                    await asyncio.sleep(0)
+                tasks[(t + r) % 5].cancel()
+                outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+                for name, o in zip(names, outcomes, strict=True):
+                    if not isinstance(o, (str, asyncio.CancelledError)):
+                        raise AssertionError(o)
+                    note(name, o)
+                await s.prepare()
+
+        asyncio.run(main())
+
+    def direct(t: int) -> None:
+        for r in range(trials * 3):
+            name = f"thread{t} r{r}"
+            note(name, session.add_user(name))
+            session.prepare()
+
+    def closer() -> None:
+        for r in range(trials):
+            loop = asyncio.new_event_loop()
+            name = f"closed r{r}"
+            task = loop.create_task(s.add_user(name))
+            with guard:
+                maybe.append(name)
+            loop.run_until_complete(asyncio.sleep(0.002 * (r % 3)))
+            loop.close()
+            del task
+
+    def guarded(fn: Callable[[int], None], t: int) -> None:
+        try:
+            fn(t)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(looper, t)) for t in range(3)]
+    threads += [threading.Thread(target=guarded, args=(direct, t)) for t in range(2)]
+    threads.append(threading.Thread(target=guarded, args=(lambda _: closer(), 0)))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    texts = _user_texts(ws)
+    assert len(texts) == len(set(texts))
+    assert set(acknowledged) <= set(texts)
+    assert set(texts) <= set(acknowledged) | set(maybe)
+    _consistent(session, ws)
