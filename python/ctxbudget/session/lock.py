@@ -84,6 +84,9 @@ class _ThreadOwner:
     def __init__(self) -> None:
         self.name = threading.current_thread().name
 
+    def __repr__(self) -> str:
+        return f"<thread {self.name!r}>"
+
 
 class _Threads(threading.local):
     def __init__(self) -> None:
