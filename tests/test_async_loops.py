@@ -11,6 +11,7 @@ import fcntl
 import functools
 import gc
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -356,24 +357,35 @@ def test_a_loop_moved_to_another_thread_with_a_call_in_flight(tmp_path: Path) ->
 @_watchdog
 def test_a_closed_loop_whose_call_only_waited_for_the_session(tmp_path: Path) -> None:
     """A call that was still waiting for the session (never ran) when its loop closed
-    leaves nothing behind: the holder finishes and the session stays usable."""
+    leaves nothing behind: the loop is freed once dropped (nothing of the parked call
+    leads to it), the holder finishes and the session stays usable. Held by a thread,
+    and by an awaited call of a loop running in another thread (whose waiters poll)."""
     ws = tmp_path / "ws"
     session = _open(ws)
     s = AsyncSession(session)
-
-    with _store_locked(ws):
-        holder = threading.Thread(target=session.add_user, args=("holder",))
-        holder.start()
-        while session._lock._owner is None:
-            threading.Event().wait(0.001)
-        loop = asyncio.new_event_loop()
-        never_runs = loop.create_task(s.add_user("never runs"))
-        _run_until(loop, lambda: bool(session._lock._wakes))
-        loop.close()
-        del never_runs
-    holder.join()
+    for holder_kind in ("thread", "awaited call"):
+        with _store_locked(ws):
+            if holder_kind == "thread":
+                holder = threading.Thread(target=session.add_user, args=("holder",))
+            else:
+                holder = threading.Thread(
+                    target=asyncio.run, args=(s.add_assistant("holder call"),)
+                )
+            holder.start()
+            while session._lock._owner is None:
+                threading.Event().wait(0.001)
+            loop = asyncio.new_event_loop()
+            never_runs = loop.create_task(s.add_user("never runs"))
+            _run_until(loop, lambda: bool(session._lock._wakes))
+            loop.close()
+            dropped = weakref.ref(loop)
+            del loop, never_runs
+            gc.collect()
+            assert dropped() is None, "the parked call keeps its closed loop alive"
+        holder.join()
     asyncio.run(s.add_user("after"))
-    assert _user_texts(ws) == ["holder", "after"]
+    assert _texts(ws) == ["holder", "holder call", "after"]
+    _consistent(session, ws)
 
 
 @_watchdog

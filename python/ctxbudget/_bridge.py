@@ -121,19 +121,30 @@ class _Call:
             raise RuntimeError("ctxbudget's async bridge lost the loop of a running call")
         return _Wake(bridge.completions)
 
-    def park(self, wake: Callable[[], None], poll: float) -> None:
+    def park(self, wake: Callable[[], None], poll: float | None) -> None:
         assert isinstance(wake, _Wake)
         self._stop_if_cancelled()
-        loop = self.loop()
-        timer = loop.call_later(poll, wake) if loop is not None else None
+        timer = self._poll_timer(wake, poll)
         self.parked = wake
         try:
             _wait(wake.ticket)
         finally:
             self.parked = None
-            if timer is not None:
-                timer.cancel()
+            handle = timer() if timer is not None else None
+            if handle is not None:
+                handle.cancel()
         self._stop_if_cancelled()
+
+    def _poll_timer(
+        self, wake: _Wake, poll: float | None
+    ) -> weakref.ref[asyncio.TimerHandle] | None:
+        """Schedules ``wake`` in ``poll`` seconds. The handle is held weakly (the loop
+        holds it while it is due): nothing in a parked call's frame may lead to its
+        loop, or a closed loop would stay alive through the bridges map."""
+        loop = self.loop()
+        if loop is None or poll is None:
+            return None
+        return weakref.ref(loop.call_later(poll, wake))
 
     def cancel(self) -> None:
         """Its task was cancelled: a wait for a session's lock ends (see ``cancelled``)."""

@@ -22,8 +22,8 @@ Hence the rules:
   the event loop it is itself running, or anyone on a thread waiting for a call of a
   stopped loop last run on that thread (the thread would have to run that loop again).
 
-A waiter re-checks the holder every :data:`_POLL` seconds (nothing announces that a
-loop was closed).
+A waiter for an awaited call re-checks it every :data:`_POLL` seconds (nothing
+announces that a loop was closed).
 """
 
 from __future__ import annotations
@@ -62,9 +62,10 @@ class AwaitedCall(Protocol):
     def wake_token(self) -> Callable[[], None]:
         """A thread-safe callable that makes :meth:`park` return."""
 
-    def park(self, wake: Callable[[], None], poll: float) -> None:
-        """Suspends the call (its loop goes on) until ``wake()`` or ``poll`` seconds; a
-        call cancelled while it holds no lock raises ``CancelledError`` instead."""
+    def park(self, wake: Callable[[], None], poll: float | None) -> None:
+        """Suspends the call (its loop goes on) until ``wake()`` or, unless ``poll`` is
+        None, ``poll`` seconds; a call cancelled while it holds no lock raises
+        ``CancelledError`` instead."""
 
 
 class _Current(threading.local):
@@ -157,15 +158,18 @@ class SessionLock:
                     if brief:
                         return _NOT_HELD
                     raise LoopAffinityError(_STRANDED)
+                # Only an awaited call may vanish without a release (a thread always
+                # lets go): only then is the holder checked again while waiting.
+                poll = _POLL if _is_call(owner) else None
                 if call is None:
                     self._sleepers += 1
-                    self._changed.wait(_POLL)
+                    self._changed.wait(poll)
                     self._sleepers -= 1
                     continue
                 wake = call.wake_token()
                 self._wakes.append(wake)
             try:
-                call.park(wake, _POLL)
+                call.park(wake, poll)
             finally:
                 with mutex:
                     if wake in self._wakes:  # woken by the poll, not by a release
