@@ -167,6 +167,8 @@ impl std::fmt::Debug for PgError {
             PgError::PoolTimeout { .. } => "PoolTimeout",
             PgError::Database { .. } => "Database",
             PgError::SchemaTooNew { .. } => "SchemaTooNew",
+            PgError::MigrationNotAllowed { .. } => "MigrationNotAllowed",
+            PgError::Timeout { .. } => "Timeout",
             PgError::Conflict { .. } => "Conflict",
             PgError::BatchIdReused { .. } => "BatchIdReused",
             PgError::Invalid(_) => "Invalid",
