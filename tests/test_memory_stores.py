@@ -296,3 +296,16 @@ def test_refusals_come_in_one_order_on_both_stores(
             "/memories/session/",
         ]
     ), listing
+
+
+def test_a_directory_lists_in_name_order_on_both_stores(pg_url: str, tmp_path: Path) -> None:
+    """`a.md.bak` and the directory `a.md/` list in the same order on both stores (the
+    database's collation does not decide it); a directory shows once."""
+    stores = [MemoryTool(tmp_path), MemoryTool(new_conversation(pg_url))]
+    for m in stores:
+        for path in ("/memories/a.md/x.md", "/memories/a.md.bak", "/memories/a.md/y.md"):
+            assert m.call({"command": "create", "path": path, "file_text": "x"})["ok"]
+    listing = {"command": "view", "path": "/memories"}
+    disk, db = (m.call(listing) for m in stores)
+    assert db == disk
+    assert disk["entries"] == ["/memories/a.md/", "/memories/a.md.bak (1 bytes)"]

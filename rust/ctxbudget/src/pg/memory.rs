@@ -198,24 +198,27 @@ impl PgConversation {
                 }
             }
             let prefix = p.dir_prefix();
-            let mut entries: Vec<MemoryEntry> = Vec::new();
+            // Grouped and ordered by name here, in code point order as the workspace
+            // store lists a directory: the database's ORDER BY follows its collation,
+            // which may interleave `a.md.bak` with the files under `a.md/`.
+            let mut by_name: std::collections::BTreeMap<(String, bool), u64> =
+                std::collections::BTreeMap::new();
             for (path, size) in files {
                 let rest = &path[prefix.len()..];
                 let (name, is_dir) = match rest.split_once('/') {
                     Some((dir, _)) => (dir, true),
                     None => (rest, false),
                 };
-                let full = format!("{prefix}{name}");
-                match entries.last_mut() {
-                    Some(last) if last.path == full && last.is_dir == is_dir => last.size += size,
-                    _ => entries.push(MemoryEntry {
-                        path: full,
-                        is_dir,
-                        size,
-                    }),
-                }
+                *by_name.entry((name.to_owned(), is_dir)).or_default() += size;
             }
-            Ok(entries)
+            Ok(by_name
+                .into_iter()
+                .map(|((name, is_dir), size)| MemoryEntry {
+                    path: format!("{prefix}{name}"),
+                    is_dir,
+                    size,
+                })
+                .collect())
         })
     }
 
