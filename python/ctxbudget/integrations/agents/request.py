@@ -4,9 +4,10 @@ counts, and the name of the model the agent runs on.
 
 The SDK lists an agent's tools itself just before the model-input filter runs, but does
 not hand them to the filter; :func:`agent_tools` lists them again by the SDK's own rules
-(enablement, MCP schema conversion and naming, handoff rendering). An MCP server is not
-asked twice for one model call: its ``cached_tools`` (the list the SDK fetched moments
-ago, kept by the SDK's servers) is used when it has one.
+(enablement, MCP schema conversion and naming, handoff rendering, name collisions). An
+MCP server is not asked twice for one model call: its ``cached_tools`` (the list the SDK
+fetched moments ago, which the SDK's own servers keep) is used; only a server that keeps
+no list is asked again.
 """
 
 from __future__ import annotations
@@ -22,13 +23,17 @@ __all__ = ["agent_tools", "model_of"]
 async def agent_tools(agent: Any, context: Any) -> list[dict[str, Any]]:
     """The tools the SDK sends with a model call of ``agent`` (run with ``context``), in
     the SDK's order, as neutral definitions (a hosted tool as its JSON definition)."""
+    from agents import tool as agents_tool
     from agents.run_context import RunContextWrapper
 
     run_context = RunContextWrapper(context=context)
     mcp = await _mcp_tools(agent, run_context) if agent.mcp_servers else []
     enabled = [t for t in agent.tools if await _enabled(t, run_context, agent)]
     handoffs = await _handoffs(agent, run_context)
-    tools = [_definition(t) for t in [*mcp, *enabled]]
+    listed = [*mcp, *enabled]
+    # The SDK drops a tool-search tool that has no deferred tools to search.
+    prune = getattr(agents_tool, "prune_orphaned_tool_search_tools", None)
+    tools = [_definition(t) for t in (prune(listed) if prune is not None else listed)]
     offered = [
         {
             "name": h.tool_name,
