@@ -13,14 +13,16 @@ from ctxbudget.policy import threshold_is_off
 
 
 def spec_points(window: int, threshold: float, reserve: int | None) -> tuple[int, ...]:
-    """SPEC §2 written out in Python integers (floor division), as the oracle."""
+    """SPEC §2 written out in Python integers (floor division), as the oracle, with the
+    refinement of docs/decisions.md: the final zone and the warning's advance are at most
+    a quarter of U, the advisory headroom at most an eighth."""
     bp = round(threshold * 10_000)
     eff = max(1_000, bp)
     r = min(8_192, window // 4) if reserve is None else reserve
     u = window - r
-    f = u - 6_144
+    f = u - min(6_144, u // 4)
     h = min(window * eff // 10_000, f - 1)
-    w = max(h // 2, min(window * (eff - 1_000) // 10_000, h - 6_144))
+    w = max(h // 2, min(window * (eff - 1_000) // 10_000, h - min(6_144, u // 4)))
     return (u, f, h, w, bp)
 
 
@@ -29,7 +31,7 @@ def spec_action(points: tuple[int, ...], used: int, claims: Claims, offered: boo
     enabled = bp < 10_000
     if used >= u:
         return Action.ROLLOVER if enabled else Action.BLOCK
-    if not enabled or used + 2_048 >= u:
+    if not enabled or used + min(2_048, u // 8) >= u:
         return Action.CONTINUE
     if f > 0 and used >= f and not claims.final and offered:
         return Action.FINAL
@@ -73,7 +75,7 @@ def test_python_budget_is_the_spec_on_every_input(
     for probe in (used % (window + 1), *(max(0, p + near) for p in points[:4])):
         got = b.evaluate(probe, claims, new_context_offered=offered)
         assert got.action is spec_action(points, probe, claims, offered), probe
-        assert got.headroom == (probe + 2_048 < points[0])
+        assert got.headroom == (probe + min(2_048, points[0] // 8) < points[0])
 
 
 def test_off_is_one_definition_for_the_ladder_and_the_tool_policy() -> None:

@@ -199,8 +199,8 @@ def test_export_json_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[st
     ws = _workspace(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         main(["history", "export", str(ws), "--json"])
-    assert exit_.value.code not in (0, None)
-    assert "JSON Lines" in str(exit_.value.code) and "--json" in str(exit_.value.code)
+    assert exit_.value.code == 2, "an option the command does not take: exit 2"
+    assert "JSON Lines" in str(exit_.value) and "--json" in str(exit_.value)
     assert capsys.readouterr().out == "", "nothing exported when the flag is refused"
 
 
@@ -208,7 +208,8 @@ def test_read_missing_item_points_at_the_items_command(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         main(["history", "read", str(ws), "999999"])
-    message = str(exit_.value.code)
+    assert exit_.value.code == 1, "a missing item: the command could not do it"
+    message = str(exit_.value)
     assert "list_items" not in message, "a tool action is not a command"
     assert f"ctxbudget history items {ws}" in message
     assert "999999" in message and "\n" not in message

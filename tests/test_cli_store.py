@@ -143,11 +143,11 @@ def test_reading_a_mistyped_conversation_creates_nothing(pg_url: str) -> None:
 
 
 def test_a_password_in_the_url_is_not_printed(capsys: pytest.CaptureFixture[str]) -> None:
-    from ctxbudget._cli_history import _without_password
+    from ctxbudget._redact import redact
 
-    shown = _without_password("postgresql://app:s3cret@db:5432/app?sslmode=require")
-    assert shown == "postgresql://app:***@db:5432/app?sslmode=require"
-    assert _without_password("postgresql://app@db/app") == "postgresql://app@db/app"
+    shown = redact("postgresql://app:s3cret@db:5432/app?sslmode=require&password=s3cret")
+    assert shown == "postgresql://app:***@db:5432/app?sslmode=require&password=***"
+    assert redact("postgresql://app@db/app") == "postgresql://app@db/app"
 
 
 def test_plot_names_what_to_do_for_a_conversation(pg_url: str, tmp_path: Path) -> None:

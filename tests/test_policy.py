@@ -68,12 +68,25 @@ def test_low_thresholds_evaluate_as_ten_percent() -> None:
     assert Budget(100_000, 0.725).label == "Handoff target: 72.5%"
 
 
-def test_small_windows_have_no_advisories_only_the_forced_rollover() -> None:
+def test_small_windows_get_every_stage_before_the_forced_rollover() -> None:
+    """An 8k window: the SPEC's fixed distances left it no stage at all; they scale with
+    the usable limit now (docs/decisions.md), and the order of the ladder holds."""
     b = Budget(8_000, 0.7)
-    assert b.final_at <= 0 and b.handoff_target <= 0
-    for used in range(0, b.usable_limit, 97):
-        assert b.evaluate(used).action is Action.CONTINUE
+    assert 0 < b.warning_at < b.handoff_target < b.final_at < b.usable_limit
+    assert b.advisory_headroom == b.usable_limit // 8
+    stages, claims = [], Claims()
+    for used in range(0, b.usable_limit):
+        d = b.evaluate(used, claims)
+        if d.is_advisory:
+            stages.append((used, d.action))
+            claims = claims.claim(d.action)
+    assert stages == [
+        (b.warning_at, Action.WARNING),
+        (b.handoff_target, Action.HANDOFF),
+        (b.final_at, Action.FINAL),
+    ]
     assert b.evaluate(b.usable_limit).action is Action.ROLLOVER
+    assert Budget(100_000, 0.7).advisory_headroom == 2_048
 
 
 def test_handoff_suppresses_warning_but_warning_never_consumes_handoff() -> None:
@@ -126,7 +139,7 @@ def test_ladder_only_moves_forward_once_each_with_headroom(
     for used in sorted(steps):
         d = b.evaluate(used, claims, new_context_offered=True)
         if d.is_advisory:
-            assert used + 2_048 < b.usable_limit, "no advisory without headroom"
+            assert used + b.advisory_headroom < b.usable_limit, "no advisory without headroom"
             assert d.action not in seen, "at most one claim of each kind per window"
             if seen:
                 assert RANK[d.action] > RANK[seen[-1]], "the ladder only moves forward"

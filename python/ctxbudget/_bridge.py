@@ -11,9 +11,15 @@ greenlet resumes where it stopped and the result becomes Python objects on the l
 thread. No Python thread other than the loop's runs, so nothing competes with the loop
 for the GIL.
 
+A call that waits for a session's lock (``session/lock.py``) held by another thread or
+loop suspends the same way, on a ticket that the lock's release posts to this loop's
+completion queue; each call is the lock's owner while it holds it, so the lock knows
+which loop must resume it (and that a closed loop never will).
+
 A call that is cancelled while its I/O is in flight finishes first (its write is either
 complete, and later calls see it, or it never started) and then raises
-``CancelledError``.
+``CancelledError``; one cancelled before it started, or while it waits for a session's
+lock holding none, stops there (nothing done) and raises it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 import greenlet
 
 from . import _ctxbudget
+from .session import lock as _session_lock
 
 __all__ = ["run"]
 
@@ -41,19 +48,128 @@ class _Call:
     """One bridged call: what to run, its outcome once it ran, and the future its task
     awaits (a new one after the task is cancelled while the call still runs).
 
-    The future is held weakly: it leads to its task and loop, and the bridges map keeps
-    bridges (and their calls) alive, so a strong reference would keep a closed loop."""
+    It is also an owner of a session's lock (``session/lock.py``, :class:`AwaitedCall`):
+    while it holds one and suspends, the lock knows which event loop must resume it, so
+    that a call whose loop was closed never keeps a session.
 
-    __slots__ = ("ctx", "done", "error", "fn", "result", "waiter")
+    The future and the loop are held weakly: the future leads to its task and loop, and
+    the bridges map keeps bridges (and their calls) alive, so a strong reference would
+    keep a closed loop."""
 
-    def __init__(self, fn: Callable[[], Any], waiter: asyncio.Future[None]) -> None:
+    __slots__ = (
+        "cancelled",
+        "ctx",
+        "done",
+        "error",
+        "fn",
+        "holding",
+        "loop",
+        "lost",
+        "parked",
+        "result",
+        "thread",
+        "waiter",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[[], Any],
+        waiter: asyncio.Future[None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         # The awaiting task's context variables, as asyncio.to_thread passes them.
         self.ctx = contextvars.copy_context()
         self.fn = fn
         self.waiter = weakref.ref(waiter)
+        self.loop = weakref.ref(loop)
+        self.thread = threading.current_thread()
+        """The thread the call last ran on (its greenlet can resume on no other)."""
+        self.lost = False
+        """It can never resume (its loop moved to another thread while it waited)."""
         self.done = False
         self.error: BaseException | None = None
         self.result: Any = None
+        self.holding = 0
+        self.cancelled = False
+        """Its task was cancelled: a wait for a session's lock (while it holds none)
+        ends with ``CancelledError`` (nothing was done)."""
+        self.parked: _Wake | None = None
+        """What wakes it while it waits for a session's lock."""
+
+    # ----- AwaitedCall, for session locks ----------------------------------------------
+
+    def gone(self) -> bool:
+        if self.lost or not self.thread.is_alive():
+            return True
+        loop = self.loop()
+        return loop is None or loop.is_closed()
+
+    def stranded_here(self, parks: bool) -> bool:
+        loop = self.loop()
+        if loop is None or loop.is_closed():
+            return False
+        if loop.is_running():
+            # Only a thread that blocks the very loop that must resume this call waits
+            # forever; a call of that loop parks, and the loop goes on.
+            return not parks and asyncio._get_running_loop() is loop
+        return self.thread is threading.current_thread()
+
+    def wake_token(self) -> Callable[[], None]:
+        loop = self.loop()
+        bridge = _bridges.get(loop) if loop is not None else None
+        if bridge is None:  # pragma: no cover - a running call's loop and bridge exist
+            raise RuntimeError("ctxbudget's async bridge lost the loop of a running call")
+        return _Wake(bridge.completions)
+
+    def park(self, wake: Callable[[], None], poll: float | None) -> None:
+        assert isinstance(wake, _Wake)
+        self._stop_if_cancelled()
+        timer = self._poll_timer(wake, poll)
+        self.parked = wake
+        try:
+            _wait(wake.ticket)
+        finally:
+            self.parked = None
+            handle = timer() if timer is not None else None
+            if handle is not None:
+                handle.cancel()
+        self._stop_if_cancelled()
+
+    def _poll_timer(
+        self, wake: _Wake, poll: float | None
+    ) -> weakref.ref[asyncio.TimerHandle] | None:
+        """Schedules ``wake`` in ``poll`` seconds. The handle is held weakly (the loop
+        holds it while it is due): nothing in a parked call's frame may lead to its
+        loop, or a closed loop would stay alive through the bridges map."""
+        loop = self.loop()
+        if loop is None or poll is None:
+            return None
+        return weakref.ref(loop.call_later(poll, wake))
+
+    def cancel(self) -> None:
+        """Its task was cancelled: a wait for a session's lock ends (see ``cancelled``)."""
+        self.cancelled = True
+        wake = self.parked
+        if wake is not None and not self.holding:
+            wake()
+
+    def _stop_if_cancelled(self) -> None:
+        if self.cancelled and not self.holding:
+            raise asyncio.CancelledError("cancelled while it waited for the session")
+
+
+class _Wake:
+    """Resumes a call parked on a session's lock (callable from any thread: it posts a
+    ticket to the call's loop, as a finished job does)."""
+
+    __slots__ = ("completions", "ticket")
+
+    def __init__(self, completions: _ctxbudget.Completions) -> None:
+        self.completions = completions
+        self.ticket = completions.ticket()
+
+    def __call__(self) -> None:
+        self.completions.post(self.ticket)
 
 
 class _Finished:
@@ -191,7 +307,7 @@ class _LoopBridge:
     def start(
         self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any], waiter: asyncio.Future[None]
     ) -> _Call:
-        call = _Call(fn, waiter)
+        call = _Call(fn, waiter, loop)
         self.runnable.append((call, None))
         if not self.scheduled:
             self.scheduled = True
@@ -236,17 +352,23 @@ class _LoopBridge:
     def _resume(self, call: _Call, worker: _Worker | None) -> None:
         current = greenlet.getcurrent()
         if worker is None:
+            if call.cancelled:  # its task was cancelled before it started: it never runs
+                _fail(call, asyncio.CancelledError("cancelled before it started"))
+                return
             worker = self._take_worker(current)
             worker.next_call = call
         else:
             try:
                 worker.parent = current
             except ValueError:  # suspended in a thread the loop no longer runs in
+                call.lost = True  # so a session's lock it holds is free (see gone())
                 _fail(
                     call,
                     RuntimeError(
                         "the event loop moved to another thread while a ctxbudget call "
-                        "waited for its I/O; it cannot go on there"
+                        "waited for its I/O; it cannot go on there (its write, if it "
+                        "had started, is in the store, and the session reads its state "
+                        "again)"
                     ),
                 )
                 return
@@ -254,6 +376,9 @@ class _LoopBridge:
         worker.inner = None
         running = _running
         running.worker, running.target = worker, target
+        call.thread = threading.current_thread()
+        owner = _session_lock.current
+        previous, owner.call = owner.call, call
         try:
             outcome = self.completions.resume(target)
         except BaseException as exc:  # pragma: no cover - the worker itself failed
@@ -261,6 +386,7 @@ class _LoopBridge:
             raise
         finally:
             running.worker = running.target = None
+            owner.call = previous
         if worker.dead:  # it ended with GreenletExit (see _serve), which it recorded
             _fail(call, call.error or RuntimeError("ctxbudget's async bridge lost a call"))
         elif outcome is _FINISHED:
@@ -311,8 +437,10 @@ async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _
         try:
             await waiter
         except asyncio.CancelledError:
-            # The call goes on (its write completes or never starts): wait for it.
+            # The call goes on (its write completes or never starts): wait for it. One
+            # that has not started, or waits for a session's lock holding none, stops.
             cancelled = True
+            call.cancel()
             if not call.done:
                 waiter = loop.create_future()
                 call.waiter = weakref.ref(waiter)

@@ -1,11 +1,71 @@
-"""One-line, actionable messages for filesystem errors met by the command line."""
+"""The command line's errors: one line on stderr, redacted, and the exit status
+docs/cli.md promises — 2 for invalid arguments, 1 when the command could not do it.
+
+:class:`UsageError` and :class:`CommandError` are raised by the commands;
+:func:`exit_status` sorts ctxbudget's own errors the same way; :func:`describe_os_error`
+words a filesystem error.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
+from typing import ClassVar
 
-__all__ = ["describe_os_error"]
+from ._redact import redact
+from .errors import CtxBudgetError
+
+__all__ = [
+    "ARGUMENT_ERROR",
+    "COMMAND_FAILED",
+    "CliError",
+    "CommandError",
+    "UsageError",
+    "describe_os_error",
+    "exit_status",
+]
+
+ARGUMENT_ERROR = 2
+"""Exit status for invalid arguments (and a ctxbudget error that says an argument is)."""
+COMMAND_FAILED = 1
+"""Exit status when the command could not do what was asked."""
+
+
+class CliError(SystemExit):
+    """A command stopped: ``str()`` is its one-line message (``PROG: …``, passwords and
+    other secrets redacted), ``code`` its exit status. ``main`` prints the message; a
+    ``SystemExit`` that escapes elsewhere still exits with the right status."""
+
+    status: ClassVar[int]
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(self.status)
+        self.message = redact(" ".join(f"{prog}: {message}".split()))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(CliError):
+    """The arguments are invalid (a missing or conflicting option, a bad value): exit 2."""
+
+    status = ARGUMENT_ERROR
+
+
+class CommandError(CliError):
+    """The arguments are valid but the command could not do it (a missing item, an
+    empty or damaged transcript): exit 1."""
+
+    status = COMMAND_FAILED
+
+
+def exit_status(exc: CtxBudgetError) -> int:
+    """2 for a ctxbudget error that says an argument is wrong (they are ``ValueError``s:
+    an invalid argument or URL, an unknown model or encoding, bad settings) or that an
+    optional extra is missing (``ImportError``: matplotlib for ``plot``); 1 for a
+    failure while doing it (the database unreachable, a lock held too long, damage)."""
+    return ARGUMENT_ERROR if isinstance(exc, (ValueError, ImportError)) else COMMAND_FAILED
+
 
 _HINTS: dict[int, str] = {
     errno.ENOENT: "check the path",

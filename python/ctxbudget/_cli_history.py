@@ -20,11 +20,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
+from ._cli_errors import CommandError, UsageError
+from ._redact import redact
 from .budget_record import read_budgets
 from .errors import InvalidArgumentError
-from .history import History, Row, is_database_url
+from .history import History, Row, is_database_url, url_problem
 from .session_history import SessionHistoryTool
 
 __all__ = ["SNIPPET_CHARS", "cmd_history", "render_parts"]
@@ -36,11 +37,17 @@ _PAGE = 25  # the tool's largest item page
 T = TypeVar("T")
 
 
-class HistoryCommandError(SystemExit):
-    """A history command could not do what was asked: one line on stderr, exit 1."""
+_PROG = "ctxbudget history"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(f"ctxbudget history: {message}")
+
+def _usage(message: str) -> UsageError:
+    """Invalid arguments to a history command (exit 2)."""
+    return UsageError(_PROG, message)
+
+
+def _failed(message: str) -> CommandError:
+    """A history command could not do what was asked (exit 1)."""
+    return CommandError(_PROG, message)
 
 
 @dataclass(frozen=True)
@@ -57,23 +64,21 @@ class _Target:
         # Reading never creates a conversation: a mistyped id is an error instead.
         try:
             return History.open(self.url or "", conversation=self.conversation, create=False)
-        except InvalidArgumentError as e:  # no such conversation, or an invalid id
-            raise HistoryCommandError(f"{e} (--conversation, in --store)") from None
+        except InvalidArgumentError as e:
+            if "does not exist" in str(e):  # a valid id the database does not hold
+                raise _failed(
+                    f"conversation {self.conversation!r} does not exist in the database of "
+                    "--store (ids are case-sensitive; nothing was created): check "
+                    "--conversation and the URL"
+                ) from None
+            raise _usage(f"{e} (--store URL, --conversation ID)") from None
 
     @property
     def shown(self) -> str:
-        """How a command line names it (a URL's password left out)."""
+        """How a command line names it in messages and hints (any password redacted)."""
         if self.workspace is not None:
-            return str(self.workspace)
-        return f"--store {_without_password(self.url or '')} --conversation {self.conversation}"
-
-
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+            return redact(str(self.workspace))
+        return redact(f"--store {self.url} --conversation {self.conversation}")
 
 
 def _value_text(value: Any) -> str:
@@ -127,8 +132,34 @@ def _rows_by_seq(history: History, seqs: Sequence[int]) -> dict[int, Row]:
     return found
 
 
+# session_history codes that mean the command line's own arguments are wrong (exit 2);
+# every other code is a failure to do it (exit 1).
+_ARGUMENT_CODES = frozenset({"invalid_arguments", "query_required", "item_id_required"})
+
+
+def _tool_error(result: Mapping[str, Any], shown: str) -> UsageError | CommandError:
+    """A ``session_history`` refusal worded for the command line (the tool's own advice
+    names tool actions and arguments, which are not commands)."""
+    code, error = result["code"], result["error"]
+    if code == "query_required":
+        return _usage("search needs a QUERY of 1 to 1024 characters")
+    if code == "window_not_found":
+        return _failed(
+            f"no such window in the retrievable history of {shown}; list the windows "
+            f"with: ctxbudget history list {shown}"
+        )
+    if code == "history_changed":
+        return _failed(
+            f"the transcript of {shown} changed while it was being read (another process "
+            "wrote or rotated it); run the command again"
+        )
+    if code in _ARGUMENT_CODES:
+        return _usage(f"{code}: {error}")
+    return _failed(f"{code}: {error}")
+
+
 def _pages(
-    tool: SessionHistoryTool, args: dict[str, Any], key: str, limit: int | None
+    tool: SessionHistoryTool, args: dict[str, Any], key: str, limit: int | None, shown: str
 ) -> tuple[list[Any], bool]:
     """Pages of a ``session_history`` call up to ``limit`` results; True if more exist."""
     out: list[Any] = []
@@ -136,11 +167,21 @@ def _pages(
     while True:
         result = tool.call({**args, **({"cursor": cursor} if cursor else {})})
         if not result["ok"]:
-            raise HistoryCommandError(f"{result['code']}: {result['error']}")
+            raise _tool_error(result, shown)
         out += result.get(key, [])
         cursor = result.get("cursor")
         if limit is not None and len(out) >= limit:
             return out[:limit], bool(cursor) or len(out) > limit
+        if not cursor and result.get("has_more"):
+            if shown.startswith("--store"):  # (a conversation always hands one out)
+                raise _failed(f"{shown} changed while it was being read; run it again")
+            # A workspace hands none out while its receipt does not vouch for the files.
+            raise _failed(
+                f"cannot read past the first {len(out)}: the receipt of {shown} does not "
+                "vouch for its files now (a copied or restored workspace, or a write outside "
+                f"ctxbudget); check with: ctxbudget history verify {shown} — a copy is "
+                f"adopted by the next write or by: ctxbudget history recover {shown}"
+            )
         if not cursor:
             return out, False
 
@@ -224,7 +265,15 @@ def _verify(target: _Target, as_json: bool) -> int:
                 f"({f.legacy_rows} unframed, {f.malformed_lines} malformed lines), "
                 f"{f.torn_bytes} torn bytes, {damage}"
             )
-        print(f"receipt: {report.receipt}\n{'OK' if report.ok else 'NOT OK'}")
+        print(f"receipt: {report.receipt}")
+        if report.receipt == "copied":
+            print(
+                "note: these files were copied or restored (their identities changed) and "
+                "hold exactly what the receipt vouches for; session_history cursors from "
+                "before the copy are refused, and the next write (or ctxbudget history "
+                f"recover {target.shown}) adopts the copy under a new epoch"
+            )
+        print("OK" if report.ok else "NOT OK")
     return 0 if report.ok else 1
 
 
@@ -258,13 +307,17 @@ def _export(target: _Target, output: str | None) -> int:
 
 
 def _list(target: _Target, tool: SessionHistoryTool, as_json: bool) -> int:
-    windows, _ = _pages(tool, {"action": "list_windows", "limit": 50}, "windows", None)
+    call = {"action": "list_windows", "limit": 50}
+    windows, _ = _pages(tool, call, "windows", None, target.shown)
     if as_json:
         print(json.dumps(windows, indent=2))
         return 0
     budgets = read_budgets(target.workspace)
     if budgets:
         print(f"budget: {budgets[-1].describe()}")
+    if not windows:
+        print("no windows: the transcript holds no rows (above the privacy floor) yet")
+        return 0
     print(
         _table(
             ("window", "kind", "items"),
@@ -284,12 +337,12 @@ def _read(
         result = tool.call({**call, "offset_chars": offset})
         if not result["ok"]:
             if result["code"] == "item_not_found":
-                raise HistoryCommandError(
+                raise _failed(
                     f"no item {item_id} in {history.location} that can be read (it does not "
                     f"exist, is over 1 MiB, or lies before a soft clear); list item IDs "
                     f"with: ctxbudget history items {target.shown}"
                 )
-            raise HistoryCommandError(f"{result['code']}: {result['error']}")
+            raise _tool_error(result, target.shown)
         item = result["items"][0]
         text += item["text"]
         if "next_char" not in item:
@@ -313,7 +366,7 @@ def _items(
     as_json: bool,
     query: str | None,
 ) -> int:
-    items, more = _pages(tool, {**call, "limit": min(limit, _PAGE)}, "items", limit)
+    items, more = _pages(tool, {**call, "limit": min(limit, _PAGE)}, "items", limit, target.shown)
     if as_json:
         print(json.dumps(items, indent=2, ensure_ascii=False))
         return 0
@@ -334,29 +387,34 @@ def _target(args: argparse.Namespace) -> _Target:
         store, workspace = workspace, None  # a URL given in WORKSPACE's place
     if store is not None:
         if not is_database_url(store):
-            raise HistoryCommandError(
-                f"--store takes a postgresql:// URL, got {_without_password(store)!r}; "
-                "give a workspace directory as WORKSPACE instead"
+            raise _usage(
+                f"--store: {url_problem(store)}"
+                if url_problem(store)
+                else f"--store takes a postgresql:// URL, got {store!r}; give a workspace "
+                "directory as WORKSPACE instead"
             )
         if workspace is not None:
-            raise HistoryCommandError("give either a WORKSPACE or --store postgresql://…, not both")
+            raise _usage("give either a WORKSPACE or --store postgresql://…, not both")
         if not conversation:
-            raise HistoryCommandError(
+            raise _usage(
                 "a postgresql:// store holds many conversations: name one with --conversation ID"
             )
         return _Target(None, store, conversation)
     if conversation is not None:
-        raise HistoryCommandError(
+        raise _usage(
             "--conversation applies to --store postgresql://…; a workspace holds one conversation"
         )
     if workspace is None:
-        raise HistoryCommandError(
+        raise _usage(
             "name the transcript: a WORKSPACE directory, or --store postgresql://… "
             "--conversation ID"
         )
+    problem = url_problem(workspace)
+    if problem is not None:
+        raise _usage(f"WORKSPACE: {problem}")
     ws = Path(workspace)
     if not (ws / "history").is_dir():
-        raise HistoryCommandError(
+        raise _failed(
             f"{ws} has no history/ directory: give a workspace a session wrote, "
             "e.g. ctxbudget-workspace/cooperative after ctxbudget demo"
         )
@@ -371,7 +429,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         return _verify(target, args.json)
     if action == "recover":
         if target.workspace is None:
-            raise HistoryCommandError(
+            raise _usage(
                 "recover applies to a workspace's files (torn tails, interrupted "
                 "rotations); a PostgreSQL conversation commits every append as one "
                 "transaction and has nothing to recover — check it with verify"
@@ -379,16 +437,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         return _recover(target.workspace, args.json)
     if action == "export":
         if args.json:
-            raise HistoryCommandError(
-                "export always writes JSON Lines (one row per line); drop --json"
-            )
+            raise _usage("export always writes JSON Lines (one row per line); drop --json")
         return _export(target, args.output)
     history = target.open()
-    if target.workspace is None and not history.windows():
-        raise HistoryCommandError(
-            f"{history.location} holds no rows: check --conversation (ids are "
-            "case-sensitive) and the database in --store"
-        )
     tool = SessionHistoryTool(history)
     if action == "list":
         return _list(target, tool, args.json)

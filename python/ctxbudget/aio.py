@@ -9,16 +9,25 @@ Python worker thread is involved, so nothing competes with the loop for the GIL.
 is one implementation of the loop logic: this class only changes where the waiting
 happens.
 
-Calls on one conversation apply in the order they were awaited. A call cancelled while
-its write is in flight finishes first (the write is complete and later calls see it, or
-it never started) and then raises ``CancelledError``; a call cancelled while waiting for
-its turn never runs.
+Calls of one event loop on an :class:`AsyncSession` apply in the order they were
+awaited. The session's lock (``session/lock.py``) is the one owner of the session across
+loops and threads: an ``AsyncSession`` may be awaited from several loops, in several
+threads, at once or one ``asyncio.run`` after another, and a call that waits for the
+lock suspends without blocking its loop. A call cancelled while its write is in flight
+finishes first (the write is complete and later calls see it, or it never started) and
+then raises ``CancelledError``; a call cancelled while waiting for its turn never runs.
+A call whose event loop is closed while it waits for its I/O is abandoned: the session
+is free at once, and reads its state again from the transcript (where that call's write,
+if it had started, lands).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import warnings
+import weakref
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
@@ -96,14 +105,52 @@ async def load_encoding(name: str | None = None, *, model: str | None = None) ->
     return await _run(Encoding, name)
 
 
+class _Turns:
+    """The order of one event loop's calls on an :class:`AsyncSession`: first awaited,
+    first run (a turn passes straight to the next waiter). Used on its loop's thread
+    only; it holds its waiters' futures weakly, so nothing here keeps a loop alive."""
+
+    __slots__ = ("__weakref__", "busy", "waiting")
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.waiting: deque[weakref.ref[asyncio.Future[None]]] = deque()
+
+    async def take(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self.busy:
+            self.busy = True
+            return
+        import asyncio
+
+        turn: asyncio.Future[None] = loop.create_future()
+        self.waiting.append(weakref.ref(turn))
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.give()  # handed the turn as it was cancelled: it passes it on
+            raise
+
+    def give(self) -> None:
+        while self.waiting:
+            turn = self.waiting.popleft()()
+            if turn is not None and not turn.done():
+                turn.set_result(None)
+                return
+        self.busy = False
+
+
 class AsyncSession:
     """A :class:`~ctxbudget.Session` whose I/O and counting run off the event loop.
 
     Open it with ``await AsyncSession.open(workspace, **options)`` (a workspace directory
     or a ``postgresql://`` URL with ``conversation=``, and the options of
-    :meth:`Session.open`), or wrap an existing session. Wrap a session once, and while
-    its calls are awaited do not call the wrapped :class:`Session` from the loop's
-    thread directly (other threads may: they wait for the session's lock).
+    :meth:`Session.open`), or wrap an existing session. It may be awaited from any
+    event loop in any thread, also from several at once; each loop's calls apply in
+    the order they were awaited. Other threads may call the wrapped :class:`Session`
+    meanwhile (they wait for the session's lock); a loop's own thread must await
+    instead: calling the :class:`Session` there while an awaited call holds it raises
+    :class:`~ctxbudget.LoopAffinityError` (waiting would never end).
 
     .. code-block:: python
 
@@ -112,16 +159,19 @@ class AsyncSession:
         turn = await s.prepare()
     """
 
-    __slots__ = ("_session", "_turns")
+    __slots__ = ("_session", "_turns", "_turns_lock")
 
     def __init__(self, session: Session, *, executor: object = None) -> None:
         _warn_executor(executor)
         if not isinstance(session, Session):
             raise TypeError(f"AsyncSession wraps a Session, got {type(session).__name__}")
         self._session = session
-        # The session's own lock is a thread lock, which every call on the loop's thread
-        # would hold at once; this one orders the calls of tasks (made on first use).
-        self._turns: asyncio.Lock | None = None
+        # The session's lock decides who holds the session (a thread or an awaited
+        # call, of any loop); these order each loop's tasks, first awaited first run.
+        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._turns_lock = threading.Lock()
 
     @classmethod
     async def open(
@@ -134,12 +184,18 @@ class AsyncSession:
         return cls(await _run(Session.open, workspace, **options))
 
     async def _call(self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if self._turns is None:
-            import asyncio
+        import asyncio
 
-            self._turns = asyncio.Lock()
-        async with self._turns:
+        loop = asyncio.get_running_loop()
+        with self._turns_lock:  # loops in other threads may add theirs meanwhile
+            turns = self._turns.get(loop)
+            if turns is None:
+                turns = self._turns[loop] = _Turns()
+        await turns.take(loop)
+        try:
             return await _run(fn, *args, **kwargs)
+        finally:
+            turns.give()
 
     @property
     def session(self) -> Session:

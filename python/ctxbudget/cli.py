@@ -13,10 +13,11 @@ from importlib import resources
 from pathlib import Path
 from typing import NoReturn
 
-from ._cli_errors import describe_os_error
+from ._cli_errors import CliError, CommandError, UsageError, describe_os_error, exit_status
 from ._ctxbudget import __version__
-from .errors import CtxBudgetError
-from .history import is_database_url
+from ._redact import redact
+from .errors import CtxBudgetError, InvalidArgumentError
+from .history import is_database_url, workspace_path
 from .tokens import Encoding
 
 __all__ = ["main"]
@@ -52,7 +53,8 @@ def _read_inputs(files: Sequence[str], use_sample: bool) -> list[tuple[str, str]
                 with open(name, "rb") as fh:
                     data = fh.read()
             except OSError as exc:
-                raise SystemExit(f"ctxbudget: cannot read {name}: {exc.strerror}") from exc
+                reason = f"cannot read {name}: {exc.strerror}"
+                raise CommandError("ctxbudget count", reason) from exc
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -128,7 +130,7 @@ def _format_table(rows: Sequence[CountRow]) -> str:
 
 def _cmd_count(args: argparse.Namespace) -> int:
     if not args.files and not args.sample:
-        raise SystemExit("ctxbudget count: give FILE arguments, '-' for stdin, or --sample")
+        raise UsageError("ctxbudget count", "give FILE arguments, '-' for stdin, or --sample")
     if args.model:
         encodings = [Encoding.for_model(args.model, cache_size=0)]
     else:
@@ -146,11 +148,20 @@ def _cmd_count(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workspace_argument(prog: str, workspace: str) -> Path:
+    """The directory a WORKSPACE argument names; a URL-like string is an argument error
+    (it never becomes a directory named after it)."""
+    try:
+        return workspace_path(workspace)
+    except InvalidArgumentError as exc:
+        raise UsageError(prog, str(exc)) from None
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     return run_demo(
-        Path(args.workspace),
+        _workspace_argument("ctxbudget demo", args.workspace),
         agents=["cooperative", "stubborn"] if args.agent == "both" else [args.agent],
         context_window=args.context_window,
         steps=args.steps,
@@ -168,13 +179,18 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_budget, plot_usage
 
     if is_database_url(args.workspace):
-        raise SystemExit(
-            "ctxbudget plot: plot reads a workspace directory; for a PostgreSQL conversation "
-            "compute the points with ctxbudget.plot.usage_points(History.open(url, "
-            "conversation=…), encoding)"
+        raise UsageError(
+            "ctxbudget plot",
+            "plot reads a workspace directory; for a PostgreSQL conversation compute the "
+            "points with ctxbudget.plot.usage_points(History.open(url, conversation=…), "
+            "encoding)",
         )
-    if not (Path(args.workspace) / "history").is_dir():
-        raise SystemExit(f"ctxbudget plot: {args.workspace} has no history/ directory")
+    if not (_workspace_argument("ctxbudget plot", args.workspace) / "history").is_dir():
+        raise CommandError(
+            "ctxbudget plot",
+            f"{args.workspace} has no history/ directory: give a workspace a session wrote, "
+            "e.g. ctxbudget-workspace/cooperative after ctxbudget demo",
+        )
     given = {"model": args.model, "context_window": args.context_window}
     record, recorded = plot_budget(args.workspace, threshold=args.threshold, **given)
     out = plot_usage(args.workspace, args.output, threshold=args.threshold, **given)
@@ -184,10 +200,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line: ``PROG: error: …; see PROG --help``."""
+    """An argument parser whose errors are one line, redacted:
+    ``PROG: error: … (see PROG --help)``, exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        line = redact(f"{self.prog}: error: {message} (see {self.prog} --help)")
+        self.exit(2, line + "\n")
 
 
 def _positive_int(text: str) -> int:
@@ -278,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("search", "items containing a text (case-insensitive)"),
         ("read", "one item's whole text"),
         ("verify", "check every commit; exit 1 if anything is torn or damaged"),
-        ("recover", "move torn tails to history/recovered/, re-stamp the receipt"),
+        ("recover", "move torn tails to history/recovered/, re-stamp the receipt (adopts a copy)"),
         ("export", "every row (archive, then chat) as JSON lines"),
     ):
         cmd = hsub.add_parser(name, help=text, description=text)
@@ -339,7 +357,7 @@ def _doing(args: argparse.Namespace) -> str:
     """What a command was doing, for an I/O error message."""
     if args.command == "history":
         where = args.workspace or f"conversation {args.conversation!r}"
-        return f"{args.history_command} the transcript of {where}"
+        return redact(f"{args.history_command} the transcript of {where}")
     if args.command == "plot":
         return f"plot {args.workspace} to {args.output}"
     if args.command == "demo":
@@ -350,18 +368,26 @@ def _doing(args: argparse.Namespace) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ctxbudget`` console script.
 
-    Exit status: 0 done, 1 the command could not do what was asked (the message says
-    why), 2 invalid arguments or a ctxbudget error. Errors are one line on stderr.
+    Exit status (docs/cli.md): 0 done; 1 the command could not do what was asked (the
+    message says why); 2 invalid arguments — argparse's, values the commands check,
+    options that exclude each other, and ctxbudget errors that say an argument is wrong.
+    Errors are one line on stderr, with any password in a URL redacted. Argument errors
+    and the commands' own errors raise ``SystemExit`` with that status (after the line
+    is printed); a ctxbudget or I/O error is returned as the status.
     """
     args = build_parser().parse_args(argv)
     try:
         result: int = args.func(args)
+    except CliError as exc:
+        print(exc.message, file=sys.stderr)
+        raise
     except OSError as exc:  # before CtxBudgetError: the store's I/O errors are both
-        print(f"ctxbudget: error: {describe_os_error(exc, _doing(args))}", file=sys.stderr)
+        line = describe_os_error(exc, _doing(args))
+        print(redact(f"ctxbudget: error: {line}"), file=sys.stderr)
         return 1
     except CtxBudgetError as exc:
-        print(f"ctxbudget: error: {exc}", file=sys.stderr)
-        return 2
+        print(redact(f"ctxbudget: error: {exc}"), file=sys.stderr)
+        return exit_status(exc)
     return result
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "InvalidJsonError",
     "InvalidRowError",
     "LockTimeoutError",
+    "LoopAffinityError",
     "MediaError",
     "PolicyError",
     "SettingsError",
@@ -139,6 +140,15 @@ class DatabaseError(CtxBudgetError, ConnectionError):
     """
 
     transient: bool
+
+
+class LoopAffinityError(CtxBudgetError, RuntimeError):
+    """A session was used in a way that would wait forever for an awaited call: a
+    thread called the :class:`~ctxbudget.Session` directly while an
+    :class:`~ctxbudget.AsyncSession` call of the event loop that thread runs held it,
+    or used the session while a call of a loop stopped on that thread (not closed) was
+    in flight. Nothing was done; await the call instead, and run a stopped loop until
+    its calls finish (closing it abandons them)."""
 
 
 class InternalError(CtxBudgetError, RuntimeError):

@@ -8,6 +8,7 @@ tail left by a crash is moved to ``history/recovered/`` on the next open, never 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _ctxbudget
+from ._redact import redact
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -100,10 +102,79 @@ def _check_seq(seq: int | None) -> int | None:
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 """URL prefixes that name a PostgreSQL store instead of a workspace directory."""
 
+ACCEPTED_URLS = "postgresql://user@host:port/database (or postgres://…)"
+"""The database URLs ctxbudget accepts, as messages name them."""
+
+# Anything that starts like a URL (`scheme:/`, two letters or more so that no drive letter
+# counts; a path object has its `//` folded to `/`) or like a libpq connection string
+# (`host=…`, `dbname=…`) is never taken for a directory name.
+_URL_LIKE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/")
+_CONNINFO_LIKE = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|sslpassword)"
+    r"\s*=",
+    re.IGNORECASE,
+)
+
 
 def is_database_url(target: object) -> bool:
-    """True if ``target`` is a ``postgresql://`` (or ``postgres://``) URL."""
+    """True if ``target`` is a ``postgresql://`` (or ``postgres://``) URL: the only
+    strings that name a PostgreSQL store. See :func:`url_problem` for the others that
+    look like one."""
     return isinstance(target, str) and target.startswith(POSTGRES_SCHEMES)
+
+
+def url_problem(target: object) -> str | None:
+    """Why ``target`` cannot be used although it looks like a URL or a connection
+    string (``postgresql+asyncpg://…``, ``mysql://…``, ``host=… dbname=…``), redacted;
+    ``None`` for a supported ``postgresql://`` URL or anything that is a plain path.
+    Such a string is an error everywhere, never a directory named after it."""
+    if is_database_url(target) or not isinstance(target, (str, os.PathLike)):
+        return None
+    text = os.fspath(target)
+    if not isinstance(text, str):
+        return None
+    shown = redact(text)
+    if text != text.strip() and url_problem(text.strip()) is None and "://" in text:
+        return f"{shown!r} has spaces around the URL: remove them"
+    url = _URL_LIKE.match(text.lstrip())
+    if url is not None:
+        scheme = url.group(1)
+        base, plus, driver = scheme.partition("+")
+        if base.lower() not in ("postgresql", "postgres"):
+            advice = ""
+        elif plus:
+            advice = f"; drop +{driver} (ctxbudget connects with its own driver): {base}://…"
+        else:
+            advice = f"; write the scheme in lower case: {base.lower()}://…"
+        return (
+            f"{shown!r} is a {scheme}: URL, which ctxbudget does not take: give a "
+            f"PostgreSQL URL {ACCEPTED_URLS}{advice}, or a workspace directory (prefix "
+            "./ to a directory's name that really starts like a URL)"
+        )
+    if _CONNINFO_LIKE.match(text):  # (the pattern allows leading spaces)
+        return (
+            f"{shown!r} is a libpq key=value connection string, which ctxbudget does not "
+            f"take: give a PostgreSQL URL {ACCEPTED_URLS} with the parameters after '?' "
+            "(e.g. postgresql://app@db/app?sslmode=require), or a workspace directory"
+        )
+    return None
+
+
+def workspace_path(target: str | os.PathLike[str]) -> Path:
+    """The workspace directory ``target`` names. Raises
+    :class:`~ctxbudget.InvalidArgumentError` for a PostgreSQL URL (it names no directory)
+    and for anything :func:`url_problem` refuses, so that no URL, password included,
+    ever becomes a directory."""
+    problem = url_problem(target)
+    if problem is None and is_database_url(target):
+        problem = (
+            f"{redact(str(target))!r} names a PostgreSQL database, not a workspace "
+            "directory: open the conversation with History.open(url, conversation=…) "
+            "and pass that History instead"
+        )
+    if problem is not None:
+        raise InvalidArgumentError(problem)
+    return Path(target)
 
 
 def _check_max_row_bytes(max_row_bytes: object) -> None:
@@ -158,6 +229,11 @@ class History:
         ``create=False`` (readers, the CLI) opens only a conversation that exists: one
         that does not is an :class:`~ctxbudget.InvalidArgumentError` and nothing is
         created.
+
+        Any other string that looks like a URL (``postgresql+asyncpg://…``,
+        ``mysql://…``) or a libpq ``host=… dbname=…`` string is an
+        :class:`~ctxbudget.InvalidArgumentError` (see :func:`url_problem`), never a
+        directory named after it; no message shows a password.
         """
         # The same arguments are checked for either store: a typo fails on both.
         try:
@@ -177,12 +253,12 @@ class History:
                 cursor_key=cursor_key,
                 create=create,
             )
+        path = workspace_path(workspace)  # a URL-like string is refused, never a directory
         if conversation is not None or cursor_key is not None:
             raise InvalidArgumentError(
                 "conversation= and cursor_key= apply to a postgresql:// store; a workspace "
                 "directory holds one conversation — open another directory for another"
             )
-        path = Path(workspace)
         core = _ctxbudget.History.open(
             path,
             durability=mode,
@@ -236,10 +312,11 @@ class History:
     @property
     def location(self) -> str:
         """Where the transcript lives, for messages: the workspace directory, or
-        ``postgresql conversation '<id>'``."""
+        ``postgresql conversation '<id>'`` (redacted: it is shown in messages and
+        reprs)."""
         if self._workspace is None:
-            return f"postgresql conversation {self._core.conversation!r}"
-        return str(self._workspace)
+            return redact(f"postgresql conversation {self._core.conversation!r}")
+        return redact(str(self._workspace))
 
     @property
     def directory(self) -> Path | None:
@@ -362,7 +439,11 @@ class History:
     def verify(self) -> VerifyReport:
         """Checks every commit CRC of both files, torn tails, damage (including an
         acknowledged batch that is missing or fails its check), that seqs are unique and
-        increasing across archive and chat, and the receipt. Changes nothing."""
+        increasing across archive and chat, and the receipt. Changes nothing.
+
+        ``receipt`` is ``"copied"`` (and ``ok`` true) for a copied or restored workspace
+        whose files hold exactly what the receipt vouches for; the next write or
+        :meth:`recover` adopts it under a new epoch (docs/format.md, *Receipt*)."""
         return self._core.verify()
 
     def anchor_crc_at(self, offset: int) -> int | None:

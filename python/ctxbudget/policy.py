@@ -31,11 +31,13 @@ __all__ = [
 OUTPUT_RESERVE_MAX: int = _core.OUTPUT_RESERVE_MAX
 """The output reserve is ``min(8_192, L // 4)`` unless given."""
 WARNING_ADVANCE_MIN: int = _core.WARNING_ADVANCE_MIN
-"""The warning comes at least this many tokens before the handoff target (if it can)."""
+"""The warning comes this many tokens before the handoff target (if it can), or
+``U // 4`` when that is less (small windows keep their ladder; docs/decisions.md)."""
 FINAL_ZONE: int = _core.FINAL_ZONE
-"""The final prompt's zone starts this many tokens below the usable limit."""
+"""The final prompt's zone starts this many tokens below the usable limit, or ``U // 4``
+when that is less."""
 ADVISORY_HEADROOM: int = _core.ADVISORY_HEADROOM
-"""An advisory is sent only if ``projected + 2_048 < U``."""
+"""An advisory is sent only if ``projected + min(2_048, U // 8) < U``."""
 MIN_THRESHOLD_BP: int = _core.MIN_THRESHOLD_BP
 """Stored thresholds below 10% evaluate as 10%."""
 OFF_BP: int = _core.OFF_BP
@@ -105,7 +107,7 @@ class Decision:
     percent_used: float
     """``projected`` as a percentage of the usable limit."""
     headroom: bool
-    """Whether an advisory would fit (``projected + 2_048 < U``)."""
+    """Whether an advisory would fit (``projected + min(2_048, U // 8) < U``)."""
 
     @property
     def is_advisory(self) -> bool:
@@ -167,6 +169,7 @@ class Budget:
         "_core",
         "_effective_bp",
         "_enabled",
+        "advisory_headroom",
         "context_window",
         "final_at",
         "handoff_target",
@@ -196,6 +199,7 @@ class Budget:
             self.final_at,
             self.handoff_target,
             self.warning_at,
+            self.advisory_headroom,
         ) = self._core.points()
         # Off and the evaluated slider are the core's (`Threshold::is_off`, `effective_bp`).
         self._effective_bp = self._core.effective_threshold_bp()

@@ -20,10 +20,9 @@ again, so no stage is published twice and no window is sealed twice.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 from .. import providers
 from ..budget_record import record_request_overhead, record_session_budget
@@ -40,6 +39,9 @@ from . import rows as make
 from . import steps
 from .accounting import Requests, WindowTokens
 from .decide import decide
+from .lock import SessionLock
+from .lock import locked as _locked
+from .lock import locked_brief as _locked_brief
 from .types import RequestHook, Turn, context_window_for, encoding_for
 
 __all__ = ["Session"]
@@ -48,24 +50,6 @@ _OPEN_CALL_POLICIES = ("interrupt", "wait")
 _MAX_RESYNCS = 64
 """Conflicts one call re-decides before it gives up (each one means another writer
 made progress, so this bound is only reached by a transcript this session cannot read)."""
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _locked(
-    method: Callable[Concatenate[Session, _P], _R],
-) -> Callable[Concatenate[Session, _P], _R]:
-    """Runs ``method`` holding the session's (reentrant) lock."""
-
-    def run(self: Session, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    run.__name__ = method.__name__
-    run.__qualname__ = method.__qualname__
-    run.__doc__ = method.__doc__
-    return run
 
 
 def _host_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -123,7 +107,7 @@ class Session:
             raise InvalidArgumentError(
                 f"open_calls must be one of {list(_OPEN_CALL_POLICIES)}, got {open_calls!r}"
             )
-        self._lock = threading.RLock()
+        self._lock = SessionLock()
         self._open_call_policy = open_calls
         host_tools = _host_tools(tools)
         self.history = history
@@ -303,17 +287,26 @@ class Session:
         return self._fold.previous_window_id
 
     @property
+    @_locked_brief
     def settled(self) -> bool:
         """True when every tool call of the window has its result."""
-        with self._lock:
-            return not self._fold.open_calls
+        return not self._fold.open_calls
 
     @property
+    @_locked_brief
     def open_calls(self) -> list[OpenCall]:
         """The tool calls of the current window that have no result yet, oldest first
         (as of the rows this session has read; :meth:`refresh` reads new ones)."""
-        with self._lock:
-            return list(self._fold.open_calls)
+        return list(self._fold.open_calls)
+
+    def _recover(self) -> None:
+        """Runs (under the lock) before the next call after an awaited call that held
+        the session was abandoned halfway (its event loop was closed while it waited for
+        I/O): the window is read again from the transcript, which holds whatever that
+        call wrote (see ``lock.py``)."""
+        self._sent = None
+        self._view = None
+        self._sync(full=True)
 
     @_locked
     def refresh(self) -> None:
@@ -367,14 +360,15 @@ class Session:
 
     # ----- request hooks --------------------------------------------------------------
 
-    @_locked
+    @_locked_brief
     def register_hook(self, fn: Callable[..., Any], *, context_only: bool) -> RequestHook:
         """Registers a request hook; it applies from the next :meth:`prepare` on."""
         hook = RequestHook(fn, bool(context_only))
-        self._hooks.append(hook)
+        # A new list, never changed in place: a call in flight keeps the one it read.
+        self._hooks = [*self._hooks, hook]
         return hook
 
-    @_locked
+    @_locked_brief
     def unregister_hook(self, hook: RequestHook) -> None:
         """Removes a hook (later requests only)."""
         self._hooks = [h for h in self._hooks if h is not hook]

@@ -27,7 +27,7 @@ from .._atomic import is_temp_name
 from .._confined import Entry, Refused
 from .._shared import strict_parameters, tool_definition
 from ..errors import CtxBudgetError, DatabaseError
-from ..history import History
+from ..history import History, workspace_path
 from ._memory_db import DatabaseMemory
 from ._memory_disk import DiskMemory
 from ._memory_paths import CHECKPOINT_MAX, FILE_MAX, NAME_MAX, PATH_MAX, ROOT, SESSION
@@ -120,7 +120,8 @@ class MemoryTool:
             else:
                 self._store = DiskMemory(target.workspace.resolve())
         else:
-            self._store = DiskMemory(Path(target).resolve())
+            # A URL-like string is refused (never a directory named after it).
+            self._store = DiskMemory(workspace_path(target).resolve())
         self._session_scope = bool(session_scope)
         self._read_only = bool(read_only)
 

@@ -33,8 +33,9 @@ impl PyBudgetCore {
         .map_err(|e| budget_error(py, e))
     }
 
-    /// `(L, threshold_bp, R, U, F, H, W)`, read once by the wrapper.
-    fn points(&self, py: Python<'_>) -> PyResult<(u64, u32, u64, u64, i64, i64, i64)> {
+    /// `(L, threshold_bp, R, U, F, H, W, advisory headroom)`, read once by the wrapper.
+    #[allow(clippy::type_complexity)]
+    fn points(&self, py: Python<'_>) -> PyResult<(u64, u32, u64, u64, i64, i64, i64, u64)> {
         let b = &self.inner;
         no_panic(py, "Budget.points()", || {
             (
@@ -45,6 +46,7 @@ impl PyBudgetCore {
                 b.final_at(),
                 b.handoff_target(),
                 b.warning_at(),
+                b.advisory_headroom(),
             )
         })
     }

@@ -50,15 +50,19 @@ fn image_rule(name: &str) -> PyResult<tokens::request::ImageRule> {
     })
 }
 
-/// Each item of `items` as a JSON value (as `json.dumps` would write it); a `TypeError`
-/// naming what cannot be.
-fn json_values(items: &Bound<'_, PyList>, what: &str) -> PyResult<Vec<serde_json::Value>> {
-    items
+/// Each item of `items` as a JSON value (as `json.dumps` would write it), and the bytes
+/// of JSON they took; a `TypeError` naming what cannot be.
+fn json_values(items: &Bound<'_, PyList>, what: &str) -> PyResult<(Vec<serde_json::Value>, usize)> {
+    let mut bytes = 0;
+    let values = items
         .iter()
         .enumerate()
         .map(|(index, item)| {
             crate::pyjson::encode_value(&item)
-                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                .and_then(|json| {
+                    bytes += json.len();
+                    serde_json::from_slice(&json).ok()
+                })
                 .ok_or_else(|| {
                     PyTypeError::new_err(format!(
                         "{what} at index {index} cannot be sent as JSON (a value json.dumps \
@@ -66,7 +70,24 @@ fn json_values(items: &Bound<'_, PyList>, what: &str) -> PyResult<Vec<serde_json
                     ))
                 })
         })
-        .collect()
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok((values, bytes))
+}
+
+/// Runs a count of about `bytes` of input: on the I/O pool inside a bridged call when it
+/// is long (so a long count never holds an event loop), else here without the GIL.
+fn run_count(
+    py: Python<'_>,
+    what: &str,
+    bytes: usize,
+    job: impl FnOnce() -> Result<usize, tokens::TokenError> + Send + 'static,
+) -> PyResult<usize> {
+    let counted = if offload_count(bytes) {
+        no_panic(py, what, || crate::offload::blocking(py, job))??
+    } else {
+        no_panic(py, what, || py.detach(job))?
+    };
+    counted.map_err(|e| token_error(py, e))
 }
 
 /// A tokenizer for one encoding (see the typed wrapper `ctxbudget.Encoding`).
@@ -199,7 +220,8 @@ impl PyEncoding {
 
     /// Tokens of a request — reply priming, the system text, the advertised tools and
     /// every message — by the core's request rules (`tokens::request::request_tokens`);
-    /// `images` names the image rule (`"openai"` or `"anthropic"`).
+    /// `images` names the image rule (`"openai"` or `"anthropic"`). Long requests are
+    /// counted on the I/O pool inside a bridged call, like long texts.
     #[pyo3(signature = (system, messages, tools, images))]
     fn count_request(
         &self,
@@ -210,16 +232,15 @@ impl PyEncoding {
         images: &str,
     ) -> PyResult<usize> {
         let rule = image_rule(images)?;
-        let messages = json_values(messages, "a message")?;
-        let tools = json_values(tools, "a tool definition")?;
+        let (messages, message_bytes) = json_values(messages, "a message")?;
+        let (tools, tool_bytes) = json_values(tools, "a tool definition")?;
         let system = system.map(str::to_owned);
-        let enc = &self.inner;
-        no_panic(py, "counting a request", || {
-            py.detach(|| {
-                tokens::request::request_tokens(enc, system.as_deref(), &messages, &tools, rule)
-            })
-        })?
-        .map_err(|e| token_error(py, e))
+        let bytes = message_bytes + tool_bytes + system.as_ref().map_or(0, String::len);
+        let enc = self.inner.clone();
+        let job = move || {
+            tokens::request::request_tokens(&enc, system.as_deref(), &messages, &tools, rule)
+        };
+        run_count(py, "counting a request", bytes, job)
     }
 
     /// Tokens of `messages` with their framing, without the request's reply priming.
@@ -230,16 +251,14 @@ impl PyEncoding {
         images: &str,
     ) -> PyResult<usize> {
         let rule = image_rule(images)?;
-        let messages = json_values(messages, "a message")?;
-        let enc = &self.inner;
-        no_panic(py, "counting messages", || {
-            py.detach(|| {
-                messages.iter().try_fold(0usize, |sum, m| {
-                    Ok(sum + tokens::request::message_tokens(enc, m, rule)?)
-                })
+        let (messages, bytes) = json_values(messages, "a message")?;
+        let enc = self.inner.clone();
+        let job = move || {
+            messages.iter().try_fold(0usize, |sum, m| {
+                Ok(sum + tokens::request::message_tokens(&enc, m, rule)?)
             })
-        })?
-        .map_err(|e: tokens::TokenError| token_error(py, e))
+        };
+        run_count(py, "counting messages", bytes, job)
     }
 
     fn cache_len(&self) -> usize {

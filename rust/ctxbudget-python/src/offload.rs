@@ -273,6 +273,19 @@ impl PyCompletions {
         std::mem::take(&mut *lock(&self.signal.done))
     }
 
+    /// A new id for [`post`](Self::post), distinct from every job id: what a bridged
+    /// call waits on when it waits for something other than a job (a session's lock).
+    fn ticket(&self) -> u64 {
+        NEXT_JOB.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Announces `id` as finished, as a job does (from any thread): the loop resumes
+    /// the call waiting on it, if any. Posting an id twice, or one nothing waits on,
+    /// changes nothing.
+    fn post(&self, id: u64) {
+        self.signal.complete(id);
+    }
+
     /// `greenlet.switch(*args)` with this queue as the bridge of the blocking calls the
     /// greenlet makes until it next suspends or ends.
     #[pyo3(signature = (glet, *args))]

@@ -23,12 +23,23 @@ use std::str::FromStr;
 
 /// The output reserve is `min(8_192, L / 4)` unless given.
 pub const OUTPUT_RESERVE_MAX: u64 = 8_192;
-/// The warning comes at least this many tokens before the handoff target (if it can).
+/// The warning comes this many tokens before the handoff target (if it can), or a
+/// quarter of the usable limit when that is less.
 pub const WARNING_ADVANCE_MIN: i64 = 6_144;
-/// The final prompt's zone starts this many tokens below the usable limit.
+/// The final prompt's zone starts this many tokens below the usable limit, or a quarter
+/// of the usable limit below it when that is less.
 pub const FINAL_ZONE: i64 = 6_144;
-/// An advisory is sent only if `projected + 2_048 < U`.
+/// An advisory is sent only if `projected + headroom < U`, the headroom being this many
+/// tokens or an eighth of the usable limit when that is less.
 pub const ADVISORY_HEADROOM: u64 = 2_048;
+
+/// The stage distances scale down with small windows, so that a window of a few thousand
+/// tokens still gets its advisories before the forced rollover (the SPEC's fixed figures
+/// left none below a usable limit of about 6,000 tokens); from a usable limit of 24,576
+/// tokens (16,384 for the headroom) up they are the SPEC's figures.
+fn scaled(max: u64, usable: u64, divisor: u64) -> u64 {
+    max.min(usable / divisor)
+}
 /// Stored thresholds below 10% evaluate as 10%.
 pub const MIN_THRESHOLD_BP: u32 = 1_000;
 /// A slider at (or rounding to) 100% is Off: no advisories, no `new_context`, block at `U`.
@@ -206,7 +217,7 @@ pub struct Decision {
     pub action: Action,
     /// The projected size of the next request, in tokens.
     pub projected: u64,
-    /// Whether an advisory would fit (`projected + 2_048 < U`).
+    /// Whether an advisory would fit (`projected + min(2_048, U / 8) < U`).
     pub headroom: bool,
 }
 
@@ -220,6 +231,7 @@ pub struct Budget {
     final_at: i64,
     handoff_target: i64,
     warning_at: i64,
+    advisory_headroom: u64,
 }
 
 impl Budget {
@@ -259,12 +271,14 @@ impl Budget {
         // exist), so they are signed; `div_euclid` is floor division like SPEC's `//`.
         let l = i128::from(window);
         let eff = i128::from(threshold.effective_bp());
-        let final_at = i128::from(usable) - i128::from(FINAL_ZONE);
+        let zone = scaled(FINAL_ZONE.unsigned_abs(), usable, 4);
+        let advance = scaled(WARNING_ADVANCE_MIN.unsigned_abs(), usable, 4);
+        let final_at = i128::from(usable) - i128::from(zone);
         let handoff = (l * eff).div_euclid(10_000).min(final_at - 1);
         let warning = handoff.div_euclid(2).max(
             (l * (eff - i128::from(MIN_THRESHOLD_BP)))
                 .div_euclid(10_000)
-                .min(handoff - i128::from(WARNING_ADVANCE_MIN)),
+                .min(handoff - i128::from(advance)),
         );
         Ok(Budget {
             context_window: window,
@@ -274,6 +288,7 @@ impl Budget {
             final_at: clamp_i64(final_at),
             handoff_target: clamp_i64(handoff),
             warning_at: clamp_i64(warning),
+            advisory_headroom: scaled(ADVISORY_HEADROOM, usable, 8),
         })
     }
 
@@ -293,7 +308,7 @@ impl Budget {
     pub fn usable_limit(&self) -> u64 {
         self.usable_limit
     }
-    /// The final zone start `F = U - 6_144` (not positive: no final prompt).
+    /// The final zone start `F = U - min(6_144, U / 4)` (not positive: no final prompt).
     pub fn final_at(&self) -> i64 {
         self.final_at
     }
@@ -304,6 +319,10 @@ impl Budget {
     /// The advance warning `W` (not positive: no warning).
     pub fn warning_at(&self) -> i64 {
         self.warning_at
+    }
+    /// The headroom an advisory needs: `min(2_048, U / 8)`.
+    pub fn advisory_headroom(&self) -> u64 {
+        self.advisory_headroom
     }
     /// False when the slider is at 100% (Off).
     pub fn enabled(&self) -> bool {
@@ -317,7 +336,7 @@ impl Budget {
     pub fn evaluate(&self, projected: u64, claims: Claims, new_context_offered: bool) -> Decision {
         let used = projected;
         let usable = self.usable_limit;
-        let headroom = used.saturating_add(ADVISORY_HEADROOM) < usable;
+        let headroom = used.saturating_add(self.advisory_headroom) < usable;
         let reached = |point: i64| point > 0 && i128::from(used) >= i128::from(point);
         let action = if used >= usable {
             if self.enabled() {
@@ -410,10 +429,10 @@ mod tests {
     }
 
     #[test]
-    fn floor_division_of_negative_points_matches_the_spec() {
-        // L = 4_000: U = 3_000, F = -3_144, H = min(2_800, -3_145) = -3_145,
-        // W = max(floor(-3_145 / 2) = -1_573, min(2_400, -9_289)) = -1_573.
-        let b = budget(4_000, 0.7);
+    fn the_stages_of_tiny_windows_scale_with_them() {
+        // L = 40: U = 30, F = 30 - 7 = 23, H = min(28, 22) = 22,
+        // W = max(11, min(24, 22 - 7 = 15)) = 15; headroom 3.
+        let b = budget(40, 0.7);
         assert_eq!(
             (
                 b.usable_limit(),
@@ -421,16 +440,45 @@ mod tests {
                 b.handoff_target(),
                 b.warning_at()
             ),
-            (3_000, -3_144, -3_145, -1_573)
+            (30, 23, 22, 15)
+        );
+        // L = 4: U = 3, F = 3 - 0 = 3, H = min(2, 2) = 2, W = max(1, min(2, 2)) = 2.
+        let tiny = budget(4, 0.7);
+        assert_eq!(
+            (tiny.final_at(), tiny.handoff_target(), tiny.warning_at()),
+            (3, 2, 2)
         );
         assert_eq!(
-            b.evaluate(2_999, Claims::default(), true).action,
-            Action::Continue
-        );
-        assert_eq!(
-            b.evaluate(3_000, Claims::default(), true).action,
+            b.evaluate(30, Claims::default(), true).action,
             Action::Rollover
         );
+    }
+
+    #[test]
+    fn small_windows_get_the_ladder_before_the_forced_rollover() {
+        // L = 8_192: U = 6_144, F = 6_144 - 1_536 = 4_608, H = min(5_734, 4_607) = 4_607,
+        // W = max(2_303, min(4_915, 4_607 - 1_536 = 3_071)) = 3_071; headroom 768.
+        let b = budget(8_192, 0.7);
+        assert_eq!(
+            (
+                b.final_at(),
+                b.handoff_target(),
+                b.warning_at(),
+                b.advisory_headroom()
+            ),
+            (4_608, 4_607, 3_071, 768)
+        );
+        let action = |used| b.evaluate(used, Claims::default(), true).action;
+        assert_eq!(action(3_070), Action::Continue);
+        assert_eq!(action(3_071), Action::Warning);
+        assert_eq!(action(4_607), Action::Handoff);
+        assert_eq!(action(4_608), Action::Final);
+        assert_eq!(action(5_376), Action::Continue); // 5_376 + 768 = U: no headroom
+        assert_eq!(action(6_144), Action::Rollover);
+        // The SPEC's figures from U = 24_576 up.
+        let b = budget(32_768, 0.7);
+        assert_eq!(b.final_at(), 24_576 - 6_144);
+        assert_eq!(b.advisory_headroom(), 2_048);
     }
 
     #[test]

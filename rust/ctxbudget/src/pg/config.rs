@@ -7,7 +7,9 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::{PgError, Result};
 
+mod redact;
 mod tls;
+pub(crate) use redact::redact_secrets;
 pub(crate) use tls::is_tls_refusal;
 
 /// Default of [`PgOptions::idle_in_transaction_timeout`].
@@ -76,12 +78,7 @@ pub(crate) struct Target {
 /// `sslmode` (`disable|prefer|require|verify-ca|verify-full`) and `sslrootcert` (a PEM file
 /// of trusted roots; `system` or none = the system's roots for the verify modes).
 pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(PgError::Config(format!(
-            "expected a postgresql://user@host:port/database URL, got {:?}",
-            redact(url)
-        )));
-    }
+    check_scheme(url)?;
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, q),
         None => (url, ""),
@@ -122,8 +119,16 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
         _ => "sslmode=require",
     });
     let rebuilt = format!("{base}?{}", kept.join("&"));
-    let mut config = postgres::Config::from_str(&rebuilt)
-        .map_err(|e| PgError::Config(format!("cannot parse the URL {:?}: {e}", redact(url))))?;
+    let mut config = postgres::Config::from_str(&rebuilt).map_err(|e| {
+        // The driver's message is "invalid connection string"; what is invalid (an
+        // unknown option, a bad value) is its source's.
+        let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(" ({s})"));
+        PgError::Config(format!(
+            "cannot parse the URL {:?}: {e}{why}",
+            redact_secrets(url)
+        ))
+    })?;
+    check_complete(&config, url)?;
     // As libpq, no TLS over unix sockets (the server offers none there; the socket's
     // permissions guard it): sslmode applies to TCP hosts only.
     let unix_only = !config.get_hosts().is_empty()
@@ -175,21 +180,56 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
     })
 }
 
-/// The URL without its password, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some((a, h)) => (a, h),
-        None => return url.to_string(),
-    };
-    let user = auth.split_once(':').map_or(auth, |(u, _)| u);
-    if auth.contains(':') {
-        format!("{scheme}://{user}:***@{host}")
+/// What the driver would refuse only when connecting (as "invalid configuration", which
+/// would then be retried as if the server were down): refused here, at once, as what it is.
+fn check_complete(config: &postgres::Config, url: &str) -> Result<()> {
+    let (hosts, addrs) = (config.get_hosts().len(), config.get_hostaddrs().len());
+    let problem = if hosts == 0 && addrs == 0 {
+        Some("it names no host (postgresql://user@HOST/database)".to_owned())
+    } else if hosts > 0 && addrs > 0 && hosts != addrs {
+        Some(format!("it names {hosts} hosts but {addrs} hostaddrs"))
+    } else if config.get_ports().len() > 1 && config.get_ports().len() != hosts.max(addrs) {
+        Some(format!(
+            "it names {} ports for {} hosts",
+            config.get_ports().len(),
+            hosts.max(addrs)
+        ))
+    } else if config.get_user().is_none() {
+        Some("it names no user (postgresql://USER@host/database)".to_owned())
     } else {
-        format!("{scheme}://{user}@{host}")
+        None
+    };
+    match problem {
+        Some(problem) => Err(PgError::Config(format!(
+            "the URL {:?} is incomplete: {problem}",
+            redact_secrets(url)
+        ))),
+        None => Ok(()),
     }
+}
+
+/// The URL schemes accepted, as messages name them.
+pub(crate) const ACCEPTED_FORMS: &str =
+    "postgresql://user@host:port/database (or postgres://…), with libpq parameters after `?`";
+
+/// Refuses anything but a `postgresql://` or `postgres://` URL, naming the accepted forms;
+/// an SQLAlchemy-style `postgresql+asyncpg://` is told to drop its driver (the URL's
+/// parameters are read as libpq's, not as that driver's, so it is not guessed at).
+fn check_scheme(url: &str) -> Result<()> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(());
+    }
+    let advice = match url.split_once("://") {
+        Some((scheme, _)) if scheme.starts_with("postgres") && scheme.contains('+') => {
+            let (base, driver) = scheme.split_once('+').unwrap_or((scheme, ""));
+            format!("; drop +{driver}: ctxbudget connects with its own driver, so write {base}://…")
+        }
+        _ => String::new(),
+    };
+    Err(PgError::Config(format!(
+        "expected a URL {ACCEPTED_FORMS}, got {:?}{advice}",
+        redact_secrets(url)
+    )))
 }
 
 fn percent_decode(value: &str) -> Result<String> {
@@ -215,13 +255,49 @@ fn percent_decode(value: &str) -> Result<String> {
 mod tests {
     use super::*;
 
+    /// Every way `parse` can refuse a URL names no secret, in `Display` or `Debug`.
     #[test]
-    fn redacts_the_password() {
-        assert_eq!(
-            redact("postgresql://bob:secret@db:5432/x"),
-            "postgresql://bob:***@db:5432/x"
-        );
-        assert_eq!(redact("postgresql://bob@db/x"), "postgresql://bob@db/x");
+    fn refusals_never_show_a_secret() {
+        let o = PgOptions::default();
+        let secret = "Zq8-unlikely-PW";
+        for url in [
+            format!("postgresql+asyncpg://bob:{secret}@db/x"),
+            format!("postgres+psycopg://bob:{secret}@db/x"),
+            format!("mysql://bob:{secret}@db/x"),
+            format!("postgresql://bob:{secret}@"),
+            format!("postgresql://bob:{secret}@/x"),
+            format!("postgresql://h1,h2:1,2,3/x?password={secret}"),
+            format!("host=db password={secret}"),
+            format!("postgresql://bob:{secret}@db/x?nosuchparameter=1"),
+            format!("postgresql://bob@db/x?password={secret}&nosuchparameter=1"),
+            format!("postgresql://bob@db/x?sslpassword={secret}&sslmode=sometimes"),
+            format!("postgresql://bob@db/x?password={secret}&port=notaport"),
+            format!("postgresql://bob:{secret}@db/x?sslmode=verify-ca&sslrootcert=%2Fno%2Fca.pem"),
+        ] {
+            let Err(e) = parse(&url, &o) else {
+                panic!("{url} was accepted")
+            };
+            for shown in [e.to_string(), format!("{e:?}")] {
+                assert!(!shown.contains(secret), "{shown}");
+                assert!(!shown.contains("Zq8"), "{shown}");
+            }
+        }
+        // Whoever builds the error, its text goes through the redaction.
+        let built = PgError::Config(format!("postgresql://u:{secret}@h/x"));
+        assert!(!built.to_string().contains(secret));
+        assert!(!format!("{built:?}").contains(secret));
+    }
+
+    #[test]
+    fn a_driver_suffix_is_refused_with_what_to_drop() {
+        let o = PgOptions::default();
+        match parse("postgresql+asyncpg://u@h/db", &o) {
+            Err(PgError::Config(m)) => {
+                assert!(m.contains("drop +asyncpg"), "{m}");
+                assert!(m.contains("postgresql://"), "{m}");
+            }
+            other => panic!("expected a Config error, got {:?}", other.err()),
+        }
     }
 
     #[test]

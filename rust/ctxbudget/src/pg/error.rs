@@ -2,14 +2,20 @@
 
 use thiserror::Error;
 
+use super::config::redact_secrets;
+
 /// Result of a PostgreSQL store operation.
 pub type Result<T, E = PgError> = std::result::Result<T, E>;
 
 /// What went wrong in the PostgreSQL store. Every message names what was wrong and what to do.
-#[derive(Debug, Error)]
+///
+/// Every text that may quote a connection URL or string (the configuration's, the
+/// driver's, the server's) is shown through [`redact_secrets`], in `Display` and `Debug`
+/// alike: no password or other secret parameter is ever printed, whoever built the error.
+#[derive(Error)]
 pub enum PgError {
     /// The connection URL or an option is invalid.
-    #[error("invalid PostgreSQL configuration: {0}")]
+    #[error("invalid PostgreSQL configuration: {}", redact_secrets(.0))]
     Config(String),
     /// The connection broke while a change that is not idempotent (a memory edit, a
     /// rotation) was being committed: it may or may not have been applied. Not retried.
@@ -25,19 +31,21 @@ pub enum PgError {
     /// its outcome is unknown: retry it with the same `batch_id` (or `expected_last_seq`),
     /// which commits it at most once.
     #[error(
-        "PostgreSQL connection failed ({0}); check that the server is up and the URL is \
-         right, then retry (an append retried with the same batch_id commits at most once)"
+        "PostgreSQL connection failed ({}); check that the server is up and the URL is \
+         right, then retry (an append retried with the same batch_id commits at most once)",
+        redact_secrets(&.0.to_string())
     )]
     Connection(#[source] postgres::Error),
     /// The server's certificate was refused or the TLS handshake failed: not retried.
     #[error(
-        "TLS with the PostgreSQL server failed ({0}); check sslmode and sslrootcert (with \
+        "TLS with the PostgreSQL server failed ({}); check sslmode and sslrootcert (with \
          verify-ca/verify-full the server's certificate must chain to a trusted root, and \
-         with verify-full name the host it was issued for)"
+         with verify-full name the host it was issued for)",
+        redact_secrets(&.0.to_string())
     )]
     TlsHandshake(#[source] postgres::Error),
     /// TLS could not be set up.
-    #[error("PostgreSQL TLS setup failed: {0}")]
+    #[error("PostgreSQL TLS setup failed: {}", redact_secrets(.0))]
     Tls(String),
     /// No pooled connection became free in time.
     #[error(
@@ -51,7 +59,7 @@ pub enum PgError {
         size: usize,
     },
     /// The server refused a statement.
-    #[error("PostgreSQL refused {what}: {message}")]
+    #[error("PostgreSQL refused {what}: {}", redact_secrets(.message))]
     Database {
         /// The operation that failed.
         what: &'static str,
@@ -130,7 +138,7 @@ pub enum PgError {
         last_seq: u64,
     },
     /// An argument is invalid (conversation id, row, batch); nothing was written.
-    #[error("invalid argument: {0}")]
+    #[error("invalid argument: {}", redact_secrets(.0))]
     Invalid(String),
     /// The conversation does not exist.
     #[error("conversation {0:?} does not exist; append to it (or open it) first")]
@@ -144,6 +152,31 @@ pub enum PgError {
         /// What was wrong and what to do.
         message: String,
     },
+}
+
+/// The variant's name and its (redacted) message: a derived `Debug` would print the
+/// fields raw, a connection string among them.
+impl std::fmt::Debug for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let variant = match self {
+            PgError::Config(_) => "Config",
+            PgError::OutcomeUnknown { .. } => "OutcomeUnknown",
+            PgError::Connection(_) => "Connection",
+            PgError::TlsHandshake(_) => "TlsHandshake",
+            PgError::Tls(_) => "Tls",
+            PgError::PoolTimeout { .. } => "PoolTimeout",
+            PgError::Database { .. } => "Database",
+            PgError::SchemaTooNew { .. } => "SchemaTooNew",
+            PgError::MigrationNotAllowed { .. } => "MigrationNotAllowed",
+            PgError::Timeout { .. } => "Timeout",
+            PgError::Conflict { .. } => "Conflict",
+            PgError::BatchIdReused { .. } => "BatchIdReused",
+            PgError::Invalid(_) => "Invalid",
+            PgError::NoConversation(_) => "NoConversation",
+            PgError::Memory { .. } => "Memory",
+        };
+        f.debug_tuple(variant).field(&self.to_string()).finish()
+    }
 }
 
 impl PgError {

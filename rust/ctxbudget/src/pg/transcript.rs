@@ -244,9 +244,10 @@ impl From<PgError> for HistoryError {
                 // The transcript layer has no batch ids to offer: its own retries used
                 // one; the caller's retry is safe when conditional.
                 message: format!(
-                    "PostgreSQL connection failed ({source}) and did not come back in time; \
+                    "PostgreSQL connection failed ({}) and did not come back in time; \
                      check that the server is up and the URL is right, then retry (an append \
-                     retried with if_last_seq / expected_last_seq commits at most once)"
+                     retried with if_last_seq / expected_last_seq commits at most once)",
+                    super::config::redact_secrets(&source.to_string())
                 ),
             },
             other => HistoryError::Database {

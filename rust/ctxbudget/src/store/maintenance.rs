@@ -275,6 +275,12 @@ impl History {
     /// Full check: every commit CRC of both files, torn tails, damage (including an
     /// acknowledged batch that is missing or fails its check), seqs unique and
     /// increasing across archive and chat, receipt state. Changes nothing.
+    ///
+    /// The receipt is `stable` (it vouches for these very files), `copied` (the files'
+    /// identities or times changed — a copy, a restored backup — but they hold exactly
+    /// what it vouches for: ok, and the next write or [`History::recover`] adopts them
+    /// under a new epoch), `stale` (they changed otherwise), `pending`, `malformed` or
+    /// `missing`.
     pub fn verify(&self) -> Result<VerifyReport> {
         let _locked = self.lock()?;
         let receipt = receipt::read(&self.paths.receipt)?;
@@ -311,6 +317,12 @@ impl History {
                 };
                 if r.files == files {
                     "stable"
+                } else if r.vouches_for_content_of(&files, ix.chat.committed_end, ix.chat.last_crc)
+                {
+                    // Copied or restored (identities and times changed), content intact:
+                    // not damage. Cursors still fail closed; the next write or `recover`
+                    // adopts the files under a new epoch.
+                    "copied"
                 } else {
                     "stale"
                 }
@@ -322,7 +334,8 @@ impl History {
             ok: clean(&chat)
                 && clean(&archive)
                 && ix.seq_violations == 0
-                && (receipt_state == "stable" || (empty && receipt_state == "missing")),
+                && (matches!(receipt_state, "stable" | "copied")
+                    || (empty && receipt_state == "missing")),
             chat,
             archive,
             receipt: receipt_state.to_owned(),

@@ -70,6 +70,32 @@ pub struct Receipt {
     pub archive_check: Option<ArchiveCheck>,
 }
 
+impl Receipt {
+    /// Whether files whose stamps differ from this receipt's — a copy, a restored backup
+    /// (new device and inode, new times), a `touch` — still hold exactly what it vouches
+    /// for: both files present or absent as it recorded, of the sizes it recorded, and
+    /// `chat.jsonl`'s last commit (`committed_end`, `last_crc`, as a scan of the file
+    /// found it) the one it recorded. The caller checks every batch's CRC and the archive
+    /// check besides; together that is the content the receipt was written for.
+    ///
+    /// Such files are intact but not the receipt's: cursors still fail closed on them
+    /// (they check the stamps), and the next writer or `recover` adopts them under a new
+    /// epoch — nothing lets them pass for a pure append.
+    pub fn vouches_for_content_of(
+        &self,
+        now: &Files,
+        committed_end: u64,
+        last_crc: Option<u32>,
+    ) -> bool {
+        let size = |s: Option<Stamp>| s.map(|s| s.size);
+        size(self.files.chat) == size(now.chat)
+            && size(self.files.archive) == size(now.archive)
+            && self.committed_end == committed_end
+            && self.committed_end == now.chat.map_or(0, |s| s.size)
+            && self.anchor_crc == last_crc.unwrap_or(0)
+    }
+}
+
 /// What the archive held when the receipt was written. Only rotations write the archive,
 /// and only whole batches; but damage can destroy the framing itself (a header or a
 /// newline), leaving lines that no batch check covers. Every byte the receipt vouches for

@@ -123,7 +123,8 @@ pub struct VerifyReport {
     pub chat: FileReport,
     /// `chat-archive.jsonl`.
     pub archive: FileReport,
-    /// `missing`, `malformed`, `pending`, `stable` or `stale` (stamps do not match).
+    /// `missing`, `malformed`, `pending`, `stable`, `copied` (copied or restored files that
+    /// hold exactly what the receipt vouches for: ok) or `stale` (stamps do not match).
     pub receipt: String,
     /// Rows whose seq is not above every seq before them, archive then chat (duplicated
     /// batches, external lines reusing a seq). Readers skip them as malformed.

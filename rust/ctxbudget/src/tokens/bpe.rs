@@ -6,15 +6,22 @@
 //! [`super::backtrack`].
 //!
 //! The encoder's tables take about as long to build as the heap merge takes on a
-//! quarter of a megabyte, so they are built only once that much long-piece text has
-//! been merged by the heap (or one piece is that long): ordinary text, whose long
-//! pieces are rare and short, never pays for them, and no input pays more than about
-//! twice what it would with the tables ready.
+//! quarter of a megabyte (some 260 ms for `o200k_base`), so they are built only once
+//! that much long-piece text has been merged by the heap (or one piece is that long):
+//! ordinary text, whose long pieces are rare and short, never pays for them, and no
+//! input pays more than about twice what it would with the tables ready.
+//!
+//! The build that the running total starts runs on a thread of its own, never in the
+//! count that crossed the mark: that count may be a short message counted on an event
+//! loop's thread, which must not stall for the build. Counts go on with the exact heap
+//! merge until the tables are there. Only a piece that is itself a quarter megabyte
+//! builds them in place: merging it by the heap would cost as much (and such texts are
+//! counted on the I/O pool, never on an event loop, by the async API).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use rustc_hash::FxHasher;
@@ -46,10 +53,19 @@ pub(crate) struct Ranks {
     mask: usize,
     /// Longest token: longer candidates need no lookup.
     max_len: usize,
-    /// Tables of the long-piece encoder, built on demand (see the module docs).
+    /// Tables of the long-piece encoder, built on demand (see the module docs). Only
+    /// ever filled with `set` after a build, never `get_or_init`: a process forked
+    /// while another thread built them must not wait for that thread, which the child
+    /// does not have.
     long: OnceLock<Option<Backtrack>>,
     /// Bytes of long pieces merged by the heap so far.
     heap_bytes: AtomicUsize,
+    /// Id of the process whose thread builds the tables in the background (0: none
+    /// started). A forked child sees its parent's id and starts its own.
+    builder: AtomicU32,
+    /// Holds a background build until the test lets it go.
+    #[cfg(test)]
+    gate: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
 #[inline]
@@ -81,6 +97,9 @@ impl Ranks {
             max_len,
             long: OnceLock::new(),
             heap_bytes: AtomicUsize::new(0),
+            builder: AtomicU32::new(0),
+            #[cfg(test)]
+            gate: std::sync::Mutex::new(None),
         }
     }
 
@@ -112,7 +131,7 @@ impl Ranks {
 
     /// Number of tokens byte-pair merging turns `piece` into.
     #[inline]
-    pub(crate) fn count_piece(&self, piece: &[u8], scratch: &mut Scratch) -> usize {
+    pub(crate) fn count_piece(&'static self, piece: &[u8], scratch: &mut Scratch) -> usize {
         if piece.len() <= 1 || self.rank(piece) != NO_RANK {
             return piece.len().min(1);
         }
@@ -121,12 +140,20 @@ impl Ranks {
         }
         let long = match self.long.get() {
             Some(long) => long,
+            None if piece.len() >= BUILD_AFTER_BYTES => {
+                // As costly to merge by the heap as to build the tables: build them here.
+                let _ = self.long.set(Backtrack::new(self));
+                match self.long.get() {
+                    Some(long) => long,
+                    None => return self.merge_heap(piece, scratch),
+                }
+            }
             None => {
                 let merged = self.heap_bytes.fetch_add(piece.len(), Ordering::Relaxed);
-                if merged + piece.len() < BUILD_AFTER_BYTES {
-                    return self.merge_heap(piece, scratch);
+                if merged + piece.len() >= BUILD_AFTER_BYTES {
+                    self.build_in_background();
                 }
-                self.long.get_or_init(|| Backtrack::new(self))
+                return self.merge_heap(piece, scratch);
             }
         };
         match long {
@@ -137,6 +164,36 @@ impl Ranks {
                 None => self.merge_heap(piece, scratch),
             },
             None => self.merge_heap(piece, scratch),
+        }
+    }
+
+    /// Starts building the long-piece tables on a thread of its own, unless this
+    /// process already did; counts merge by the heap until they are there. If no thread
+    /// can be started, a later count tries again.
+    fn build_in_background(&'static self) {
+        let pid = std::process::id();
+        let started = self.builder.load(Ordering::Acquire);
+        if started == pid
+            || self
+                .builder
+                .compare_exchange(started, pid, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return; // under way in this process (or another count just started it)
+        }
+        #[cfg(test)]
+        let gate = self.gate.lock().ok().and_then(|mut g| g.take());
+        let spawned = std::thread::Builder::new()
+            .name("ctxbudget-bpe-tables".to_owned())
+            .spawn(move || {
+                #[cfg(test)]
+                if let Some(gate) = gate {
+                    let _ = gate.recv();
+                }
+                let _ = self.long.set(Backtrack::new(self));
+            });
+        if spawned.is_err() {
+            self.builder.store(0, Ordering::Release);
         }
     }
 
@@ -316,12 +373,72 @@ pub(crate) mod tests {
         assert_eq!(ranks.rank(b"abcabc"), NO_RANK);
     }
 
+    fn o200k() -> &'static Ranks {
+        let data = super::super::vocab::source("o200k_base").unwrap_or_default();
+        // Leaked: a background build borrows the table for as long as it runs.
+        Box::leak(Box::new(Ranks::new(
+            Vocab::parse(data).unwrap_or_else(|e| panic!("{e}")),
+        )))
+    }
+
+    /// A lowercase word of `len` bytes: one long piece.
+    fn word(seed: usize, len: usize) -> String {
+        (0..len)
+            .map(|i| char::from(b'a' + ((seed * 7919 + i * i * 31 + i) % 26) as u8))
+            .collect()
+    }
+
+    /// The count that takes the running total of heap-merged long pieces past the mark
+    /// returns without building the tables: a thread of their own builds them (held
+    /// here by the gate, so the count provably did not wait for it), and counts merge by
+    /// the heap meanwhile, exactly.
+    #[test]
+    fn crossing_the_mark_builds_the_tables_off_the_counting_thread() {
+        let ranks = o200k();
+        let (open, gate) = std::sync::mpsc::channel();
+        *ranks.gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate);
+        let mut scratch = Scratch::default();
+        let pieces: Vec<String> = (0..BUILD_AFTER_BYTES / 2_000 + 2)
+            .map(|n| word(n, 2_000))
+            .collect();
+        let mut counted = Vec::new();
+        for piece in &pieces {
+            counted.push(ranks.count_piece(piece.as_bytes(), &mut scratch));
+            assert!(
+                ranks.long.get().is_none(),
+                "a count built the tables in place"
+            );
+        }
+        assert_eq!(ranks.builder.load(Ordering::Acquire), std::process::id());
+        let heap: Vec<usize> = pieces
+            .iter()
+            .map(|p| ranks.merge_heap(p.as_bytes(), &mut scratch))
+            .collect();
+        assert_eq!(counted, heap);
+        open.send(()).unwrap_or_else(|e| panic!("{e}"));
+        // The build takes a fraction of a second; a minute means it never ran.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while ranks.long.get().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the background build never ended"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(ranks.long.get().is_some_and(Option::is_some));
+        let after: Vec<usize> = pieces
+            .iter()
+            .map(|p| ranks.count_piece(p.as_bytes(), &mut scratch))
+            .collect();
+        assert_eq!(after, heap);
+    }
+
     /// Long pieces go to the heap merge until a quarter megabyte of them has been
-    /// merged, then to the backtracking encoder; both count alike.
+    /// merged, then to the backtracking encoder; both count alike. A piece that long by
+    /// itself builds the tables in place.
     #[test]
     fn tables_are_built_once_enough_long_text_was_merged() {
-        let data = super::super::vocab::source("o200k_base").unwrap_or_default();
-        let ranks = Ranks::new(Vocab::parse(data).unwrap_or_else(|e| panic!("{e}")));
+        let ranks = o200k();
         let mut scratch = Scratch::default();
         let pieces = ["a".repeat(100), " ".repeat(5_000), "中".repeat(20_000)];
         let before: Vec<usize> = pieces
