@@ -28,7 +28,7 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from . import _ctxbudget, tokens
@@ -245,6 +245,16 @@ class AsyncSession:
     def unregister_hook(self, hook: RequestHook) -> None:
         """See :meth:`Session.unregister_hook`."""
         self._session.unregister_hook(hook)
+
+    async def set_request(
+        self,
+        *,
+        system: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        own_tools: Collection[str] | None = None,
+    ) -> None:
+        """:meth:`Session.set_request`, awaited (a change is recorded in the workspace)."""
+        await self._call(self._session.set_request, system=system, tools=tools, own_tools=own_tools)
 
     async def view(self, *, refresh: bool = False) -> WindowView:
         """See :meth:`Session.view` (with ``refresh=True`` the read of new rows runs on

@@ -42,6 +42,9 @@ def _strict_tool_params(params: Mapping[str, Any]) -> dict[str, Any]:
 def _tools(flavor: str, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for t in tools:
+        if _is_builtin(t):
+            out.append(dict(t))  # a provider's built-in tool: sent as the host gave it
+            continue
         params = dict(t["parameters"])
         # ctxbudget's own tools are strict. A host tool (it carries "strict", see
         # normalize_tool) is sent as the host defined it.
@@ -63,6 +66,12 @@ def _tools(flavor: str, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, An
             definition["strict"] = bool(t["strict"])
         out.append(definition)
     return out
+
+
+def _is_builtin(tool: Mapping[str, Any]) -> bool:
+    """A provider's built-in tool (``{"type": "web_search", ...}``), kept as given."""
+    kind = tool.get("type")
+    return isinstance(kind, str) and kind != "function"
 
 
 def normalize_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -307,7 +316,13 @@ def to_anthropic(
         result["system"] = system
     if tools:
         result["tools"] = [
-            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+            dict(t)
+            if _is_builtin(t)
+            else {
+                "name": t["name"],
+                "description": t["description"],
+                "input_schema": t["parameters"],
+            }
             for t in tools
         ]
     return result

@@ -10,7 +10,7 @@ and their tokens as the window fold reads rows, so a step costs O(new rows).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..history import Row
@@ -146,7 +146,9 @@ class Requests:
         "_fixed",
         "_host_tools",
         "_images",
+        "_offered",
         "_own_tools",
+        "_tools_version",
     )
 
     def __init__(
@@ -163,6 +165,9 @@ class Requests:
         self._capabilities = capabilities
         self._host_tools = [dict(t) for t in host_tools]
         self._own_tools = [dict(t) for t in own_tools]
+        self._offered = list(self._own_tools)  # those of ctxbudget's tools requests offer
+        # Bumped whenever the advertised tools change, so the cached overhead is recounted.
+        self._tools_version = 0
         self._fixed: tuple[tuple[str, int], int] | None = None
         self._base: tuple[tuple[str, str | None, str, int], str] | None = None
 
@@ -171,11 +176,35 @@ class Requests:
     def tools(self) -> list[dict[str, Any]]:
         """Every tool a request advertises: the host's, then ctxbudget's (fresh copies,
         since callers may edit them)."""
-        return [*(dict(t) for t in self._host_tools), *(dict(t) for t in self._own_tools)]
+        return [*(dict(t) for t in self._host_tools), *(dict(t) for t in self._offered)]
 
     def own_tools(self) -> list[dict[str, Any]]:
         """ctxbudget's tools (fresh copies)."""
         return [dict(t) for t in self._own_tools]
+
+    def host_tools(self) -> list[dict[str, Any]]:
+        """The host's tools (fresh copies)."""
+        return [dict(t) for t in self._host_tools]
+
+    def set_host_tools(self, tools: Sequence[Mapping[str, Any]]) -> bool:
+        """Replaces the host's tools (already normalized and checked); ``True`` if they
+        changed."""
+        new = [dict(t) for t in tools]
+        if new == self._host_tools:
+            return False
+        self._host_tools = new
+        self._tools_version += 1
+        return True
+
+    def set_offered(self, names: Collection[str]) -> bool:
+        """Offers only ctxbudget's tools named in ``names`` (checked); ``True`` if that
+        changed."""
+        offered = [t for t in self._own_tools if t["name"] in names]
+        if offered == self._offered:
+            return False
+        self._offered = offered
+        self._tools_version += 1
+        return True
 
     def system(
         self, owner: _Owner, fold: WindowFold, hooks: Sequence[RequestHook] | None = None
@@ -216,7 +245,7 @@ class Requests:
     def overhead(self, system: str) -> int:
         """Tokens of the request frame, the system text and every advertised tool schema
         (cached while they do not change)."""
-        key = (system, len(self._host_tools) + len(self._own_tools))
+        key = (system, self._tools_version)
         if self._fixed is not None and self._fixed[0] == key:
             return self._fixed[1]
         total = request_tokens(self._encoding, system, (), self.tools())

@@ -20,7 +20,7 @@ again, so no stage is published twice and no window is sealed twice.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -52,6 +52,34 @@ _MAX_RESYNCS = 64
 made progress, so this bound is only reached by a transcript this session cannot read)."""
 
 
+def _host_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The host's tool definitions checked, function tools in neutral form (names unique
+    and none of ctxbudget's own); a provider's built-in tool (a ``type`` other than
+    ``"function"``, e.g. ``{"type": "web_search"}``) is kept as given and counts as its
+    JSON."""
+    if isinstance(tools, (str, bytes, Mapping)):
+        raise InvalidArgumentError("tools must be a sequence of tool definitions")
+    host_tools = [_builtin(t) or providers.normalize_tool(t) for t in tools]
+    names = [t["name"] for t in host_tools if isinstance(t.get("name"), str)]
+    clash = sorted({n for n in names if n in OWN_TOOL_NAMES or names.count(n) > 1})
+    if clash:
+        raise InvalidArgumentError(
+            f"host tool names must be unique and differ from ctxbudget's own "
+            f"({', '.join(OWN_TOOL_NAMES)}); rename {', '.join(map(repr, clash))}"
+        )
+    return host_tools
+
+
+def _builtin(tool: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A provider's built-in tool definition as given, else ``None``."""
+    if not isinstance(tool, Mapping):
+        return None
+    kind = tool.get("type")
+    if isinstance(kind, str) and kind != "function":
+        return dict(tool)
+    return None
+
+
 class Session:
     """An agent's token-budget session over one conversation: a workspace directory or a
     PostgreSQL conversation. Create with :meth:`open`.
@@ -81,14 +109,7 @@ class Session:
             )
         self._lock = SessionLock()
         self._open_call_policy = open_calls
-        host_tools = [providers.normalize_tool(t) for t in tools]
-        names = [t["name"] for t in host_tools]
-        clash = sorted({n for n in names if n in OWN_TOOL_NAMES or names.count(n) > 1})
-        if clash:
-            raise InvalidArgumentError(
-                f"host tool names must be unique and differ from ctxbudget's own "
-                f"({', '.join(OWN_TOOL_NAMES)}); rename {', '.join(map(repr, clash))}"
-            )
+        host_tools = _host_tools(tools)
         self.history = history
         self.model = model
         self.encoding = encoding
@@ -294,6 +315,48 @@ class Session:
 
     def _capabilities(self) -> Capabilities:
         return self._toolset.capabilities
+
+    # ----- what the host sends besides the window ------------------------------------
+
+    @_locked
+    def set_request(
+        self,
+        *,
+        system: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        own_tools: Collection[str] | None = None,
+    ) -> None:
+        """Replaces what the host sends besides the window, as ``open(system=,
+        tools=)`` set it: ``system`` is the host's system text (ctxbudget's window
+        addition follows it), ``tools`` the host's tool definitions (checked as
+        :meth:`open` checks them), ``own_tools`` the names of ctxbudget's own tools the
+        requests offer (by default all of :attr:`own_tools`; a host that does not offer
+        them names fewer, so they are not counted). ``None`` leaves that part as it is;
+        nothing changes if any part is refused. From the next :meth:`prepare` on, every
+        :class:`Turn` sends and counts them; a change is recorded as the window's request
+        overhead."""
+        if system is not None and not isinstance(system, str):
+            raise TypeError(f"system must be str or None, got {type(system).__name__}")
+        host_tools = None if tools is None else _host_tools(tools)
+        if own_tools is not None:
+            if isinstance(own_tools, (str, bytes)):
+                raise TypeError("own_tools must be a collection of tool names, not a string")
+            known = {t["name"] for t in self._requests.own_tools()}
+            unknown = sorted(set(own_tools) - known)
+            if unknown:
+                raise InvalidArgumentError(
+                    f"own_tools names tools this session does not offer: {unknown}; "
+                    f"choose from {sorted(known)}"
+                )
+        changed = system is not None and system != self.system_prompt
+        if system is not None:
+            self.system_prompt = system
+        if host_tools is not None:
+            changed = self._requests.set_host_tools(host_tools) or changed
+        if own_tools is not None:
+            changed = self._requests.set_offered(own_tools) or changed
+        if changed:
+            self._record_overhead()
 
     # ----- request hooks --------------------------------------------------------------
 

@@ -11,7 +11,10 @@ swap for ``SQLiteSession(session_id, db_path)``, and
 as the SDK's function tools, and
 :meth:`AgentsSession.run_config` installs the model-input filter that runs
 :meth:`ctxbudget.Session.prepare` before every model call, so advisories and rollovers
-happen inside ``Runner.run`` and ``Runner.run_streamed``.
+happen inside ``Runner.run`` and ``Runner.run_streamed``. The filter counts what the
+running agent sends: its instructions (sent once) and every tool the SDK offers it —
+function tools, MCP tools, handoffs, hosted tools. ``AgentsSession.open(...,
+agent=agent)`` budgets for the agent's model; there is no default model.
 
 The transcript stays append-only: ``pop_item`` appends a retraction row that hides the
 item (nothing is rewritten), and ``clear_session`` is a soft clear — a privacy floor.

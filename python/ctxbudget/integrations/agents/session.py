@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ...errors import ConflictError, CtxBudgetError
+from ...errors import ConflictError, CtxBudgetError, InvalidArgumentError
 from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
 from .items import (
@@ -27,8 +27,10 @@ from .items import (
     rows_for,
     stored_item,
 )
+from .request import agent_tools, model_of
 
 if TYPE_CHECKING:
+    from agents import Agent
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData, RunConfig
 
@@ -146,6 +148,9 @@ class AgentsSession:
         # Items of each row (by seq), for the current window only.
         self._row_items: dict[int, list[dict[str, Any]]] = {}
         self._cache_window = session.window_id
+        # The host's own system text (Session.open(system=)): sent after the agent's
+        # instructions, unless it repeats them.
+        self._host_system = session.system_prompt
 
     @classmethod
     def open(
@@ -153,18 +158,30 @@ class AgentsSession:
         session_id: str,
         workspace: str | os.PathLike[str],
         *,
-        model: str = "gpt-4o",
+        agent: Agent[Any] | None = None,
+        model: str | None = None,
         conversation: str | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> AgentsSession:
-        """Opens (or continues) the ctxbudget session in ``workspace`` for ``model`` —
-        the one-line swap for ``SQLiteSession(session_id, db_path)``. ``workspace`` is a
-        workspace directory, or a ``postgresql://`` URL (the swap for the SDK's
-        ``SQLAlchemySession``): then the conversation is ``conversation``, by default
-        ``session_id``, so every host serving that session id continues the same
-        conversation. ``options`` go to :meth:`ctxbudget.Session.open`
-        (``context_window``, ``system``, ``cursor_key``, ...)."""
+        """Opens (or continues) the ctxbudget session in ``workspace`` — the one-line
+        swap for ``SQLiteSession(session_id, db_path)``. The budget is that of ``model``,
+        or else of the model ``agent`` runs on (its ``model``, else the SDK's default
+        model); with neither, an :class:`~ctxbudget.InvalidArgumentError` (there is no
+        silent default). ``workspace`` is a workspace directory, or a ``postgresql://``
+        URL (the swap for the SDK's ``SQLAlchemySession``): then the conversation is
+        ``conversation``, by default ``session_id``, so every host serving that session
+        id continues the same conversation. ``options`` go to
+        :meth:`ctxbudget.Session.open` (``context_window``, ``cursor_key``, ...); the
+        system text and tools sent are the running agent's own, set by the filter."""
+        if model is None:
+            if agent is None:
+                raise InvalidArgumentError(
+                    "AgentsSession.open needs the model the budget is for: pass agent= "
+                    "(its model is used) or model= (a name such as 'gpt-4o'; add "
+                    "context_window= for a model ctxbudget does not know)"
+                )
+            model = model_of(agent)
         if is_database_url(workspace) and conversation is None:
             conversation = session_id
         return cls(
@@ -394,15 +411,33 @@ class AgentsSession:
 
     async def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """``RunConfig.call_model_input_filter``: records what the SDK has not saved
-        yet, runs ``prepare()`` and sends the active window (lead-in, advisories,
-        ``[id: N]`` suffixes) with ctxbudget's system text. Raises
-        :class:`NotSentError` when ``prepare()`` does not send."""
-        return await self._run(self._filter, data, self._bound())
+        yet, sets what the agent sends besides its input (its instructions as the SDK
+        resolved them, and every tool it offers: function tools, MCP tools, handoffs,
+        hosted tools) as the session's request, runs ``prepare()`` — which counts all
+        of it — and sends the active window (lead-in, advisories, ``[id: N]``
+        suffixes) with the instructions, once, followed by ctxbudget's system text.
+        Raises :class:`NotSentError` when ``prepare()`` does not send."""
+        tools = await agent_tools(data.agent, data.context)
+        return await self._run(self._filter, data, self._bound(), tools)
 
-    def _filter(self, data: CallModelData[Any], mark: _RunMark | None) -> ModelInputData:
+    def _filter(
+        self, data: CallModelData[Any], mark: _RunMark | None, offered: list[dict[str, Any]]
+    ) -> ModelInputData:
         from agents.run_config import ModelInputData
 
         s = self.session
+        # The session's system text starts with the agent's instructions, so the request
+        # counted is the request sent, and the instructions are sent once.
+        instructions = data.model_data.instructions or ""
+        host = self._host_system if self._host_system != instructions else ""
+        # ctxbudget's own tools (AgentsSession.tools()) are counted as the session's own,
+        # and only those the agent offers.
+        own = {t["name"] for t in s.own_tools}
+        s.set_request(
+            system="\n\n".join(x for x in (instructions, host) if x),
+            tools=[t for t in offered if t.get("name") not in own],
+            own_tools=[str(t["name"]) for t in offered if t.get("name") in own],
+        )
         sent = [plain(i) for i in data.model_data.input]
         if mark is None:
             # A run without session=: the SDK holds no history. Its input only grows, so
@@ -419,12 +454,12 @@ class AgentsSession:
         self.last_turn = turn
         if turn.status != "send":
             raise NotSentError(turn)
-        instructions = "\n\n".join(x for x in (data.model_data.instructions, turn.system) if x)
+        system = turn.system or None
         # RunConfig(reasoning_item_id_policy="omit"): the SDK sent its reasoning without IDs.
         reasoning = [i for i in sent if i.get("type") == "reasoning"]
         omit_ids = bool(reasoning) and not any("id" in i for i in reasoning)
         items = self._model_input(turn, mark, omit_reasoning_ids=omit_ids)
-        return ModelInputData(input=cast(Any, items), instructions=instructions)
+        return ModelInputData(input=cast(Any, items), instructions=system)
 
     def _model_input(
         self, turn: Turn, mark: _RunMark, *, omit_reasoning_ids: bool
