@@ -52,7 +52,10 @@ fn image_rule(name: &str) -> PyResult<tokens::request::ImageRule> {
 
 /// Each item of `items` as a JSON value (as `json.dumps` would write it), and the bytes
 /// of JSON they took; a `TypeError` naming what cannot be.
-fn json_values(items: &Bound<'_, PyList>, what: &str) -> PyResult<(Vec<serde_json::Value>, usize)> {
+pub(crate) fn json_values(
+    items: &Bound<'_, PyList>,
+    what: &str,
+) -> PyResult<(Vec<serde_json::Value>, usize)> {
     let mut bytes = 0;
     let values = items
         .iter()

@@ -2,7 +2,6 @@
 //! from the core's `tokens::request` and `tokens::typescript`.
 
 use ctxbudget::tokens::{request, typescript};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -10,19 +9,7 @@ use pyo3::types::PyList;
 /// definitions in any shape `count_messages` takes; other tools are left out).
 #[pyfunction]
 pub(crate) fn render_tools(tools: &Bound<'_, PyList>) -> PyResult<String> {
-    let values = tools
-        .iter()
-        .enumerate()
-        .map(|(index, tool)| {
-            crate::pyjson::encode_value(&tool)
-                .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-                .ok_or_else(|| {
-                    PyTypeError::new_err(format!(
-                        "the tool definition at index {index} cannot be sent as JSON"
-                    ))
-                })
-        })
-        .collect::<PyResult<Vec<_>>>()?;
+    let (values, _) = crate::encoding::json_values(tools, "a tool definition")?;
     let functions: Vec<_> = values.iter().filter_map(request::function_tool).collect();
     Ok(typescript::tools_section(&functions))
 }

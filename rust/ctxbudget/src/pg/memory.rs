@@ -161,6 +161,21 @@ const UPSERT: &str = "INSERT INTO ctxbudget_memory_files (conversation, path, co
                       VALUES ($1, $2, $3) ON CONFLICT (conversation, path) \
                       DO UPDATE SET content = EXCLUDED.content, updated_at = now()";
 
+/// The bytes of the existing file `p` (an edit's input): `is_directory` or `not_found`
+/// when there is no such file.
+fn existing_file(c: &mut Conn, conversation: &str, p: &MemPath) -> Result<Vec<u8>> {
+    if let Some(old) = read_file(c, conversation, p)? {
+        return Ok(old);
+    }
+    if !under(c, conversation, p)?.is_empty() {
+        return Err(PgError::memory(
+            "is_directory",
+            format!("{} is a directory", p.shown()),
+        ));
+    }
+    Err(not_found(p))
+}
+
 impl PgConversation {
     /// A file's bytes.
     pub fn memory_read(&self, path: &str) -> Result<Vec<u8>> {
@@ -253,15 +268,7 @@ impl PgConversation {
     ) -> Result<()> {
         let p = MemPath::parse(path)?;
         self.memory_tx(|c, conversation| {
-            let Some(old) = read_file(c, conversation, &p)? else {
-                if !under(c, conversation, &p)?.is_empty() {
-                    return Err(PgError::memory(
-                        "is_directory",
-                        format!("{} is a directory", p.shown()),
-                    ));
-                }
-                return Err(not_found(&p));
-            };
+            let old = existing_file(c, conversation, &p)?;
             let new = edit(&old)?;
             if new.len() > p.limit() {
                 return Err(p.too_large(new.len()));
@@ -285,15 +292,7 @@ impl PgConversation {
             return Err(p.too_large(new.len()));
         }
         self.memory_tx(|c, conversation| {
-            let Some(old) = read_file(c, conversation, &p)? else {
-                if !under(c, conversation, &p)?.is_empty() {
-                    return Err(PgError::memory(
-                        "is_directory",
-                        format!("{} is a directory", p.shown()),
-                    ));
-                }
-                return Err(not_found(&p));
-            };
+            let old = existing_file(c, conversation, &p)?;
             if old != expected {
                 return Ok(false);
             }
