@@ -205,6 +205,11 @@ pub fn image_size_from_base64(data: &str) -> Result<ImageSize, MediaError> {
     size_of(&Base64Text(data.as_bytes()))
 }
 
+/// Whether `text` is a `data:` URL (the scheme in any case).
+pub fn is_data_url(text: &str) -> bool {
+    strip_prefix_ignore_case(text, "data:").is_some()
+}
+
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     let head = text.get(..prefix.len())?;
     head.eq_ignore_ascii_case(prefix)

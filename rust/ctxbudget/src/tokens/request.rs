@@ -282,10 +282,10 @@ fn media_part_tokens(part: &Value, images: ImageRule) -> Option<usize> {
                 Value::String(url) => (Some(url.as_str()), Detail::Auto),
                 _ => (str_of(r.get("url")), detail(r.get("detail"))),
             };
-            Some(image_tokens(url, d, images))
+            Some(rule_tokens(url_size(url), d, images))
         }
-        "input_image" => Some(image_tokens(
-            str_of(part.get("image_url")),
+        "input_image" => Some(rule_tokens(
+            url_size(str_of(part.get("image_url"))),
             detail(part.get("detail")),
             images,
         )),
@@ -298,8 +298,8 @@ fn media_part_tokens(part: &Value, images: ImageRule) -> Option<usize> {
                     .and_then(|data| media::image_size_from_base64(data).ok());
                 Some(media::anthropic_image_tokens(size.map(|s| s.dims())))
             }
-            _ => Some(image_tokens(
-                reference(part).as_deref(),
+            _ => Some(rule_tokens(
+                part_size(part),
                 detail(part.get("detail")),
                 images,
             )),
@@ -315,8 +315,8 @@ fn media_part_tokens(part: &Value, images: ImageRule) -> Option<usize> {
                         return Some(rule_tokens(Some(size), detail(part.get("detail")), images));
                     }
                 }
-                return Some(image_tokens(
-                    reference(part).as_deref(),
+                return Some(rule_tokens(
+                    part_size(part),
                     detail(part.get("detail")),
                     images,
                 ));
@@ -345,35 +345,29 @@ fn document_tokens(part: &Value) -> usize {
     }
 }
 
-/// A media part's image: its `url`, or its `data`/`base64` (base64 text or a data URL).
-fn reference(part: &Value) -> Option<std::borrow::Cow<'_, str>> {
+/// The size of an image given by URL: a `data:` URL is sized from its header; any other
+/// URL, or an unreadable header, is `None` (counted at the rule's maximum).
+fn url_size(url: Option<&str>) -> Option<(u32, u32)> {
+    let url = url.filter(|u| media::is_data_url(u))?;
+    media::image_size_from_data_url(url).ok().map(|s| s.dims())
+}
+
+/// The size of a neutral image part's image: its `url`, or its `data`/`base64` (base64
+/// text, read in place, or a data URL).
+fn part_size(part: &Value) -> Option<(u32, u32)> {
     if let Some(url) = part.get("url").and_then(Value::as_str) {
-        return Some(url.into());
+        return url_size(Some(url));
     }
     let data = part
         .get("data")
         .or_else(|| part.get("base64"))
         .and_then(Value::as_str)?;
-    Some(
-        if data
-            .get(..5)
-            .is_some_and(|p| p.eq_ignore_ascii_case("data:"))
-        {
-            data.into()
-        } else {
-            format!("data:;base64,{data}").into()
-        },
-    )
-}
-
-/// An image given by URL (a `data:` URL is sized from its header; any other URL, or an
-/// unreadable header, counts at the rule's maximum).
-fn image_tokens(url: Option<&str>, detail: Detail, images: ImageRule) -> usize {
-    let size = url
-        .filter(|u| u.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("data:")))
-        .and_then(|u| media::image_size_from_data_url(u).ok())
-        .map(|s| s.dims());
-    rule_tokens(size, detail, images)
+    let size = if media::is_data_url(data) {
+        media::image_size_from_data_url(data)
+    } else {
+        media::image_size_from_base64(data)
+    };
+    size.ok().map(|s| s.dims())
 }
 
 fn rule_tokens(size: Option<(u32, u32)>, detail: Detail, images: ImageRule) -> usize {
