@@ -5,6 +5,8 @@
     python benches/run.py tokens scan       # only these: benches/test_bench_<name>.py
     python benches/run.py --short           # CI: smaller inputs, fewer rounds, same tables
     python benches/run.py --write [NAME …]  # and rewrite benches/README.md
+    python benches/run.py --json run.json   # and keep the raw results (with the run's details)
+    python benches/run.py --from-json run.json [--write]  # tables of a kept run, running nothing
     python benches/run.py --render          # rewrite it from the tables already in it
     python benches/run.py --check           # fail unless it is what --render writes
     python benches/run.py --list            # the registered benchmarks
@@ -45,6 +47,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -145,15 +148,21 @@ def _run_line(short: bool, started: float, load: tuple[float, float]) -> str:
     )
 
 
+RUN_KEY = "ctxbudget_run"
+"""Where a kept JSON holds the run's details (``--json``, ``--from-json``)."""
+
 RESULTS = re.compile(r"<!-- results: (\S+) -->\n(.*?)\n<!-- end results -->", re.S)
 
 
 def _section(r: Registered, results: str | None) -> str:
     body = results or f"_Not measured yet: `python benches/run.py --write {r.name}`._"
+    about = textwrap.fill(
+        r.benchmark.about, width=90, break_on_hyphens=False, break_long_words=False
+    )
     return (
-        f"### {r.benchmark.title}\n\n{r.benchmark.about}\n\n"
+        f"### {r.benchmark.title}\n\n{about}\n\n"
         f"<!-- results: {r.name} -->\n{body}\n<!-- end results -->\n\n"
-        f"Just this one: `python benches/run.py {r.name}`"
+        f"Run just this one: `python benches/run.py {r.name}`"
     )
 
 
@@ -185,7 +194,7 @@ A/B comparisons of two builds and profiling scripts live in `benches/experiments
 
 def render(registered: Iterable[Registered], tables: dict[str, str]) -> str:
     """The whole README: the preface, then every benchmark under its topic."""
-    parts = [PREFACE]
+    parts = [PREFACE.strip()]
     topic = None
     for r in registered:
         if r.benchmark.topic != topic:
@@ -215,6 +224,9 @@ def main() -> int:
     )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--json", type=Path, help="keep the raw pytest-benchmark JSON here")
+    parser.add_argument(
+        "--from-json", type=Path, help="run nothing: make the tables from a run kept with --json"
+    )
     args = parser.parse_args(argv)
     # conftest reads the mode when the modules are imported, here and in pytest.
     os.environ["CTXBUDGET_BENCH_SHORT"] = "1" if args.short else "0"
@@ -243,12 +255,18 @@ def main() -> int:
         parser.error(f"no benchmark named {', '.join(unknown)} (--list shows them)")
     selected = [r for r in registered if not args.names or r.name in args.names]
 
-    started, load_before = time.time(), os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = args.json or Path(tmp) / "bench.json"
-        status = _run_pytest(selected, args.short, out, extra)
-        data = json.loads(out.read_text()) if out.exists() else {}
-    line = _run_line(args.short, started, (load_before, os.getloadavg()[0]))
+    if args.from_json:
+        status, data = 0, json.loads(args.from_json.read_text())
+        line = data.get(RUN_KEY, "run details not recorded")
+    else:
+        started, load_before = time.time(), os.getloadavg()[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = args.json or Path(tmp) / "bench.json"
+            status = _run_pytest(selected, args.short, out, extra)
+            data = json.loads(out.read_text()) if out.exists() else {}
+        line = _run_line(args.short, started, (load_before, os.getloadavg()[0]))
+        if args.json and data:
+            args.json.write_text(json.dumps({**data, RUN_KEY: line}, indent=1))
 
     results = _results(data)
     tables = {}

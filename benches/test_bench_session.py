@@ -92,7 +92,7 @@ def table(results: list[Result]) -> str:
                 f"{i['steps']:,} steps, {i['rollovers']} rollovers",
                 duration(i["p50"]),
                 duration(i["p99"]),
-                f"{i['counting_share'] * 100:.0f}%",
+                f"{i['counting_share'] * 100:.1f}%",
                 f"{i['session']:.2f} s",
                 f"{i['appends']:.2f} s",
                 ratio(i["session"] / i["appends"]),
