@@ -49,7 +49,6 @@ from .session import INTERRUPTED_OUTPUT, OpenCall, RequestHook, Session, Turn
 from .session_history import SessionHistoryTool
 from .settings import Settings, Strategy
 from .tokens import (
-    BOUNDARY_SLACK,
     DEFAULT_CACHE_SIZE,
     MESSAGE_TOKENS,
     Encoding,
@@ -63,7 +62,6 @@ from .tools import MemoryTool, NewContextTool, RuleAction, ToolPolicy, ToolRule
 from .window import WindowView
 
 __all__ = [
-    "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_PROMPTS",
     "INTERRUPTED_OUTPUT",

@@ -54,7 +54,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(budget::threshold_is_off, m)?)?;
     m.add_class::<history::PyHistory>()?;
     m.add_class::<pg_memory::PyPgMemoryFiles>()?;
-    m.add_class::<session_history::PySessionHistoryTool>()?;
+    session_history::add(m)?;
     reports::add(m)?;
     m.add_class::<fold::PyWindowFold>()?;
     m.add_class::<fold::PyRowFold>()?;
@@ -75,7 +75,6 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ROW_KINDS", ctxbudget::transcript::KINDS.to_vec())?;
     m.add("ROLES", ctxbudget::transcript::ROLES.to_vec())?;
     m.add("PART_TYPES", ctxbudget::transcript::PART_TYPES.to_vec())?;
-    m.add("BOUNDARY_SLACK", tokens::BOUNDARY_SLACK)?;
     m.add("MESSAGE_TOKENS", tokens::request::MESSAGE_TOKENS)?;
     m.add("NAME_TOKENS", tokens::request::NAME_TOKENS)?;
     m.add("REPLY_TOKENS", tokens::request::REPLY_TOKENS)?;

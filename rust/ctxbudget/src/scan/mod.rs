@@ -27,6 +27,7 @@ mod args;
 mod cursor;
 mod prefilter;
 mod project;
+pub mod schema;
 pub(crate) mod source;
 
 use std::collections::HashMap;
