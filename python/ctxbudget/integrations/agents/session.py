@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ...errors import ConflictError, CtxBudgetError, InvalidArgumentError
 from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
+from .._common import NotSentError
 from .items import (
     CALL_TO_OUTPUT,
     fingerprint,
@@ -39,14 +40,6 @@ __all__ = ["AgentsSession", "NotSentError", "SessionClosedError"]
 _T = TypeVar("_T")
 _MAX_REREADS = 64
 """Times pop_item reads the window again after another writer appended first."""
-
-
-class NotSentError(CtxBudgetError, RuntimeError):
-    """``prepare()`` decided not to send (reject, block or pause); see ``turn``."""
-
-    def __init__(self, turn: Turn) -> None:
-        super().__init__(f"ctxbudget: request not sent ({turn.status}): {turn.reason}")
-        self.turn = turn
 
 
 class SessionClosedError(CtxBudgetError, RuntimeError):
