@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("langchain.agents")
 
-from langchain_core.messages import (  # noqa: E402
+from langchain_core.messages import (
     AIMessage,
     HumanMessage,
     ToolMessage,
@@ -25,11 +25,11 @@ from langchain_core.messages import (  # noqa: E402
     messages_to_dict,
     trim_messages,
 )
-from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
-from langchain_script import CONFIG, FACT, SYSTEM, agent  # noqa: E402
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_script import CONFIG, FACT, SYSTEM, agent
 
-from ctxbudget import History, count_messages  # noqa: E402
-from ctxbudget.integrations.langchain import token_counter  # noqa: E402
+from ctxbudget import History, count_messages
+from ctxbudget.integrations.langchain import token_counter
 
 THREAD = Path("threads") / "audit-1"
 
@@ -157,8 +157,8 @@ def test_token_counter_counts_langchain_messages() -> None:
 def test_react_agent_pre_model_hook_runs_the_ladder(tmp_path: Path) -> None:
     import warnings
 
-    from langchain_script import Script, read_file
     from langchain_script import CapturingFake as Fake
+    from langchain_script import Script, read_file
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent is deprecated for create_agent
