@@ -320,6 +320,6 @@ def test_agents_items_carry_tool_text_as_the_session_sends_it(tmp_path: Path) ->
     items = asyncio.run(a.get_items())
     call = next(i for i in items if i.get("type") == "function_call")
     result = next(i for i in items if i.get("type") == "function_call_output")
-    assert call["arguments"] == '{"stadt": "Zürich"}'
+    assert call["arguments"] == '{"stadt":"Zürich"}'  # compact, as counted
     assert result["output"] == '{"himmel": "sonnig ☀"}'
     assert result["output"] == next(m["content"] for m in sent if m["role"] == "tool")

@@ -287,6 +287,10 @@ class AsyncSession:
         """See :meth:`Session.add_assistant_from_openai_responses`."""
         return await self._call(self._session.add_assistant_from_openai_responses, response)
 
+    async def add_assistant_from_litellm(self, response: Any) -> str:
+        """See :meth:`Session.add_assistant_from_litellm`."""
+        return await self._call(self._session.add_assistant_from_litellm, response)
+
     async def add_assistant_from_anthropic(self, message: Any) -> str:
         """See :meth:`Session.add_assistant_from_anthropic`."""
         return await self._call(self._session.add_assistant_from_anthropic, message)

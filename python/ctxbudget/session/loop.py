@@ -477,6 +477,21 @@ class Session:
             meta["refusal"] = True
         return self._add_assistant(reply.text, reply.tool_calls, meta)
 
+    def add_assistant_from_litellm(self, response: Any) -> str:
+        """Records a LiteLLM ``ModelResponse`` of ``litellm.completion`` (or its dict, or
+        its ``choices[0].message``): OpenAI Chat-shaped text and tool calls. A response
+        with several choices is an :class:`~ctxbudget.InvalidArgumentError` (record the
+        one you continue with: pass its message)."""
+        choices = providers.get_field(response, "choices")
+        if choices is not None:
+            if len(choices) != 1:
+                raise InvalidArgumentError(
+                    f"this LiteLLM response has {len(choices)} choices; pass the message of "
+                    "the one the conversation continues with (response.choices[i].message)"
+                )
+            response = providers.get_field(choices[0], "message")
+        return self.add_assistant_from_openai(response)
+
     def add_assistant_from_anthropic(self, message: Any) -> str:
         """Records an Anthropic ``Message`` (or its dict), tool uses included."""
         text, calls = providers.from_anthropic_message(message)
