@@ -8,6 +8,7 @@ changes where windows come from, which must not leak into the other tests.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -15,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("litellm")
+from ctxbudget import InvalidArgumentError, Session
 
-from ctxbudget import Session
+# Only looked for, never imported here (see above).
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("litellm") is None, reason="LiteLLM is not installed"
+)
 
 WORKER = Path(__file__).with_name("litellm_worker.py")
 
@@ -61,6 +65,11 @@ def test_a_second_process_continues_the_conversation(tmp_path: Path) -> None:
     _worker("second", tmp_path)
 
 
+def test_this_process_never_imported_litellm() -> None:
+    """The premise of running LiteLLM in workers: the other tests see ctxbudget's table."""
+    assert "litellm" not in sys.modules
+
+
 def test_add_assistant_from_litellm_takes_a_response_or_its_message(tmp_path: Path) -> None:
     """LiteLLM's ModelResponse is OpenAI Chat-shaped: its dict works without LiteLLM."""
     s = Session.open(tmp_path, model="gpt-4o", durability="none")
@@ -75,7 +84,5 @@ def test_add_assistant_from_litellm_takes_a_response_or_its_message(tmp_path: Pa
     s.add_assistant_from_litellm({"role": "assistant", "content": "done"})
     assert s.view().rows[-1].parts == [{"type": "text", "text": "done"}]
     two = {"choices": [response["choices"][0], response["choices"][0]]}
-    from ctxbudget import InvalidArgumentError
-
     with pytest.raises(InvalidArgumentError, match="2 choices"):
         s.add_assistant_from_litellm(two)

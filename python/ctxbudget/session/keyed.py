@@ -21,6 +21,7 @@ from typing import Any
 from .._messages import as_message
 from ..errors import InvalidArgumentError, MessageChangedError
 from ..history import History
+from ..window import WindowFold
 from . import rows as make
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "KeyIndex",
     "KeyedMessage",
     "SyncReport",
+    "plan",
     "stored_row",
     "unrecorded",
 ]
@@ -189,6 +191,30 @@ class KeyIndex:
     def get(self, key: str) -> tuple[str, int] | None:
         """``(digest, seq)`` of ``key``'s row, if recorded."""
         return self._keys.get(key)
+
+
+def plan(
+    index: KeyIndex, fold: WindowFold, messages: Sequence[KeyedMessage]
+) -> tuple[list[KeyedMessage], SyncReport]:
+    """What a sync of ``messages`` writes on the transcript as ``index`` and ``fold``
+    read it: the messages to record, and the report without them (the keys found
+    already recorded, and the results left out because their call has one)."""
+    fresh = unrecorded(index, messages)
+    unanswerable = tuple(
+        m.key
+        for m in fresh
+        if m.row.get("role") == "tool"
+        and any(
+            p.get("type") == "tool_result" and fold.is_answered(str(p.get("call_id")))
+            for p in m.row.get("parts") or ()
+        )
+    )
+    already = {}
+    for m in messages:
+        found = index.get(m.key)
+        if found is not None:
+            already[m.key] = found[1]
+    return [m for m in fresh if m.key not in unanswerable], SyncReport({}, already, unanswerable)
 
 
 def stored_row(message: KeyedMessage) -> dict[str, Any]:

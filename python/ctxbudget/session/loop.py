@@ -603,24 +603,9 @@ class Session:
         for attempt in range(_MAX_RESYNCS + 1):
             self._keys.catch_up(self.history)
             self._sync()
-            fresh = keyed.unrecorded(self._keys, messages)
-            unanswerable = [
-                m.key
-                for m in fresh
-                if m.row.get("role") == "tool"
-                and any(
-                    p.get("type") == "tool_result" and self._fold.is_answered(str(p.get("call_id")))
-                    for p in m.row.get("parts") or ()
-                )
-            ]
-            fresh = [m for m in fresh if m.key not in unanswerable]
-            already = {}
-            for m in messages:
-                found = self._keys.get(m.key)
-                if found is not None:
-                    already[m.key] = found[1]
+            fresh, report = keyed.plan(self._keys, self._fold, messages)
             if not fresh:
-                return SyncReport({}, already, tuple(unanswerable))
+                return report
             sent = self._sent
             rows = self._stamped([keyed.stored_row(m) for m in fresh])
             try:
@@ -630,8 +615,7 @@ class Session:
                 if attempt == _MAX_RESYNCS:
                     raise
                 continue
-            recorded = dict(zip((m.key for m in fresh), seqs, strict=True))
-            return SyncReport(recorded, already, tuple(unanswerable))
+            return replace(report, recorded=dict(zip((m.key for m in fresh), seqs, strict=True)))
         raise AssertionError("unreachable")  # pragma: no cover
 
     @_locked
