@@ -187,11 +187,6 @@ def ladder(ws: Path) -> None:
     (ws / "gaps.json").write_text(json.dumps(count_gaps(script) + count_gaps(ascript)))
 
 
-def first(ws: Path) -> None:
-    script = Script()
-    check_ladder(ws, run(_open(ws), script, [f"Remember: {FACT}.", "Audit."]), script)
-
-
 def second(ws: Path) -> None:
     s = _open(ws)
     before = len(list(s.history.rows()))
@@ -204,4 +199,4 @@ def second(ws: Path) -> None:
 
 if __name__ == "__main__":
     scenario, where = sys.argv[1], Path(sys.argv[2])
-    {"ladder": ladder, "first": first, "second": second}[scenario](where)
+    {"ladder": ladder, "second": second}[scenario](where)

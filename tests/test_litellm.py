@@ -60,9 +60,9 @@ def test_counts_equal_the_request_litellm_is_sent(ladder: Path) -> None:
     assert gaps and set(gaps) == {0}, sorted(set(gaps))
 
 
-def test_a_second_process_continues_the_conversation(tmp_path: Path) -> None:
-    _worker("first", tmp_path)
-    _worker("second", tmp_path)
+def test_a_second_process_continues_the_conversation(ladder: Path) -> None:
+    """The ladder's process ran the first conversation; this one continues it."""
+    _worker("second", ladder / "sync")
 
 
 def test_this_process_never_imported_litellm() -> None:
