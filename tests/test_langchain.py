@@ -154,7 +154,8 @@ def test_token_counter_counts_langchain_messages() -> None:
     assert len(kept) == 20
 
 
-def test_react_agent_pre_model_hook_runs_the_ladder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+def test_react_agent_pre_model_hook_runs_the_ladder(tmp_path: Path, entry: str) -> None:
     import warnings
 
     from langchain_script import CapturingFake as Fake
@@ -176,7 +177,10 @@ def test_react_agent_pre_model_hook_runs_the_ladder(tmp_path: Path) -> None:
         graph = create_react_agent(
             model, tools, pre_model_hook=budget.pre_model_hook(tools, system_prompt=SYSTEM)
         )
-    result = graph.invoke(_start(tmp_path), CONFIG)
+    if entry == "invoke":
+        result = graph.invoke(_start(tmp_path), CONFIG)
+    else:
+        result = asyncio.run(graph.ainvoke(_start(tmp_path), CONFIG))
     assert "recovered" in str(result["messages"][-1].content)
     rows = _rows(tmp_path)
     assert {"warning", "handoff"} <= {r.meta.get("stage") for r in rows if r.kind == "advisory"}
