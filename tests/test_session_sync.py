@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stores import STORE_KINDS, StoreUnderTest
 
 from ctxbudget import (
     AsyncSession,
@@ -306,3 +307,41 @@ def test_async_sync_and_retract(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert _keys(tmp_path) == Counter(m.key for m in _conversation(2))
+
+
+@pytest.mark.parametrize("store", STORE_KINDS, indirect=True)
+def test_sessions_on_either_store_sync_the_same_list_once(store: StoreUnderTest) -> None:
+    """Threads, each with its own Session, on one workspace or PostgreSQL conversation."""
+    msgs = _conversation(2)
+    for trial in range(8):
+        where = store.fresh()
+
+        def open_session(where: str = where) -> Session:
+            if store.is_pg:
+                assert store.url is not None
+                return Session.open(
+                    store.url, conversation=where, model="gpt-4o", context_window=16_000
+                )
+            return _open(Path(where))
+
+        sessions = [open_session() for _ in range(3)]
+        barrier = threading.Barrier(len(sessions))
+        reports: list[list[str]] = []
+
+        def run(
+            s: Session,
+            barrier: threading.Barrier = barrier,
+            reports: list[list[str]] = reports,
+        ) -> None:
+            barrier.wait()
+            reports.append(list(s.sync_messages(msgs).recorded))
+
+        threads = [threading.Thread(target=run, args=(s,)) for s in sessions]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        recorded = sorted(k for r in reports for k in r)
+        assert recorded == sorted(m.key for m in msgs), f"trial {trial}"
+        keys = Counter(str(r.meta["key"]) for r in store.open(where).rows() if "key" in r.meta)
+        assert keys == Counter(m.key for m in msgs)
