@@ -13,6 +13,7 @@ openai_chat = pytest.importorskip("openai.types.chat")
 openai_responses = pytest.importorskip("openai.types.responses")
 anthropic_types = pytest.importorskip("anthropic.types")
 
+import ctxbudget  # noqa: E402
 from ctxbudget import InvalidArgumentError, Session  # noqa: E402
 
 TypeAdapter = pydantic.TypeAdapter
@@ -351,3 +352,17 @@ def test_converters_send_every_media_part_prepare_counted(tmp_path: Path) -> Non
         "media_type": "image/png",
         "data": png,
     }
+
+
+def test_openai_chat_request_counts_what_prepare_counted(tmp_path: Path) -> None:
+    """A recorded call's parsed arguments go out as the compact JSON the session counts
+    (they went out with spaces: one token more per call than was counted)."""
+    s = Session.open(tmp_path, model="gpt-4o", context_window=40_000, durability="none")
+    s.set_request(own_tools=[])
+    s.add_user("hi")
+    s.add_assistant(None, [{"id": "c1", "name": "f", "arguments": {"n": 1, "city": "Zürich"}}])
+    s.add_tool_results([{"call_id": "c1", "name": "f", "output": {"ok": True}}])
+    turn = s.prepare()
+    sent = turn.to_openai_chat()["messages"]
+    assert sent[-2]["tool_calls"][0]["function"]["arguments"] == '{"n":1,"city":"Zürich"}'
+    assert ctxbudget.count_messages(sent, model="gpt-4o") == turn.decision.projected

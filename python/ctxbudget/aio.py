@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 from . import _ctxbudget, tokens
 from .history import History
 from .policy import Budget
-from .session import OpenCall, RequestHook, Session, Turn
+from .session import KeyedMessage, OpenCall, RequestHook, Session, SyncReport, Turn
 from .tokens import Encoding
 from .window import WindowView
 
@@ -269,6 +269,10 @@ class AsyncSession:
         """See :meth:`Session.add_assistant_from_openai_responses`."""
         return await self._call(self._session.add_assistant_from_openai_responses, response)
 
+    async def add_assistant_from_litellm(self, response: Any) -> str:
+        """See :meth:`Session.add_assistant_from_litellm`."""
+        return await self._call(self._session.add_assistant_from_litellm, response)
+
     async def add_assistant_from_anthropic(self, message: Any) -> str:
         """See :meth:`Session.add_assistant_from_anthropic`."""
         return await self._call(self._session.add_assistant_from_anthropic, message)
@@ -282,6 +286,22 @@ class AsyncSession:
     async def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> None:
         """See :meth:`Session.add_tool_results`."""
         await self._call(self._session.add_tool_results, results)
+
+    async def retract(
+        self,
+        seq: int,
+        *,
+        replace_with: Sequence[Mapping[str, Any]] = (),
+        if_last_seq: int | None = None,
+    ) -> list[int]:
+        """See :meth:`Session.retract`."""
+        return await self._call(
+            self._session.retract, seq, replace_with=replace_with, if_last_seq=if_last_seq
+        )
+
+    async def sync_messages(self, messages: Sequence[KeyedMessage]) -> SyncReport:
+        """See :meth:`Session.sync_messages`."""
+        return await self._call(self._session.sync_messages, messages)
 
     async def interrupt_open_calls(self) -> list[OpenCall]:
         """See :meth:`Session.interrupt_open_calls`."""
