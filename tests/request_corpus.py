@@ -418,9 +418,9 @@ def cookbook(case: Case) -> int:
         for t in case.tools:
             function = t["function"]
             total += func_init
-            desc = function["description"].removesuffix(".")
+            desc = function.get("description", "").removesuffix(".")
             total += len(enc.encode(function["name"] + ":" + desc))
-            properties = function["parameters"]["properties"]
+            properties = (function.get("parameters") or {}).get("properties", {})
             if properties:
                 total += prop_init
                 for key, prop in properties.items():
@@ -428,9 +428,15 @@ def cookbook(case: Case) -> int:
                     if "enum" in prop:
                         total += enum_init
                         for item in prop["enum"]:
-                            total += enum_item + len(enc.encode(item))
-                    p_desc = prop["description"].removesuffix(".")
-                    total += len(enc.encode(f"{key}:{prop['type']}:{p_desc}"))
+                            # (the cookbook's code encodes str items; a null item adds
+                            # only its constant)
+                            total += enum_item + (
+                                len(enc.encode(item)) if isinstance(item, str) else 0
+                            )
+                    # A missing description is empty; a list of types is written as the
+                    # cookbook's f-string writes it.
+                    p_desc = prop.get("description", "").removesuffix(".")
+                    total += len(enc.encode(f"{key}:{prop.get('type', '')}:{p_desc}"))
         total += func_end
     return total
 
