@@ -65,3 +65,35 @@ def test_image_header_parse(benchmark: Any, kind: str) -> None:
         p50=samples[len(samples) // 2],
         p99=samples[min(len(samples) - 1, len(samples) * 99 // 100)],
     )
+
+
+def test_window_use_at_the_limit(benchmark: Any, tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import test_window_use
+
+    def rows() -> list[dict[str, Any]]:
+        agents = ("chat", "coding", "20 tools")
+        return [test_window_use.report(a, tmp_path / a.replace(" ", "-")) for a in agents]
+
+    got = benchmark.pedantic(rows, rounds=1, iterations=1)
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{v * 100:.1f}%"
+
+    lines = [
+        "| agent | steps to the forced rollover | window unused at the usable limit "
+        "| warning at | handoff at | final at |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {r['agent']} | {r['steps']} | {r['unused'] * 100:.2f}% | {pct(r['warning'])} "
+            f"| {pct(r['handoff'])} | {pct(r['final'])} |"
+            for r in got
+        ),
+    ]
+    benchmark.extra_info.update(
+        measure="window use at the limit, gpt-4o (the cookbook's count as the provider's)",
+        impl="ctxbudget",
+        group="counts",
+        table="\n".join(lines),
+    )
+    print("\n" + "\n".join(lines))
