@@ -75,10 +75,13 @@ async def count_messages(
     *,
     model: str | None = None,
     encoding: str | Encoding | None = None,
+    profile: tokens.RequestProfile | None = None,
 ) -> int:
     """:func:`ctxbudget.count_messages`, awaited: a first load of the tokenizer runs on
     the I/O pool instead of blocking the event loop."""
-    return await _run(tokens.count_messages, messages, tools, model=model, encoding=encoding)
+    return await _run(
+        tokens.count_messages, messages, tools, model=model, encoding=encoding, profile=profile
+    )
 
 
 async def load_encoding(name: str | None = None, *, model: str | None = None) -> Encoding:

@@ -12,28 +12,31 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast
 
 from . import _ctxbudget
 from ._messages import as_message
 from .errors import InvalidJsonError
-from .media import ImageProvider, image_rule_for
 
 __all__ = [
     "CALL_TOKENS",
     "DEFAULT_CACHE_SIZE",
+    "FUNCTIONS_TOKENS",
+    "FUNCTION_TOKENS",
     "MESSAGE_TOKENS",
     "NAME_TOKENS",
     "OTHER_MEDIA_TOKENS",
-    "PDF_PAGE_TOKENS",
+    "PROFILES",
     "REPLY_TOKENS",
     "Encoding",
+    "RequestProfile",
     "TokenCount",
     "count_messages",
     "count_tokens",
     "encoding_for_model",
     "encoding_names",
     "messages_tokens",
+    "profile_for",
     "render_tools",
     "request_tokens",
 ]
@@ -52,6 +55,13 @@ NAME_TOKENS: int = _ctxbudget.NAME_TOKENS
 REPLY_TOKENS: int = _ctxbudget.REPLY_TOKENS
 """Tokens that prime the reply, once per request (``<|start|>assistant<|message|>``)."""
 
+FUNCTIONS_TOKENS: int = _ctxbudget.FUNCTIONS_TOKENS
+"""Tokens the tools section adds besides its text, once per request with function tools
+(with :data:`FUNCTION_TOKENS`, fitted to the cookbook's tool constants for gpt-4o)."""
+
+FUNCTION_TOKENS: int = _ctxbudget.FUNCTION_TOKENS
+"""Tokens each function tool adds besides its rendered text."""
+
 CALL_TOKENS: int = _ctxbudget.CALL_TOKENS
 """Tokens that frame one tool call besides its function's name and arguments."""
 
@@ -59,8 +69,40 @@ OTHER_MEDIA_TOKENS: int = _ctxbudget.OTHER_MEDIA_TOKENS
 """Allowance for a media part that is neither an image (counted by the provider's rule,
 :mod:`ctxbudget.media`) nor a paged document (audio, a file of unknown kind)."""
 
-PDF_PAGE_TOKENS: int = _ctxbudget.PDF_PAGE_TOKENS
-"""Allowance per page of a document part (at most 100 pages)."""
+RequestProfile = Literal[
+    "openai_chat", "openai_responses", "harmony", "anthropic_messages", "gemini"
+]
+"""How a provider renders a request, and so how it counts (SPEC §1, Request counting;
+docs/concepts.md names each profile's sources):
+
+- ``openai_chat``: the OpenAI cookbook's framing, function tools as the TypeScript
+  namespace the model reads, a tool call as its name and arguments;
+- ``openai_responses``: the same messages; ``function_call`` and
+  ``function_call_output`` items each a message of their own (an assistant turn that
+  only calls tools has no assistant message around its calls);
+- ``harmony`` (gpt-oss): exactly the tokens ``openai-harmony`` renders;
+- ``anthropic_messages``, ``gemini``: chat framing over a stated estimate, with their
+  providers' image and PDF rules.
+"""
+
+PROFILES: tuple[RequestProfile, ...] = cast(
+    "tuple[RequestProfile, ...]", tuple(_ctxbudget.PROFILES)
+)
+"""Every request profile's name."""
+
+
+def profile_for(model: str) -> RequestProfile:
+    """The request profile ``model``'s requests count with: ``harmony`` for gpt-oss,
+    ``anthropic_messages`` for Claude, ``gemini`` for Gemini (also behind provider
+    prefixes such as ``openai/gpt-oss-120b``), else ``openai_chat``. A host on OpenAI's
+    Responses API passes ``"openai_responses"`` itself."""
+    return cast(RequestProfile, _ctxbudget.profile_for_model(model))
+
+
+def _checked_profile(profile: str) -> RequestProfile:
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}")
+    return profile  # narrowed to RequestProfile by the membership test
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,12 +280,12 @@ def messages_tokens(
     encoding: Encoding,
     messages: Iterable[Mapping[str, Any]],
     *,
-    images: ImageProvider = "openai",
+    profile: RequestProfile = "openai_chat",
 ) -> int:
-    """Tokens of ``messages`` with their framing, without the request's reply priming:
-    the rule :func:`count_messages` applies, for callers that sum requests piecewise.
-    Images count by ``images``' rule (see :mod:`ctxbudget.media`)."""
-    return encoding._core.count_messages(_listed(messages), images)
+    """Tokens of ``messages`` with their framing by ``profile``, without the request's
+    reply priming (nor, for ``harmony``, its system and developer messages): the rule
+    :func:`count_messages` applies, for callers that sum requests piecewise."""
+    return encoding._core.count_messages(_listed(messages), _checked_profile(profile))
 
 
 def request_tokens(
@@ -252,11 +294,14 @@ def request_tokens(
     messages: Iterable[Mapping[str, Any]],
     tools: Iterable[Mapping[str, Any]] = (),
     *,
-    images: ImageProvider = "openai",
+    profile: RequestProfile = "openai_chat",
 ) -> int:
-    """Tokens of a request: the reply priming, the system text as a system message, the
-    advertised tools and every message (see :func:`count_messages`)."""
-    return encoding._core.count_request(system or None, _listed(messages), _listed(tools), images)
+    """Tokens of a request by ``profile``: the reply priming, the system text as a
+    system message, the advertised tools and every message (see
+    :func:`count_messages`)."""
+    return encoding._core.count_request(
+        system or None, _listed(messages), _listed(tools), _checked_profile(profile)
+    )
 
 
 def render_tools(tools: Iterable[Mapping[str, Any]]) -> str:
@@ -277,9 +322,12 @@ def count_messages(
     *,
     model: str | None = None,
     encoding: str | Encoding | None = None,
+    profile: RequestProfile | None = None,
 ) -> int:
     """Tokens of a whole request, counted the way :class:`~ctxbudget.Session` budgets
-    it — the way OpenAI's chat format renders it (SPEC §1, Request counting): each
+    it — the way the provider renders it (SPEC §1, Request counting), by ``profile``
+    (default: the model's, :func:`profile_for`; ``openai_chat`` for an encoding). For
+    ``openai_chat``, the way OpenAI's chat format renders it: each
     message framed by :data:`MESSAGE_TOKENS` plus its role (and :data:`NAME_TOKENS` plus
     the name for a ``name``), :data:`REPLY_TOKENS` per request, a tool call as its
     function's name and arguments (:data:`CALL_TOKENS` each), and the function tools in
@@ -290,8 +338,9 @@ def count_messages(
     SDK objects, pydantic models or dataclasses of those shapes, or LangChain messages
     (anything else is a ``TypeError``). Text counts exactly; images count by the
     provider's documented rule (:mod:`ctxbudget.media`: Anthropic's for Anthropic-shaped
-    parts and Claude models, else OpenAI's tiles), documents :data:`PDF_PAGE_TOKENS` per
-    page (up to 100); parts of no known kind, and tools that are not functions, count as
+    parts and Claude models, else OpenAI's tiles), PDF documents by the provider's
+    per-page rule (:func:`ctxbudget.media.pdf_tokens`, up to 100 pages, read from inline
+    data); parts of no known kind, and tools that are not functions, count as
     their JSON. Give exactly one of ``model`` and ``encoding`` (a name or an
     :class:`Encoding`)::
 
@@ -300,5 +349,6 @@ def count_messages(
     if isinstance(messages, Mapping):
         raise TypeError("count_messages() takes a list of messages; wrap a single one in a list")
     messages = [as_message(m) for m in messages]
-    images = image_rule_for(model) if model is not None else "openai"
-    return request_tokens(_resolve(model, encoding), None, messages, tools or (), images=images)
+    if profile is None:
+        profile = profile_for(model) if model is not None else "openai_chat"
+    return request_tokens(_resolve(model, encoding), None, messages, tools or (), profile=profile)

@@ -14,10 +14,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..history import Row
-from ..media import ImageProvider
 from ..prompts import Capabilities, PromptContext, Prompts
 from ..providers import tool_output_text
-from ..tokens import Encoding, messages_tokens, request_tokens
+from ..tokens import Encoding, RequestProfile, messages_tokens, request_tokens
 from ..window import WindowChange, WindowFold
 from .types import RequestHook
 
@@ -74,19 +73,19 @@ class WindowTokens:
 
     __slots__ = (
         "_encoding",
-        "_images",
         "_messages",
         "_mode_active",
+        "_profile",
         "_tokens",
         "_total",
         "_visible",
     )
 
     def __init__(
-        self, encoding: Encoding, *, mode_active: bool, images: ImageProvider = "openai"
+        self, encoding: Encoding, *, mode_active: bool, profile: RequestProfile = "openai_chat"
     ) -> None:
         self._encoding = encoding
-        self._images: ImageProvider = images
+        self._profile: RequestProfile = profile
         self._mode_active = mode_active
         self._messages: dict[int, list[dict[str, Any]]] = {}
         self._tokens: dict[int, int] = {}
@@ -104,7 +103,7 @@ class WindowTokens:
             self._visible = []
         for row in change.visible:
             messages = row_messages(row, mode_active=self._mode_active)
-            tokens = messages_tokens(self._encoding, messages, images=self._images)
+            tokens = messages_tokens(self._encoding, messages, profile=self._profile)
             self._messages[row.seq] = messages
             self._tokens[row.seq] = tokens
             self._total += tokens
@@ -145,9 +144,9 @@ class Requests:
         "_encoding",
         "_fixed",
         "_host_tools",
-        "_images",
         "_offered",
         "_own_tools",
+        "_profile",
         "_tools_version",
     )
 
@@ -158,10 +157,10 @@ class Requests:
         host_tools: Sequence[Mapping[str, Any]],
         own_tools: Sequence[Mapping[str, Any]],
         *,
-        images: ImageProvider = "openai",
+        profile: RequestProfile = "openai_chat",
     ) -> None:
         self._encoding = encoding
-        self._images: ImageProvider = images
+        self._profile: RequestProfile = profile
         self._capabilities = capabilities
         self._host_tools = [dict(t) for t in host_tools]
         self._own_tools = [dict(t) for t in own_tools]
@@ -238,9 +237,9 @@ class Requests:
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]],
     ) -> int:
-        """Tokens of a request: SPEC §1 framing (8 per message and tool schema, 1 per
-        request), text counts, tool-call JSON, media allowances."""
-        return request_tokens(self._encoding, system, messages, tools, images=self._images)
+        """Tokens of a request by the session's request profile (SPEC §1, Request
+        counting)."""
+        return request_tokens(self._encoding, system, messages, tools, profile=self._profile)
 
     def overhead(self, system: str) -> int:
         """Tokens of the request frame, the system text and every advertised tool schema
@@ -248,7 +247,7 @@ class Requests:
         key = (system, self._tools_version)
         if self._fixed is not None and self._fixed[0] == key:
             return self._fixed[1]
-        total = request_tokens(self._encoding, system, (), self.tools())
+        total = request_tokens(self._encoding, system, (), self.tools(), profile=self._profile)
         self._fixed = (key, total)
         return total
 

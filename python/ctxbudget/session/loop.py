@@ -28,11 +28,10 @@ from .. import providers
 from ..budget_record import record_request_overhead, record_session_budget
 from ..errors import ConflictError, InvalidArgumentError
 from ..history import AppendResult, Durability, History
-from ..media import image_rule_for
 from ..policy import Budget
 from ..prompts import DEFAULT_PROMPTS, Capabilities, Prompts
 from ..settings import Settings, Strategy
-from ..tokens import Encoding
+from ..tokens import Encoding, RequestProfile, profile_for
 from ..tools import OWN_TOOL_NAMES, ToolPolicy, Toolset
 from ..window import OpenCall, WindowChange, WindowFold, WindowView
 from . import keyed, steps
@@ -103,6 +102,7 @@ class Session:
         read_only: bool,
         tools: Sequence[Mapping[str, Any]] = (),
         open_calls: str = "interrupt",
+        profile: RequestProfile | None = None,
     ) -> None:
         if open_calls not in _OPEN_CALL_POLICIES:
             raise InvalidArgumentError(
@@ -134,15 +134,15 @@ class Session:
         self.new_context = self._toolset.new_context
         # The window: read once by the core's fold, counted once by the accounting.
         self._fold = WindowFold(history)
-        self._images = image_rule_for(model)
+        self.profile: RequestProfile = profile if profile is not None else profile_for(model)
         self._requests = Requests(
             encoding,
             self._toolset.capabilities,
             host_tools,
             self._toolset.definitions(),
-            images=self._images,
+            profile=self.profile,
         )
-        self._window = WindowTokens(encoding, mode_active=mode_active, images=self._images)
+        self._window = WindowTokens(encoding, mode_active=mode_active, profile=self.profile)
         self._view: WindowView | None = None
         self._overhead_window: str | None = None
         self._sent: tuple[str, int] | None = None
@@ -173,6 +173,7 @@ class Session:
         tools: Sequence[Mapping[str, Any]] = (),
         encoding: str | Encoding | None = None,
         open_calls: str = "interrupt",
+        profile: RequestProfile | None = None,
     ) -> Session:
         """Opens (or continues) the session stored in ``workspace``: a workspace directory,
         or a ``postgresql://`` URL with ``conversation=`` naming the conversation (and
@@ -195,6 +196,10 @@ class Session:
         :data:`INTERRUPTED_OUTPUT` for each, so call/result pairs stay whole; ``"wait"``
         returns ``pause`` while any call of the window has no result (another worker is
         still running it). Calls made while the session runs are the host's to answer.
+        ``profile`` says how the provider renders requests, and so how they count
+        (:data:`~ctxbudget.tokens.RequestProfile`; SPEC §1): by default the model's
+        (:func:`~ctxbudget.tokens.profile_for`) — pass ``"openai_responses"`` for a host
+        on OpenAI's Responses API.
         """
         if not isinstance(model, str):
             raise TypeError(f"model must be str, got {type(model).__name__}")
@@ -216,6 +221,7 @@ class Session:
             read_only=read_only,
             tools=tools,
             open_calls=open_calls,
+            profile=profile,
         )
 
     # ----- the window, read back from the transcript ---------------------------------
@@ -229,7 +235,7 @@ class Session:
         if full:
             self._fold = WindowFold(self.history)
             self._window = WindowTokens(
-                self.encoding, mode_active=self.mode_active, images=self._images
+                self.encoding, mode_active=self.mode_active, profile=self.profile
             )
         self._apply(self._fold.advance())
 

@@ -41,11 +41,16 @@ fn text_of<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, str>> 
     }
 }
 
-/// The image rule named `name`.
-fn image_rule(name: &str) -> PyResult<tokens::request::ImageRule> {
-    tokens::request::ImageRule::parse(name).ok_or_else(|| {
+/// The request profile named `name`.
+fn profile(name: &str) -> PyResult<tokens::profile::Profile> {
+    tokens::profile::Profile::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = tokens::profile::Profile::ALL
+            .iter()
+            .map(|p| p.name())
+            .collect();
         PyValueError::new_err(format!(
-            "images must be \"openai\" or \"anthropic\", got {name:?}"
+            "profile must be one of {}, got {name:?}",
+            known.join(", ")
         ))
     })
 }
@@ -218,19 +223,19 @@ impl PyEncoding {
     }
 
     /// Tokens of a request — reply priming, the system text, the advertised tools and
-    /// every message — by the core's request rules (`tokens::request::request_tokens`);
-    /// `images` names the image rule (`"openai"` or `"anthropic"`). Long requests are
-    /// counted on the I/O pool inside a bridged call, like long texts.
-    #[pyo3(signature = (system, messages, tools, images))]
+    /// every message — by the core's request rules (`tokens::request::request_tokens`)
+    /// for the request profile named `profile`. Long requests are counted on the I/O
+    /// pool inside a bridged call, like long texts.
+    #[pyo3(signature = (system, messages, tools, profile))]
     fn count_request(
         &self,
         py: Python<'_>,
         system: Option<&str>,
         messages: &Bound<'_, PyList>,
         tools: &Bound<'_, PyList>,
-        images: &str,
+        profile: &str,
     ) -> PyResult<usize> {
-        let rule = image_rule(images)?;
+        let rule = self::profile(profile)?;
         let (messages, message_bytes) = json_values(messages, "a message")?;
         let (tools, tool_bytes) = json_values(tools, "a tool definition")?;
         let system = system.map(str::to_owned);
@@ -242,21 +247,19 @@ impl PyEncoding {
         run_count(py, "counting a request", bytes, job)
     }
 
-    /// Tokens of `messages` with their framing, without the request's reply priming.
+    /// Tokens of `messages` with their framing by the profile named `profile`, without
+    /// the request's reply priming (nor, for harmony, its system and developer
+    /// messages).
     fn count_messages(
         &self,
         py: Python<'_>,
         messages: &Bound<'_, PyList>,
-        images: &str,
+        profile: &str,
     ) -> PyResult<usize> {
-        let rule = image_rule(images)?;
+        let rule = self::profile(profile)?;
         let (messages, bytes) = json_values(messages, "a message")?;
         let enc = self.inner.clone();
-        let job = move || {
-            messages.iter().try_fold(0usize, |sum, m| {
-                Ok(sum + tokens::request::message_tokens(&enc, m, rule)?)
-            })
-        };
+        let job = move || tokens::request::messages_tokens(&enc, &messages, rule);
         run_count(py, "counting messages", bytes, job)
     }
 

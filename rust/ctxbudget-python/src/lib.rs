@@ -80,8 +80,6 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("REPLY_TOKENS", tokens::request::REPLY_TOKENS)?;
     m.add("CALL_TOKENS", tokens::request::CALL_TOKENS)?;
     m.add("OTHER_MEDIA_TOKENS", tokens::request::OTHER_MEDIA_TOKENS)?;
-    m.add("PDF_PAGE_TOKENS", tokens::request::PDF_PAGE_TOKENS)?;
-    m.add("PDF_MAX_PAGES", tokens::request::PDF_MAX_PAGES)?;
     m.add("DEFAULT_CACHE_SIZE", tokens::DEFAULT_CACHE_CAPACITY)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

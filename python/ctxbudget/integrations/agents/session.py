@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ...errors import ConflictError, CtxBudgetError, InvalidArgumentError
 from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
+from ...tokens import RequestProfile, profile_for
 from .._common import NotSentError
 from .items import (
     CALL_TO_OUTPUT,
@@ -89,6 +90,14 @@ _RUN_MARKS: ContextVar[weakref.WeakKeyDictionary[AgentsSession, _RunMark] | None
     "ctxbudget_agents_run_marks", default=None
 )
 """Each session's run mark in the current task (see :meth:`AgentsSession._bind`)."""
+
+
+def _sdk_profile(model: str) -> RequestProfile:
+    """The request profile of an SDK run on ``model``: OpenAI models get the Responses
+    API's (the SDK's default model class sends Responses items); any other keeps its
+    own (harmony for gpt-oss, Anthropic's or Gemini's estimates)."""
+    own = profile_for(model)
+    return "openai_responses" if own == "openai_chat" else own
 
 
 def _resolve_limit(limit: int | None, settings: SessionSettings | None) -> int | None:
@@ -166,7 +175,9 @@ class AgentsSession:
         ``conversation``, by default ``session_id``, so every host serving that session
         id continues the same conversation. ``options`` go to
         :meth:`ctxbudget.Session.open` (``context_window``, ``cursor_key``, ...); the
-        system text and tools sent are the running agent's own, set by the filter."""
+        system text and tools sent are the running agent's own, set by the filter.
+        Requests count by the ``openai_responses`` profile (the SDK sends Responses API
+        items) unless ``profile=`` says otherwise — ``harmony`` is kept for gpt-oss."""
         if model is None:
             if agent is None:
                 raise InvalidArgumentError(
@@ -178,7 +189,12 @@ class AgentsSession:
         if is_database_url(workspace) and conversation is None:
             conversation = session_id
         return cls(
-            Session.open(workspace, conversation=conversation, model=model, **options),
+            Session.open(
+                workspace,
+                conversation=conversation,
+                model=model,
+                **{"profile": _sdk_profile(model), **options},
+            ),
             session_id,
             session_settings=session_settings,
         )
