@@ -43,9 +43,17 @@ from .history import (
     WindowInfo,
 )
 from .media import ImageSize, image_size, image_tokens
-from .policy import Action, Budget, Claims, Decision
+from .policy import Action, Budget, Claims, CountSplit, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
-from .session import INTERRUPTED_OUTPUT, OpenCall, RequestHook, Session, Turn
+from .session import (
+    INTERRUPTED_OUTPUT,
+    CountRequest,
+    OpenCall,
+    RequestCounter,
+    RequestHook,
+    Session,
+    Turn,
+)
 from .session_history import SessionHistoryTool
 from .settings import Settings, Strategy
 from .tokens import (
@@ -60,6 +68,7 @@ from .tokens import (
     encoding_names,
 )
 from .tools import MemoryTool, NewContextTool, RuleAction, ToolPolicy, ToolRule
+from .usage import Usage, usage_of
 from .window import WindowView
 
 __all__ = [
@@ -75,6 +84,8 @@ __all__ = [
     "Capabilities",
     "Claims",
     "ConflictError",
+    "CountRequest",
+    "CountSplit",
     "CorruptHistoryError",
     "CtxBudgetError",
     "DatabaseError",
@@ -100,6 +111,7 @@ __all__ = [
     "Prompts",
     "Receipt",
     "RecoveryReport",
+    "RequestCounter",
     "RequestHook",
     "RotateReport",
     "Row",
@@ -118,6 +130,7 @@ __all__ = [
     "Turn",
     "UnknownEncodingError",
     "UnknownModelError",
+    "Usage",
     "VerifyReport",
     "WindowInfo",
     "WindowView",
@@ -129,4 +142,5 @@ __all__ = [
     "image_size",
     "image_tokens",
     "prompts",
+    "usage_of",
 ]

@@ -10,7 +10,10 @@ and their tokens as the window fold reads rows, so a step costs O(new rows).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..history import Row
@@ -21,7 +24,7 @@ from ..tokens import Encoding, messages_tokens, request_tokens
 from ..window import WindowChange, WindowFold
 from .types import RequestHook
 
-__all__ = ["Requests", "WindowTokens", "row_messages", "text_of"]
+__all__ = ["Anchor", "Requests", "WindowTokens", "carried_calibration", "row_messages", "text_of"]
 
 _SENT_AS_USER = ("lead_in", "advisory", "continuation")
 
@@ -68,11 +71,58 @@ def row_messages(row: Row, *, mode_active: bool) -> list[dict[str, Any]]:
     return [message]
 
 
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A request whose input tokens a provider reported (or a count endpoint counted),
+    bound to what was sent: the prefix's fingerprint, the last seq read and the number
+    of visible rows it carried (``meta.request`` of the reply that answered it)."""
+
+    reported: int
+    profile: int
+    """The profile's (uncalibrated) count of the same request."""
+    last_seq: int
+    rows: int
+    fingerprint: str
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> Anchor | None:
+        """The anchor a reply row records, if it records a whole one."""
+        usage, request = meta.get("usage"), meta.get("request")
+        if not isinstance(usage, Mapping) or not isinstance(request, Mapping):
+            return None
+        fields = (
+            usage.get("input_tokens"),
+            request.get("profile"),
+            request.get("last_seq"),
+            request.get("rows"),
+        )
+        fp = request.get("fp")
+        if not isinstance(fp, str) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in fields
+        ):
+            return None
+        reported, profile, last_seq, rows = fields
+        return cls(reported, profile, last_seq, rows, fp)
+
+
+def carried_calibration(meta: Mapping[str, Any]) -> tuple[int, int]:
+    """``(reported, estimated)`` sums a boundary row carries into its window."""
+    cal = meta.get("calibration")
+    if isinstance(cal, Mapping):
+        r, e = cal.get("reported"), cal.get("estimated")
+        if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (r, e)):
+            return int(r), int(e)  # type: ignore[arg-type]
+    return 0, 0
+
+
 class WindowTokens:
     """The window's visible messages and their tokens (without request framing or
-    system text), updated from each :class:`~ctxbudget.window.WindowChange`."""
+    system text), updated from each :class:`~ctxbudget.window.WindowChange`, and the
+    anchors its replies record (with the calibration sums over them)."""
 
     __slots__ = (
+        "_anchors",
+        "_carried",
         "_encoding",
         "_images",
         "_messages",
@@ -93,6 +143,10 @@ class WindowTokens:
         self._total = 0
         # The visible messages in order, extended as rows arrive (None: rebuild).
         self._visible: list[dict[str, Any]] | None = []
+        # Anchors recorded by the window's visible replies, by seq (oldest first).
+        self._anchors: dict[int, Anchor] = {}
+        # Calibration sums the window's boundary carried over from the windows before.
+        self._carried = (0, 0)
 
     def apply(self, change: WindowChange, fold: WindowFold) -> None:
         """Counts the rows a fold step found sent, and uncounts the rows its
@@ -100,8 +154,14 @@ class WindowTokens:
         if change.reset:
             self._messages.clear()
             self._tokens.clear()
+            self._anchors.clear()
             self._total = 0
             self._visible = []
+            self._carried = (0, 0)
+        if change.reset or not self._tokens:
+            opening = fold.opening_row()
+            if opening is not None:
+                self._carried = carried_calibration(opening.meta)
         for row in change.visible:
             messages = row_messages(row, mode_active=self._mode_active)
             tokens = messages_tokens(self._encoding, messages, images=self._images)
@@ -110,11 +170,49 @@ class WindowTokens:
             self._total += tokens
             if self._visible is not None:
                 self._visible.extend(messages)
+            if row.role == "assistant" and "usage" in row.meta:
+                anchor = Anchor.from_meta(row.meta)
+                if anchor is not None:
+                    self._anchors[row.seq] = anchor
         if change.retracts:
             for seq in [s for s in self._tokens if fold.is_retracted(s)]:
                 self._total -= self._tokens.pop(seq)
                 del self._messages[seq]
+                self._anchors.pop(seq, None)
                 self._visible = None
+
+    def latest_anchor(self) -> Anchor | None:
+        """The anchor of the window's latest visible reply that records one."""
+        return self._anchors[next(reversed(self._anchors))] if self._anchors else None
+
+    def calibration(self) -> tuple[int, int]:
+        """``(reported, estimated)`` summed over the conversation's anchored requests:
+        those the window's boundary carried in and those of its visible replies."""
+        reported, estimated = self._carried
+        for a in self._anchors.values():
+            if a.reported and a.profile:
+                reported += a.reported
+                estimated += a.profile
+        return reported, estimated
+
+    @property
+    def rows(self) -> int:
+        """Visible rows of the window (those a request carries)."""
+        return len(self._tokens)
+
+    def since(self, anchor: Anchor) -> int | None:
+        """Tokens of the visible rows appended after ``anchor``'s request, or ``None``
+        when the request's prefix is no longer what was sent (a row it carried was
+        retracted or fell below a floor)."""
+        after = tokens = 0
+        for seq in reversed(self._tokens):
+            if seq <= anchor.last_seq:
+                break
+            after += 1
+            tokens += self._tokens[seq]
+        if len(self._tokens) - after != anchor.rows:
+            return None
+        return tokens
 
     @property
     def tokens(self) -> int:
@@ -143,6 +241,7 @@ class Requests:
         "_base",
         "_capabilities",
         "_encoding",
+        "_fingerprint",
         "_fixed",
         "_host_tools",
         "_images",
@@ -169,6 +268,7 @@ class Requests:
         # Bumped whenever the advertised tools change, so the cached overhead is recounted.
         self._tools_version = 0
         self._fixed: tuple[tuple[str, int], int] | None = None
+        self._fingerprint: tuple[tuple[str, str, int], str] | None = None
         self._base: tuple[tuple[str, str | None, str, int], str] | None = None
 
     # ----- the parts ------------------------------------------------------------------
@@ -251,6 +351,24 @@ class Requests:
         total = request_tokens(self._encoding, system, (), self.tools())
         self._fixed = (key, total)
         return total
+
+    def fingerprint(self, system: str, window_id: str, model: str) -> str:
+        """What binds a reported figure to the prefix of the request it answered: the
+        window, the model, the system text as sent (context-only hooks included) and
+        every advertised tool (cached while they do not change). Deterministic, so
+        every host computes the same one for the same request."""
+        key = (system, window_id, self._tools_version)
+        if self._fingerprint is not None and self._fingerprint[0] == key:
+            return self._fingerprint[1]
+        text = json.dumps(
+            [window_id, model, self._encoding.name, system, self.tools()],
+            sort_keys=True,
+            ensure_ascii=False,
+            default=str,
+        )
+        fp = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+        self._fingerprint = (key, fp)
+        return fp
 
     def projected(
         self, owner: _Owner, fold: WindowFold, window: WindowTokens, hooks: Sequence[RequestHook]

@@ -1,13 +1,14 @@
 //! `ctxbudget._ctxbudget`: thin PyO3 bindings over the `ctxbudget` core crate, one file
 //! per area: `encoding` (counting), `history` (the store), `rows` (rows as Python
 //! objects), `fold` (the window fold), `reports` (the store's reports),
-//! `session_history` (the retrieval tool), `budget` (the ladder), `failpoints` (test
-//! builds only).
+//! `session_history` (the retrieval tool), `budget` (the ladder), `anchor` (usage
+//! anchoring), `failpoints` (test builds only).
 //!
 //! No logic lives here: arguments are converted, the GIL is released around I/O and
 //! counting, panics become `ctxbudget.InternalError`, and core errors are mapped in
 //! `errors.rs`.
 
+mod anchor;
 mod backend;
 mod budget;
 mod encoding;
@@ -62,6 +63,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     media::add(m)?;
     models::add(m)?;
     request::add(m)?;
+    anchor::add(m)?;
     m.add("FUNCTIONS_TOKENS", tokens::request::FUNCTIONS_TOKENS)?;
     m.add("FUNCTION_TOKENS", tokens::request::FUNCTION_TOKENS)?;
     budget::add_constants(m)?;

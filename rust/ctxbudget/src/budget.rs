@@ -334,11 +334,26 @@ impl Budget {
     /// One refinement: a delivered final prompt also suppresses a later handoff request,
     /// so the ladder only moves forward in a window.
     pub fn evaluate(&self, projected: u64, claims: Claims, new_context_offered: bool) -> Decision {
+        self.evaluate_guarded(projected, 0, claims, new_context_offered)
+    }
+
+    /// [`Self::evaluate`] for a count part of which is estimated: the hard guard (the
+    /// forced rollover, or block when Off, at `U`) compares `projected + margin` with the
+    /// usable limit, where `margin` is what the count keeps for its estimated part
+    /// ([`crate::anchor::CountSplit::guard_margin`]); the advisory stages use
+    /// `projected` as it is.
+    pub fn evaluate_guarded(
+        &self,
+        projected: u64,
+        margin: u64,
+        claims: Claims,
+        new_context_offered: bool,
+    ) -> Decision {
         let used = projected;
         let usable = self.usable_limit;
         let headroom = used.saturating_add(self.advisory_headroom) < usable;
         let reached = |point: i64| point > 0 && i128::from(used) >= i128::from(point);
-        let action = if used >= usable {
+        let action = if used.saturating_add(margin) >= usable {
             if self.enabled() {
                 Action::Rollover
             } else {
