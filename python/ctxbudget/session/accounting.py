@@ -24,7 +24,15 @@ from ..tokens import Encoding, messages_tokens, request_tokens
 from ..window import WindowChange, WindowFold
 from .types import RequestHook
 
-__all__ = ["Anchor", "Requests", "WindowTokens", "carried_calibration", "row_messages", "text_of"]
+__all__ = [
+    "CALIBRATION_KEYS",
+    "Anchor",
+    "Requests",
+    "WindowTokens",
+    "carried_calibration",
+    "row_messages",
+    "text_of",
+]
 
 _SENT_AS_USER = ("lead_in", "advisory", "continuation")
 
@@ -80,6 +88,8 @@ class Anchor:
     reported: int
     profile: int
     """The profile's (uncalibrated) count of the same request."""
+    overhead: int
+    """The part of ``profile`` that was frame, system text and tools."""
     last_seq: int
     rows: int
     fingerprint: str
@@ -93,26 +103,38 @@ class Anchor:
         fields = (
             usage.get("input_tokens"),
             request.get("profile"),
+            request.get("overhead", 0),
             request.get("last_seq"),
             request.get("rows"),
         )
         fp = request.get("fp")
-        if not isinstance(fp, str) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in fields
-        ):
+        if not isinstance(fp, str) or not all(_count(v) for v in fields):
             return None
-        reported, profile, last_seq, rows = fields
-        return cls(reported, profile, last_seq, rows, fp)
+        reported, profile, overhead, last_seq, rows = fields
+        return cls(reported, profile, min(overhead, profile), last_seq, rows, fp)
 
 
-def carried_calibration(meta: Mapping[str, Any]) -> tuple[int, int]:
-    """``(reported, estimated)`` sums a boundary row carries into its window."""
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+CALIBRATION_KEYS = ("reported", "estimated", "overhead", "step_reported", "step_estimated")
+"""The calibration sums, in the order the core takes them (``ctxbudget::anchor``)."""
+
+Sums = tuple[int, int, int, int, int]
+_NO_SUMS: Sums = (0, 0, 0, 0, 0)
+
+
+def carried_calibration(meta: Mapping[str, Any]) -> Sums:
+    """The calibration sums a boundary row carries into its window (``meta.calibration``)."""
     cal = meta.get("calibration")
-    if isinstance(cal, Mapping):
-        r, e = cal.get("reported"), cal.get("estimated")
-        if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (r, e)):
-            return int(r), int(e)  # type: ignore[arg-type]
-    return 0, 0
+    if not isinstance(cal, Mapping):
+        return _NO_SUMS
+    values = [cal.get(k, 0) for k in CALIBRATION_KEYS]
+    if not all(_count(v) for v in values):
+        return _NO_SUMS
+    r, e, o, sr, se = (int(v) for v in values)
+    return (r, e, o, sr, se)
 
 
 class WindowTokens:
@@ -122,6 +144,7 @@ class WindowTokens:
 
     __slots__ = (
         "_anchors",
+        "_calibration",
         "_carried",
         "_encoding",
         "_images",
@@ -146,7 +169,8 @@ class WindowTokens:
         # Anchors recorded by the window's visible replies, by seq (oldest first).
         self._anchors: dict[int, Anchor] = {}
         # Calibration sums the window's boundary carried over from the windows before.
-        self._carried = (0, 0)
+        self._carried: Sums = _NO_SUMS
+        self._calibration: tuple[tuple[int, int, Sums], Sums] | None = None
 
     def apply(self, change: WindowChange, fold: WindowFold) -> None:
         """Counts the rows a fold step found sent, and uncounts the rows its
@@ -157,7 +181,7 @@ class WindowTokens:
             self._anchors.clear()
             self._total = 0
             self._visible = []
-            self._carried = (0, 0)
+            self._carried = _NO_SUMS
         if change.reset or not self._tokens:
             opening = fold.opening_row()
             if opening is not None:
@@ -185,15 +209,32 @@ class WindowTokens:
         """The anchor of the window's latest visible reply that records one."""
         return self._anchors[next(reversed(self._anchors))] if self._anchors else None
 
-    def calibration(self) -> tuple[int, int]:
-        """``(reported, estimated)`` summed over the conversation's anchored requests:
-        those the window's boundary carried in and those of its visible replies."""
-        reported, estimated = self._carried
+    def calibration(self) -> Sums:
+        """The calibration sums (:data:`CALIBRATION_KEYS`) over the conversation's
+        anchored requests: those the window's boundary carried in, plus its visible
+        replies' — each request, and each step between consecutive requests of one
+        prefix (the same fingerprint, more rows, nothing shrunk)."""
+        key = (len(self._anchors), next(reversed(self._anchors), 0), self._carried)
+        if self._calibration is not None and self._calibration[0] == key:
+            return self._calibration[1]
+        r, e, o, sr, se = self._carried
+        previous: Anchor | None = None
         for a in self._anchors.values():
             if a.reported and a.profile:
-                reported += a.reported
-                estimated += a.profile
-        return reported, estimated
+                r, e, o = r + a.reported, e + a.profile, o + a.overhead
+                if (
+                    previous is not None
+                    and previous.fingerprint == a.fingerprint
+                    and a.rows > previous.rows
+                    and a.reported > previous.reported
+                    and a.profile > previous.profile
+                ):
+                    sr += a.reported - previous.reported
+                    se += a.profile - previous.profile
+                previous = a
+        sums = (r, e, o, sr, se)
+        self._calibration = (key, sums)
+        return sums
 
     @property
     def rows(self) -> int:

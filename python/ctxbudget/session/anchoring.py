@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from .. import _ctxbudget, providers
 from ..policy import CountSplit
 from ..usage import Usage
-from .accounting import Anchor
+from .accounting import CALIBRATION_KEYS, Anchor, Sums
 
 if TYPE_CHECKING:
     from .loop import Session
 
 __all__ = ["CountRequest", "Counting", "Measured", "RequestCounter", "Sent"]
 
+_NO_SUMS: Sums = (0, 0, 0, 0, 0)
 _CACHE_SIZE = 16
 """Count-endpoint results kept per session (the requests of the last few steps)."""
 
@@ -82,6 +83,8 @@ class Sent:
     """The count the decision was made on."""
     profile: int
     """The profile's own count of the whole request (uncalibrated)."""
+    overhead: int
+    """The part of ``profile`` that is frame, system text and tools."""
     last_seq: int
     rows: int
     fingerprint: str | None
@@ -95,6 +98,7 @@ class Sent:
         if self.fingerprint is not None:
             meta["request"] = {
                 "profile": self.profile,
+                "overhead": self.overhead,
                 "last_seq": self.last_seq,
                 "rows": self.rows,
                 "fp": self.fingerprint,
@@ -113,11 +117,16 @@ class Measured:
     """The request after unrestricted hooks (``None``: no such hook, built later)."""
     count: CountSplit
     profile: int
+    overhead: int
     fingerprint: str | None
 
 
-def _split(anchor: int | None, since: int, full: int, estimated: bool, cal: tuple[int, int]) -> CountSplit:
-    exact, anchored, est, margin = _ctxbudget.count_split(anchor, since, full, estimated, *cal)
+def _split(
+    anchor: int | None, since: int, overhead: int, messages: int, estimated: bool, cal: Sums
+) -> CountSplit:
+    exact, anchored, est, margin = _ctxbudget.count_split(
+        anchor, since, overhead, messages, estimated, cal
+    )
     return CountSplit(exact, anchored, est, margin)
 
 
@@ -136,7 +145,9 @@ class Counting:
         """What identifies the request the session would send now."""
         return (fingerprint, s._fold.last_seq, s._window.rows)
 
-    def wanted(self, s: Session) -> tuple[tuple[str, int, int], CountRequest, int] | None:
+    def wanted(
+        self, s: Session
+    ) -> tuple[tuple[str, int, int], CountRequest, tuple[int, int]] | None:
         """The request to count (its key, the request and its profile count) when a
         counter is plugged in and has not counted it yet."""
         if self.counter is None or any(not h.context_only for h in s._hooks):
@@ -147,11 +158,11 @@ class Counting:
         if key in self._cache:
             return None
         request = s._requests.assemble(s, s._fold, s._window, s._hooks)
-        profile = s._requests.overhead(system) + s._window.tokens
+        overhead = s._requests.overhead(system)
         counted = CountRequest(s.model, request["system"], request["messages"], request["tools"])
-        return key, counted, profile
+        return key, counted, (overhead + s._window.tokens, overhead)
 
-    def store(self, key: tuple[str, int, int], profile: int, result: object) -> None:
+    def store(self, key: tuple[str, int, int], profile: tuple[int, int], result: object) -> None:
         """Keeps what the counter returned for ``key`` (or notes why it failed)."""
         if isinstance(result, BaseException):
             self.events.append(f"count_endpoint_failed:{type(result).__name__}")
@@ -161,7 +172,7 @@ class Counting:
             self.events.append("count_endpoint_failed:result")
             return
         fp, last_seq, rows = key
-        self._cache[key] = Anchor(tokens, profile, last_seq, rows, fp)
+        self._cache[key] = Anchor(tokens, profile[0], profile[1], last_seq, rows, fp)
         while len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)
 
@@ -189,35 +200,40 @@ class Counting:
         parts (``before_hooks``: of the request before unrestricted hooks)."""
         fold, window, hooks = s._fold, s._window, s._hooks
         estimated = s.encoding.is_estimate
-        cal = window.calibration() if estimated else (0, 0)
+        cal = window.calibration() if estimated else _NO_SUMS
         if not before_hooks and any(not h.context_only for h in hooks):
             # An unrestricted hook could change anything: counted whole, never anchored.
             request = s._requests.assemble(s, fold, window, hooks)
             full = s.count_request(request["system"], request["messages"], request["tools"])
-            return Measured(request, _split(None, 0, full, estimated, cal), full, None)
+            overhead = min(full, s._requests.overhead(request["system"]))
+            split = _split(None, 0, overhead, full - overhead, estimated, cal)
+            return Measured(request, split, full, overhead, None)
         if count_inline:
             self.call(s)
         system = s._requests.system(s, fold, hooks)
-        full = s._requests.overhead(system) + window.tokens
+        overhead = s._requests.overhead(system)
+        full = overhead + window.tokens
         fp = s._requests.fingerprint(system, fold.window_id, s.model)
         exact = self._cache.get(self.key(s, fp))
         if exact is not None:
-            return Measured(None, CountSplit(exact=exact.reported), full, fp)
+            return Measured(None, CountSplit(exact=exact.reported), full, overhead, fp)
         anchor, since = self._anchor(window.latest_anchor(), fp, s)
         endpoint = self._latest_endpoint(fp)
         if endpoint is not None and (anchor is None or endpoint.last_seq > anchor.last_seq):
             e_since = window.since(endpoint)
             if e_since is not None:
                 # Counted exactly by the endpoint: exact, plus what was appended since.
-                rest = _split(0, e_since, full, estimated, cal)
+                rest = _split(0, e_since, overhead, window.tokens, estimated, cal)
                 return Measured(
                     None,
                     CountSplit(rest.exact + endpoint.reported, 0, rest.estimated, rest.margin),
                     full,
+                    overhead,
                     fp,
                 )
         reported = anchor.reported if anchor is not None else None
-        return Measured(None, _split(reported, since, full, estimated, cal), full, fp)
+        split = _split(reported, since, overhead, window.tokens, estimated, cal)
+        return Measured(None, split, full, overhead, fp)
 
     @staticmethod
     def _anchor(anchor: Anchor | None, fp: str, s: Session) -> tuple[Anchor | None, int]:
@@ -236,8 +252,9 @@ class Counting:
         """The count of a fresh window's first request, counted ``profile`` by the
         profile: nothing anchors it; an estimate is calibrated."""
         estimated = s.encoding.is_estimate
-        cal = s._window.calibration() if estimated else (0, 0)
-        return _split(None, 0, profile, estimated, cal)
+        cal = s._window.calibration() if estimated else _NO_SUMS
+        overhead = min(profile, s._requests.overhead(s._requests.system(s, s._fold, s._hooks)))
+        return _split(None, 0, overhead, profile - overhead, estimated, cal)
 
     def drain(self) -> list[str]:
         """The events since the last call."""
@@ -264,7 +281,7 @@ def calibration_meta(s: Session) -> dict[str, dict[str, int]]:
     for an exact family or a conversation without anchored requests)."""
     if not s.encoding.is_estimate:
         return {}
-    reported, estimated = s._window.calibration()
-    if not reported or not estimated:
+    sums = s._window.calibration()
+    if not sums[0] or not sums[1]:
         return {}
-    return {"calibration": {"reported": reported, "estimated": estimated}}
+    return {"calibration": dict(zip(CALIBRATION_KEYS, sums, strict=True))}

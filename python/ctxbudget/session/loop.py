@@ -621,13 +621,17 @@ class Session:
     call, whose counts were taken off the loop before it started)."""
 
     @_locked
-    def _count_wanted(self) -> tuple[tuple[str, int, int], CountRequest, int] | None:
+    def _count_wanted(
+        self,
+    ) -> tuple[tuple[str, int, int], CountRequest, tuple[int, int]] | None:
         """What the count endpoint should count before an awaited :meth:`prepare`."""
         self._sync()
         return self._counting.wanted(self)
 
     @_locked_brief
-    def _count_store(self, key: tuple[str, int, int], profile: int, result: object) -> None:
+    def _count_store(
+        self, key: tuple[str, int, int], profile: tuple[int, int], result: object
+    ) -> None:
         self._counting.store(key, profile, result)
 
     @_locked

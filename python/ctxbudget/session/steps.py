@@ -230,6 +230,7 @@ def turn(
             window=s._fold.window_id,
             tokens=decision.projected,
             profile=measured.profile,
+            overhead=measured.overhead,
             last_seq=s._fold.last_seq,
             rows=s._window.rows,
             fingerprint=measured.fingerprint,
