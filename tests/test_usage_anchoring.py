@@ -139,7 +139,9 @@ TOOLS_B = [
 ]
 
 
-def _reply(turn: Turn, provider: ScriptedProvider, text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+def _reply(
+    turn: Turn, provider: ScriptedProvider, text: str, calls: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The Anthropic ``Message`` (as a dict) the provider answers ``turn`` with."""
     content: list[dict[str, Any]] = []
     if text:
@@ -208,7 +210,9 @@ def _conversation(
         s.add_user(_snippet(rng, corpus, rng.randint(1, 3)))
         if rng.random() < 0.04 and replied:
             # A retraction inside the prefix: an earlier user message is taken back.
-            users = [r for r in s.view(refresh=True).rows if r.kind == "message" and r.role == "user"]
+            users = [
+                r for r in s.view(refresh=True).rows if r.kind == "message" and r.role == "user"
+            ]
             if len(users) > 2:
                 target = users[rng.randrange(len(users) - 1)]
                 s.history.append(
@@ -228,7 +232,13 @@ def _conversation(
             if rng.random() < 0.5:
                 calls_made += 1
                 name = rng.choice([t["name"] for t in tools])
-                calls = [{"id": f"c{calls_made}", "name": name, "arguments": {"path": f"src/{calls_made}.rs"}}]
+                calls = [
+                    {
+                        "id": f"c{calls_made}",
+                        "name": name,
+                        "arguments": {"path": f"src/{calls_made}.rs"},
+                    }
+                ]
             text = _snippet(rng, corpus, 1) if rng.random() < 0.7 or not calls else ""
             s.add_assistant_from_anthropic(_reply(turn, provider, text, calls))
             replied = True

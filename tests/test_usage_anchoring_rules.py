@@ -193,7 +193,9 @@ def test_a_changed_prefix_drops_the_anchor(tmp_path: Path, change: str) -> None:
     _answered(s)
     first_user = s.view().rows[0].seq
     if change == "retraction":
-        s.history.append([{"kind": "retraction", "role": "system", "meta": {"retracts": first_user}}])
+        s.history.append(
+            [{"kind": "retraction", "role": "system", "meta": {"retracts": first_user}}]
+        )
     elif change == "soft_clear":
         s.history.clear_soft()
     elif change == "tools":
@@ -367,7 +369,9 @@ def test_a_count_endpoint_is_an_exact_source_cached_per_request(tmp_path: Path) 
 
 
 def test_a_failing_count_endpoint_falls_back_with_an_event(tmp_path: Path) -> None:
-    s = _open(tmp_path, model="claude-sonnet-4-5", counter=anthropic_counter(FakeAnthropic(fail=True)))
+    s = _open(
+        tmp_path, model="claude-sonnet-4-5", counter=anthropic_counter(FakeAnthropic(fail=True))
+    )
     s.add_user("hello")
     turn = s.prepare()
     assert "count_endpoint_failed:ConnectionError" in turn.events
@@ -424,7 +428,11 @@ def test_the_gemini_counter_sends_contents() -> None:
         "Be brief.",
         [
             {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "", "tool_calls": [{"id": "1", "name": "lookup", "arguments": "{\"word\": \"x\"}"}]},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "1", "name": "lookup", "arguments": '{"word": "x"}'}],
+            },
             {"role": "tool", "tool_call_id": "1", "name": "lookup", "content": "found"},
         ],
         [TOOL],

@@ -113,9 +113,9 @@ async def _count_off_loop(counter: Callable[[Any], Any], request: Any) -> object
     import inspect
 
     try:
-        if inspect.iscoroutinefunction(counter) or inspect.iscoroutinefunction(
-            getattr(counter, "__call__", None)
-        ):
+        # An instance whose __call__ is a coroutine function counts as one too.
+        call = type(counter).__call__ if not inspect.isfunction(counter) else counter
+        if inspect.iscoroutinefunction(counter) or inspect.iscoroutinefunction(call):
             return await counter(request)
         result = await asyncio.to_thread(counter, request)
         if inspect.isawaitable(result):
@@ -327,7 +327,9 @@ class AsyncSession:
             self._session.add_assistant_from_openai_responses, response, usage=usage
         )
 
-    async def add_assistant_from_anthropic(self, message: Any, *, usage: object | None = None) -> str:
+    async def add_assistant_from_anthropic(
+        self, message: Any, *, usage: object | None = None
+    ) -> str:
         """See :meth:`Session.add_assistant_from_anthropic`."""
         return await self._call(self._session.add_assistant_from_anthropic, message, usage=usage)
 

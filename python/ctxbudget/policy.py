@@ -298,9 +298,7 @@ class Budget:
         if count is None:
             count = CountSplit(exact=used)
         elif count.total != used:
-            raise PolicyError(
-                f"count parts ({count.total:,}) must add up to projected ({used:,})"
-            )
+            raise PolicyError(f"count parts ({count.total:,}) must add up to projected ({used:,})")
         try:
             action, headroom = self._core.evaluate(
                 used,

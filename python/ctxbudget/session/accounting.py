@@ -108,9 +108,10 @@ class Anchor:
             request.get("rows"),
         )
         fp = request.get("fp")
-        if not isinstance(fp, str) or not all(_count(v) for v in fields):
+        counts = [v for v in fields if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+        if not isinstance(fp, str) or len(counts) != len(fields):
             return None
-        reported, profile, overhead, last_seq, rows = fields
+        reported, profile, overhead, last_seq, rows = counts
         return cls(reported, profile, min(overhead, profile), last_seq, rows, fp)
 
 

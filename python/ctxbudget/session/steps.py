@@ -96,9 +96,7 @@ def quarantine(s: Session, last_user: Row, fresh: CountSplit, events: list[str])
     operation (the retraction and the quarantine row, read and written as one batch)."""
     s.history.quarantine_seq(last_user.seq, if_last_seq=s._fold.last_seq)
     s._sync()
-    decision = s.budget.evaluate(
-        fresh.total, Claims(), s._capabilities().new_context, count=fresh
-    )
+    decision = s.budget.evaluate(fresh.total, Claims(), s._capabilities().new_context, count=fresh)
     margin = f" (with {fresh.margin:,} kept for its estimated part)" if fresh.margin else ""
     return turn(
         s,
