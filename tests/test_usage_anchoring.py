@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stores import StoreUnderTest
 
 from ctxbudget import Durability, Session, Turn
 
@@ -163,21 +164,30 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _conversation(
-    workspace: Path, provider: ScriptedProvider, seed: int
+    where: Path | StoreUnderTest,
+    provider: ScriptedProvider,
+    seed: int,
+    steps: int = STEPS,
+    log: list[tuple[str, str]] | None = None,
 ) -> Iterator[tuple[str, Turn, int, Session]]:
-    """Runs the scripted conversation, yielding each sent turn with its category and the
-    provider's count of what it sends."""
+    """Runs the scripted conversation in a workspace (or the store under test), yielding
+    each sent turn with its category and the provider's count of what it sends."""
     rng = random.Random(seed)
     corpus = _corpus()
+    if isinstance(where, StoreUnderTest) and where.is_pg:
+        assert where.url is not None
+        location: dict[str, Any] = {"workspace": where.url, "conversation": where.main}
+    else:
+        location = {"workspace": where if isinstance(where, Path) else where.main}
+        location["durability"] = Durability.NONE
 
     def open_session(tools: list[dict[str, Any]]) -> Session:
         return Session.open(
-            workspace,
+            **location,
             model=MODEL,
             context_window=WINDOW,
             system="You are a careful coding agent working on a Rust and Python project.",
             tools=tools,
-            durability=Durability.NONE,
         )
 
     tools = TOOLS_A
@@ -186,8 +196,8 @@ def _conversation(
     pending = "since"
     replied = False
     calls_made = 0
-    steps = 0
-    while steps < STEPS:
+    count = 0
+    while count < steps:
         roll = rng.random()
         if roll < 0.02 and replied:
             # A change of tools: the anchor's prefix changed.
@@ -200,6 +210,8 @@ def _conversation(
             before = s.view(refresh=True).tokens
             hosts[0] = s = open_session(tools)
             assert s.view().tokens == before
+            if log is not None:
+                log.append(("restart", s.window_id))
         elif roll < 0.06 and replied:
             # A second host appends to the same conversation and serves the next step.
             before = s.view(refresh=True).tokens
@@ -207,6 +219,8 @@ def _conversation(
                 hosts.append(open_session(tools))
             s = hosts[1] if s is hosts[0] else hosts[0]
             assert s.view(refresh=True).tokens == before
+            if log is not None:
+                log.append(("second_host", s.window_id))
         s.add_user(_snippet(rng, corpus, rng.randint(1, 3)))
         if rng.random() < 0.04 and replied:
             # A retraction inside the prefix: an earlier user message is taken back.
@@ -226,7 +240,7 @@ def _conversation(
                 pending = "rollover"
             category = pending if replied else "first"
             yield category, turn, provider.count(turn.to_anthropic()), s
-            steps += 1
+            count += 1
             pending = "since"
             calls: list[dict[str, Any]] = []
             if rng.random() < 0.5:
@@ -285,3 +299,20 @@ def test_anchored_counts_follow_a_provider_with_an_unknown_tokenizer(
     # three seeds; the bound asserted is the measured one.
     assert statistics.median(changed) <= 0.03, summary
     assert max(changed) <= 0.04, summary
+
+
+def test_a_restart_and_a_second_host_continue_the_calibration(
+    store: StoreUnderTest, tekken: Any
+) -> None:
+    """On either store: a new Session (a restart) and a second Session over the same
+    conversation count every request the same as the session before them (asserted
+    inside the conversation), with the calibration carried across rollovers."""
+    provider = ScriptedProvider(tekken)
+    log: list[tuple[str, str]] = []
+    errors = []
+    for category, turn, truth, _ in _conversation(store, provider, seed=31, steps=300, log=log):
+        if category == "since":
+            errors.append(abs(turn.decision.projected - truth) / truth)
+    switched_after_a_rollover = {kind for kind, window in log if window != "w:0"}
+    assert switched_after_a_rollover == {"restart", "second_host"}, log
+    assert statistics.median(errors) <= 0.001

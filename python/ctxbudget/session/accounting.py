@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -412,13 +412,6 @@ class Requests:
         self._fingerprint = (key, fp)
         return fp
 
-    def projected(
-        self, owner: _Owner, fold: WindowFold, window: WindowTokens, hooks: Sequence[RequestHook]
-    ) -> int:
-        """Tokens of the next request before unrestricted hooks: frame, system, tools and
-        every visible row of the window (a running sum)."""
-        return self.overhead(self.system(owner, fold, hooks)) + window.tokens
-
     def assemble(
         self, owner: _Owner, fold: WindowFold, window: WindowTokens, hooks: Sequence[RequestHook]
     ) -> dict[str, Any]:
@@ -439,19 +432,3 @@ class Requests:
                     }
                 )
         return request
-
-    def measure(
-        self,
-        owner: _Owner,
-        fold: WindowFold,
-        window: WindowTokens,
-        hooks: Sequence[RequestHook],
-        count: Callable[[str, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], int],
-    ) -> tuple[dict[str, Any] | None, int]:
-        """The request to send (``None`` when no unrestricted hook can change it; it is
-        built later) and its tokens — of the request after the hooks ran (``count``
-        counts an assembled request)."""
-        if all(h.context_only for h in hooks):
-            return None, self.projected(owner, fold, window, hooks)
-        request = self.assemble(owner, fold, window, hooks)
-        return request, count(request["system"], request["messages"], request["tools"])
