@@ -393,6 +393,28 @@ mod tests {
     }
 
     #[test]
+    fn the_guard_margin_moves_only_the_hard_guard() {
+        let b = budget(100_000, 0.7);
+        let u = b.usable_limit();
+        let none = Claims::default();
+        assert_eq!(b.evaluate(u - 10, none, true).action, Action::Continue);
+        assert_eq!(
+            b.evaluate_guarded(u - 10, 10, none, true).action,
+            Action::Rollover
+        );
+        // The stages read the count itself: a margin does not pull an advisory earlier.
+        assert_eq!(
+            b.evaluate_guarded(59_999, 5_000, none, true).action,
+            Action::Continue
+        );
+        let off = budget(100_000, 1.0);
+        assert_eq!(
+            off.evaluate_guarded(u - 1, 1, none, true).action,
+            Action::Block
+        );
+    }
+
+    #[test]
     fn reference_values_of_the_spec() {
         let b = budget(100_000, 0.7);
         assert_eq!(
