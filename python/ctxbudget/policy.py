@@ -160,6 +160,11 @@ _SET_DECISION = tuple(
 )
 
 
+_SET_COUNT = tuple(
+    CountSplit.__dict__[name].__set__ for name in ("exact", "anchored", "estimated", "margin")
+)
+
+
 def _int_arg(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise PolicyError(f"{name} must be an integer number of tokens, got {value!r}")
@@ -296,8 +301,13 @@ class Budget:
         if claims is None:
             claims = _NO_CLAIMS
         if count is None:
-            count = CountSplit(exact=used)
-        elif count.total != used:
+            count = _new_object(CountSplit)
+            set_exact, set_anchored, set_estimated, set_margin = _SET_COUNT
+            set_exact(count, used)
+            set_anchored(count, 0)
+            set_estimated(count, 0)
+            set_margin(count, 0)
+        elif count.exact + count.anchored + count.estimated != used:
             raise PolicyError(f"count parts ({count.total:,}) must add up to projected ({used:,})")
         try:
             action, headroom = self._core.evaluate(

@@ -19,7 +19,7 @@ import inspect
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from .. import _ctxbudget, providers
 from ..policy import CountSplit
@@ -73,10 +73,9 @@ class RequestCounter(Protocol):
     def __call__(self, request: CountRequest, /) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Sent:
+class Sent(NamedTuple):
     """The request :meth:`Session.prepare` last sent: the reply that answers it carries
-    its size and what binds a reported figure to it."""
+    its size and what binds a reported figure to it (a tuple: built on every step)."""
 
     window: str
     tokens: int
@@ -109,35 +108,52 @@ class Sent:
         return meta
 
 
-@dataclass(frozen=True, slots=True)
-class Measured:
-    """One measurement of the next request."""
+class Measured(NamedTuple):
+    """One measurement of the next request (a tuple: built on every step)."""
 
     request: dict[str, Any] | None
     """The request after unrestricted hooks (``None``: no such hook, built later)."""
-    count: CountSplit
+    split: CountSplit
+    """How much of the count is exact, anchored and estimated."""
     profile: int
     overhead: int
     fingerprint: str | None
 
 
+_new_object = object.__new__
+_SET_SPLIT = tuple(
+    CountSplit.__dict__[name].__set__ for name in ("exact", "anchored", "estimated", "margin")
+)
+
+
+def split_of(exact: int, anchored: int = 0, estimated: int = 0, margin: int = 0) -> CountSplit:
+    """A :class:`CountSplit` built through its slots' setters (as ``Budget.evaluate``
+    builds its ``Decision``): the per-step path, a third of the frozen ``__init__``."""
+    c = _new_object(CountSplit)
+    set_exact, set_anchored, set_estimated, set_margin = _SET_SPLIT
+    set_exact(c, exact)
+    set_anchored(c, anchored)
+    set_estimated(c, estimated)
+    set_margin(c, margin)
+    return c
+
+
 def _split(
     anchor: int | None, since: int, overhead: int, messages: int, estimated: bool, cal: Sums
 ) -> CountSplit:
-    exact, anchored, est, margin = _ctxbudget.count_split(
-        anchor, since, overhead, messages, estimated, cal
-    )
-    return CountSplit(exact, anchored, est, margin)
+    return split_of(*_ctxbudget.count_split(anchor, since, overhead, messages, estimated, cal))
 
 
 class Counting:
     """The session's anchors beyond the transcript (count-endpoint results, cached per
     request) and the events counting produced since the last turn."""
 
-    __slots__ = ("_cache", "counter", "events")
+    __slots__ = ("_cache", "counter", "estimated", "events")
 
-    def __init__(self, counter: RequestCounter | None) -> None:
+    def __init__(self, counter: RequestCounter | None, *, estimated: bool) -> None:
         self.counter = counter
+        self.estimated = estimated
+        """Whether the session's encoding estimates a family without a public tokenizer."""
         self._cache: OrderedDict[tuple[str, int, int], Anchor] = OrderedDict()
         self.events: list[str] = []
 
@@ -199,7 +215,7 @@ class Counting:
         """The next request's count, split into its exact, anchored and estimated
         parts (``before_hooks``: of the request before unrestricted hooks)."""
         fold, window, hooks = s._fold, s._window, s._hooks
-        estimated = s.encoding.is_estimate
+        estimated = self.estimated
         cal = window.calibration() if estimated else _NO_SUMS
         if not before_hooks and any(not h.context_only for h in hooks):
             # An unrestricted hook could change anything: counted whole, never anchored.
@@ -214,11 +230,11 @@ class Counting:
         overhead = s._requests.overhead(system)
         full = overhead + window.tokens
         fp = s._requests.fingerprint(system, fold.window_id, s.model)
-        exact = self._cache.get(self.key(s, fp))
+        exact = self._cache.get(self.key(s, fp)) if self._cache else None
         if exact is not None:
-            return Measured(None, CountSplit(exact=exact.reported), full, overhead, fp)
+            return Measured(None, split_of(exact.reported), full, overhead, fp)
         anchor, since = self._anchor(window.latest_anchor(), fp, s)
-        endpoint = self._latest_endpoint(fp)
+        endpoint = self._latest_endpoint(fp) if self._cache else None
         if endpoint is not None and (anchor is None or endpoint.last_seq > anchor.last_seq):
             e_since = window.since(endpoint)
             if e_since is not None:
@@ -226,7 +242,7 @@ class Counting:
                 rest = _split(0, e_since, overhead, window.tokens, estimated, cal)
                 return Measured(
                     None,
-                    CountSplit(rest.exact + endpoint.reported, 0, rest.estimated, rest.margin),
+                    split_of(rest.exact + endpoint.reported, 0, rest.estimated, rest.margin),
                     full,
                     overhead,
                     fp,
@@ -251,7 +267,7 @@ class Counting:
     def fresh(self, s: Session, profile: int) -> CountSplit:
         """The count of a fresh window's first request, counted ``profile`` by the
         profile: nothing anchors it; an estimate is calibrated."""
-        estimated = s.encoding.is_estimate
+        estimated = self.estimated
         cal = s._window.calibration() if estimated else _NO_SUMS
         overhead = min(profile, s._requests.overhead(s._requests.system(s, s._fold, s._hooks)))
         return _split(None, 0, overhead, profile - overhead, estimated, cal)
@@ -279,7 +295,7 @@ def _tokens_of(result: object) -> int | None:
 def calibration_meta(s: Session) -> dict[str, dict[str, int]]:
     """The calibration sums a rollover's boundary carries into the next window (none
     for an exact family or a conversation without anchored requests)."""
-    if not s.encoding.is_estimate:
+    if not s._counting.estimated:
         return {}
     sums = s._window.calibration()
     if not sums[0] or not sums[1]:

@@ -76,13 +76,13 @@ def decide(s: Session, events: list[str]) -> Turn:
         steps.publish_advisory(s, decision, caps)
         events.append(f"advisory:{decision.action.value}")
         measured = s._measure()
-        decision = replace(decision, projected=measured.count.total, count=measured.count)
+        decision = replace(decision, projected=measured.split.total, count=measured.split)
     return turn(s, "send", decision, events, measured=measured)
 
 
 def _evaluate(s: Session, measured: Measured) -> Decision:
     """The budget's decision on a measured request (its estimated part guarded)."""
-    count = measured.count
+    count = measured.split
     return s.budget.evaluate(
         count.total, s._fold.claims, s._capabilities().new_context, count=count
     )

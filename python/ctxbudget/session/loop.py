@@ -150,7 +150,7 @@ class Session:
         self._overhead_window: str | None = None
         self._sent: Sent | None = None
         """The last request ``prepare`` sent (the reply's stamp)."""
-        self._counting = Counting(counter)
+        self._counting = Counting(counter, estimated=encoding.is_estimate)
         self._sync()
         # Calls already open now were left by a process that stopped mid-step; calls made
         # while this session runs are the host's to answer.
@@ -459,7 +459,7 @@ class Session:
         found = usage_of(usage)
         if found is None or self._sent is None:
             return False
-        self._sent = replace(self._sent, usage=found)
+        self._sent = self._sent._replace(usage=found)
         return True
 
     def _stamped(
@@ -610,7 +610,7 @@ class Session:
     def _projected(self) -> int:
         """Tokens of the next request (anchored where an anchor holds); with an
         unrestricted hook registered, of the request before it."""
-        return self._counting.measure(self, count_inline=False, before_hooks=True).count.total
+        return self._counting.measure(self, count_inline=False, before_hooks=True).split.total
 
     def _measure(self) -> Measured:
         """The next request (after unrestricted hooks) and its count, split."""
