@@ -57,7 +57,6 @@ from .session import (
 from .session_history import SessionHistoryTool
 from .settings import Settings, Strategy
 from .tokens import (
-    BOUNDARY_SLACK,
     DEFAULT_CACHE_SIZE,
     MESSAGE_TOKENS,
     Encoding,
@@ -72,7 +71,6 @@ from .usage import Usage, usage_of
 from .window import WindowView
 
 __all__ = [
-    "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_PROMPTS",
     "INTERRUPTED_OUTPUT",

@@ -8,7 +8,6 @@ from ctxbudget.history import Row
 
 __all__ = [
     "ADVISORY_HEADROOM",
-    "BOUNDARY_SLACK",
     "CALIBRATION_MAX_BP",
     "CALIBRATION_MIN_BP",
     "CALL_TOKENS",
@@ -25,6 +24,7 @@ __all__ = [
     "MESSAGE_TOKENS",
     "MIN_THRESHOLD_BP",
     "NAME_TOKENS",
+    "NOTICE",
     "OFF_BP",
     "OTHER_MEDIA_TOKENS",
     "OUTPUT_RESERVE_MAX",
@@ -34,6 +34,8 @@ __all__ = [
     "REPLY_TOKENS",
     "ROLES",
     "ROW_KINDS",
+    "SESSION_HISTORY_DESCRIPTION",
+    "SESSION_HISTORY_NOT_STRICT",
     "WARNING_ADVANCE_MIN",
     "AppendResult",
     "BudgetCore",
@@ -70,11 +72,11 @@ __all__ = [
     "model_encoding",
     "offload_pool",
     "render_tools",
+    "session_history_parameters",
     "threshold_is_off",
 ]
 
 __version__: str
-BOUNDARY_SLACK: int
 DEFAULT_CACHE_SIZE: int
 FAILPOINTS: bool
 ADVISORY_HEADROOM: int
@@ -87,6 +89,9 @@ ROLES: list[str]
 PART_TYPES: list[str]
 MIN_THRESHOLD_BP: int
 OFF_BP: int
+NOTICE: str
+SESSION_HISTORY_DESCRIPTION: str
+SESSION_HISTORY_NOT_STRICT: list[str]
 OTHER_MEDIA_TOKENS: int
 MESSAGE_TOKENS: int
 NAME_TOKENS: int
@@ -152,7 +157,7 @@ class Encoding:
     @property
     def estimate_scale_bp(self) -> int | None: ...
     def count(self, text: str) -> int: ...
-    def count_detail(self, text: str) -> tuple[int, bool, int]: ...
+    def count_detail(self, text: str) -> tuple[int, bool]: ...
     def count_many(self, texts: list[str] | tuple[str, ...]) -> list[int]: ...
     def count_json(self, json_text: str) -> int: ...
     def count_request(
@@ -167,6 +172,7 @@ def encoding_names() -> list[str]: ...
 def model_encoding(model: str) -> tuple[str, int | None] | None: ...
 def context_window(model: str) -> tuple[int, str, str, str] | str: ...
 def render_tools(tools: list[Any]) -> str: ...
+def session_history_parameters() -> dict[str, Any]: ...
 def image_size(data: bytes | bytearray | str) -> tuple[str, int, int] | str: ...
 def image_tokens(size: tuple[int, int] | None, *, provider: str, detail: str = ...) -> int: ...
 

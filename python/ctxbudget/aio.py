@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -45,18 +44,6 @@ if TYPE_CHECKING:
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-_EXECUTOR_IGNORED = (
-    "AsyncSession(executor=...) is ignored: blocking work now runs on ctxbudget's own "
-    "I/O pool, not in Python worker threads; drop the argument (size the pool with "
-    "ctxbudget.aio.io_threads(max_threads=...) instead)"
-)
-
-
-def _warn_executor(executor: object) -> None:
-    if executor is not None:
-        warnings.warn(_EXECUTOR_IGNORED, DeprecationWarning, stacklevel=3)
-
 
 _bridged: Callable[..., Any] | None = None
 
@@ -181,8 +168,7 @@ class AsyncSession:
 
     __slots__ = ("_session", "_turns", "_turns_lock")
 
-    def __init__(self, session: Session, *, executor: object = None) -> None:
-        _warn_executor(executor)
+    def __init__(self, session: Session) -> None:
         if not isinstance(session, Session):
             raise TypeError(f"AsyncSession wraps a Session, got {type(session).__name__}")
         self._session = session
@@ -194,13 +180,9 @@ class AsyncSession:
         self._turns_lock = threading.Lock()
 
     @classmethod
-    async def open(
-        cls, workspace: str | os.PathLike[str], *, executor: object = None, **options: Any
-    ) -> AsyncSession:
+    async def open(cls, workspace: str | os.PathLike[str], **options: Any) -> AsyncSession:
         """Opens the session; its store, tokenizer and budget-record I/O run on the I/O
-        pool. ``options`` are those of :meth:`Session.open`. ``executor`` is accepted for
-        compatibility and ignored (with a ``DeprecationWarning``)."""
-        _warn_executor(executor)
+        pool. ``options`` are those of :meth:`Session.open`."""
         return cls(await _run(Session.open, workspace, **options))
 
     async def _call(self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
