@@ -281,7 +281,7 @@ class AsyncSession:
                 key, request, profile = wanted
                 result = await _count_off_loop(counter, request)
                 await self._call(s._count_store, key, profile, result)
-        return await self._call(s._prepare, False)
+        return await self._call(s._prepare_counted)
 
     async def add_user(self, content: str | Sequence[Mapping[str, Any]]) -> str:
         """See :meth:`Session.add_user`."""

@@ -206,6 +206,11 @@ class WindowTokens:
                 self._anchors.pop(seq, None)
                 self._visible = None
 
+    @property
+    def anchored(self) -> bool:
+        """Whether a visible reply of the window records an anchor."""
+        return bool(self._anchors)
+
     def latest_anchor(self) -> Anchor | None:
         """The anchor of the window's latest visible reply that records one."""
         return self._anchors[next(reversed(self._anchors))] if self._anchors else None

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["CountRequest", "Counting", "Measured", "RequestCounter", "Sent"]
 
 _NO_SUMS: Sums = (0, 0, 0, 0, 0)
+_NONE: tuple[None, int] = (None, 0)
 _CACHE_SIZE = 16
 """Count-endpoint results kept per session (the requests of the last few steps)."""
 
@@ -217,14 +218,14 @@ class Counting:
         fold, window, hooks = s._fold, s._window, s._hooks
         estimated = self.estimated
         cal = window.calibration() if estimated else _NO_SUMS
-        if not before_hooks and any(not h.context_only for h in hooks):
+        if hooks and not before_hooks and any(not h.context_only for h in hooks):
             # An unrestricted hook could change anything: counted whole, never anchored.
             request = s._requests.assemble(s, fold, window, hooks)
             full = s.count_request(request["system"], request["messages"], request["tools"])
             overhead = min(full, s._requests.overhead(request["system"]))
             split = _split(None, 0, overhead, full - overhead, estimated, cal)
             return Measured(request, split, full, overhead, None)
-        if count_inline:
+        if count_inline and self.counter is not None:
             self.call(s)
         system = s._requests.system(s, fold, hooks)
         overhead = s._requests.overhead(system)
@@ -233,7 +234,7 @@ class Counting:
         exact = self._cache.get(self.key(s, fp)) if self._cache else None
         if exact is not None:
             return Measured(None, split_of(exact.reported), full, overhead, fp)
-        anchor, since = self._anchor(window.latest_anchor(), fp, s)
+        anchor, since = self._anchor(window.latest_anchor(), fp, s) if window.anchored else _NONE
         endpoint = self._latest_endpoint(fp) if self._cache else None
         if endpoint is not None and (anchor is None or endpoint.last_seq > anchor.last_seq):
             e_since = window.since(endpoint)

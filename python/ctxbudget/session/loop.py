@@ -644,7 +644,13 @@ class Session:
         return self._prepare(True)
 
     @_locked
+    def _prepare_counted(self) -> Turn:
+        """:meth:`prepare` for an awaited call, whose count-endpoint results were
+        taken off the event loop before it started: a miss is not counted in place."""
+        return self._prepare(False)
+
     def _prepare(self, count_inline: bool) -> Turn:
+        """The decision loop of :meth:`prepare` (the caller holds the session)."""
         events: list[str] = []
         self._count_inline = count_inline
         try:
