@@ -44,7 +44,7 @@ from .history import (
     WindowInfo,
 )
 from .media import ImageSize, image_size, image_tokens
-from .policy import Action, Budget, Claims, Decision
+from .policy import Action, Budget, Claims, CountSplit, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
 from .session import (
     INTERRUPTED_OUTPUT,
@@ -53,6 +53,8 @@ from .session import (
     RequestHook,
     Session,
     SyncReport,
+    CountRequest,
+    RequestCounter,
     Turn,
 )
 from .session_history import SessionHistoryTool
@@ -68,6 +70,7 @@ from .tokens import (
     encoding_names,
 )
 from .tools import MemoryTool, NewContextTool, RuleAction, ToolPolicy, ToolRule
+from .usage import Usage, usage_of
 from .window import WindowView
 
 __all__ = [
@@ -83,6 +86,8 @@ __all__ = [
     "Claims",
     "ConflictError",
     "CorruptHistoryError",
+    "CountRequest",
+    "CountSplit",
     "CtxBudgetError",
     "DatabaseError",
     "Decision",
@@ -109,6 +114,7 @@ __all__ = [
     "Prompts",
     "Receipt",
     "RecoveryReport",
+    "RequestCounter",
     "RequestHook",
     "RotateReport",
     "Row",
@@ -128,6 +134,7 @@ __all__ = [
     "Turn",
     "UnknownEncodingError",
     "UnknownModelError",
+    "Usage",
     "VerifyReport",
     "WindowInfo",
     "WindowView",
@@ -139,4 +146,5 @@ __all__ = [
     "image_size",
     "image_tokens",
     "prompts",
+    "usage_of",
 ]

@@ -8,8 +8,11 @@ from ctxbudget.history import Row
 
 __all__ = [
     "ADVISORY_HEADROOM",
+    "CALIBRATION_MAX_BP",
+    "CALIBRATION_MIN_BP",
     "CALL_TOKENS",
     "DEFAULT_CACHE_SIZE",
+    "ESTIMATE_MARGIN_BP",
     "FAILPOINTS",
     "FINAL_ZONE",
     "FUNCTIONS_TOKENS",
@@ -57,11 +60,14 @@ __all__ = [
     "_offload_register",
     "_panic_for_test",
     "_reset_failpoints",
+    "calibration_ratios_bp",
     "claims_of_rows",
     "context_window",
+    "count_split",
     "encode_rows",
     "encoding_names",
     "fsync",
+    "guard_margin",
     "image_size",
     "image_tokens",
     "model_encoding",
@@ -121,9 +127,28 @@ class BudgetCore:
         handoff: bool,
         final_prompt: bool,
         new_context_offered: bool,
+        margin: int = 0,
     ) -> tuple[str, bool]: ...
 
 def threshold_is_off(threshold: float) -> bool: ...
+
+# Usage anchoring (the core's `ctxbudget::anchor`).
+CALIBRATION_MIN_BP: int
+CALIBRATION_MAX_BP: int
+ESTIMATE_MARGIN_BP: int
+
+def count_split(
+    anchor: int | None,
+    since: int,
+    overhead: int,
+    messages: int,
+    estimated_family: bool,
+    sums: tuple[int, int, int, int, int],
+) -> tuple[int, int, int, int]: ...
+def guard_margin(estimated: int) -> int: ...
+def calibration_ratios_bp(
+    sums: tuple[int, int, int, int, int],
+) -> tuple[int | None, int | None, int | None]: ...
 
 @final
 class Encoding:

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import _ctxbudget, providers
 from ..errors import InvalidArgumentError, UnknownModelError
-from ..policy import Decision
+from ..policy import CountSplit, Decision
 from ..tokens import Encoding
 
 __all__ = [
@@ -139,3 +139,9 @@ class Turn:
 
     reason: str | None = None
     """Why the status is not ``send``."""
+
+    @property
+    def count(self) -> CountSplit:
+        """How much of the request's count is exact, anchored and estimated (the
+        decision's :attr:`~ctxbudget.Decision.count`)."""
+        return self.decision.count

@@ -4,8 +4,9 @@
 //! Python values into core calls and back. Most modules are that conversion, one per
 //! area: `encoding`, `request` and `media` (counting), `history` and `backend` (the store),
 //! `rows` and `reports` (its values), `fold` (the window fold), `session_history` (the
-//! retrieval tool), `budget` (the ladder), `models` (the model table), `pg_memory`
-//! (memory files of a PostgreSQL conversation), `failpoints` (test builds only).
+//! retrieval tool), `budget` (the ladder), `anchor` (usage anchoring), `models` (the
+//! model table), `pg_memory` (memory files of a PostgreSQL conversation), `failpoints`
+//! (test builds only).
 //!
 //! Three modules hold code that exists only because the caller is Python: `pyjson`
 //! walks Python rows straight into the JSON bytes the store validates (faster than
@@ -14,6 +15,7 @@
 //! GIL around I/O and counting, and `errors` maps core errors to Python exceptions and
 //! turns a panic into `ctxbudget.InternalError`.
 
+mod anchor;
 mod backend;
 mod budget;
 mod encoding;
@@ -68,6 +70,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     media::add(m)?;
     models::add(m)?;
     request::add(m)?;
+    anchor::add(m)?;
     m.add("FUNCTIONS_TOKENS", tokens::request::FUNCTIONS_TOKENS)?;
     m.add("FUNCTION_TOKENS", tokens::request::FUNCTION_TOKENS)?;
     budget::add_constants(m)?;

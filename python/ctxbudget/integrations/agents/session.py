@@ -32,7 +32,7 @@ from .items import (
 from .request import agent_tools, model_of
 
 if TYPE_CHECKING:
-    from agents import Agent
+    from agents import Agent, RunHooks
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData, RunConfig
 
@@ -508,8 +508,39 @@ class AgentsSession:
 
         return RunConfig(call_model_input_filter=self.input_filter, **kwargs)
 
+    def run_hooks(self, hooks: RunHooks[Any] | None = None) -> RunHooks[Any]:
+        """``RunHooks`` for ``Runner.run(..., hooks=...)`` that record each model
+        response's usage (``ModelResponse.usage.input_tokens``) with the reply it
+        produced, bound to the request the filter prepared, so the next request's count
+        starts from the provider's figure (SPEC §1, usage anchoring). ``hooks`` (the
+        host's own) are called as well, after."""
+        return _usage_hooks(self.session, hooks)
+
     def __repr__(self) -> str:
         return f"AgentsSession({self.session_id!r}, {self.session!r})"
+
+
+def _usage_hooks(session: Session, inner: RunHooks[Any] | None) -> RunHooks[Any]:
+    """A ``RunHooks`` whose ``on_llm_end`` notes the response's usage on ``session``
+    (in memory, no I/O: the reply's rows carry it when they are written), then calls
+    ``inner``'s hooks."""
+    from agents import RunHooks
+
+    class UsageHooks(RunHooks[Any]):
+        async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            usage = getattr(response, "usage", None)
+            if usage is not None and getattr(usage, "requests", 1) != 0:
+                session.record_usage(usage)
+            if inner is not None:
+                await inner.on_llm_end(context, agent, response)
+
+    hooks = UsageHooks()
+    if inner is not None:
+        # Every other hook is the host's own.
+        for name in dir(RunHooks):
+            if name.startswith("on_") and name != "on_llm_end":
+                setattr(hooks, name, getattr(inner, name))
+    return hooks
 
 
 def _unsaved(
