@@ -48,13 +48,13 @@ from .policy import Action, Budget, Claims, CountSplit, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
 from .session import (
     INTERRUPTED_OUTPUT,
+    CountRequest,
     KeyedMessage,
     OpenCall,
+    RequestCounter,
     RequestHook,
     Session,
     SyncReport,
-    CountRequest,
-    RequestCounter,
     Turn,
 )
 from .session_history import SessionHistoryTool

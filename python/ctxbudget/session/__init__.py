@@ -15,15 +15,15 @@
 from __future__ import annotations
 
 from ..window import OpenCall, WindowView
-from .keyed import KeyedMessage, SyncReport
 from .anchoring import CountRequest, RequestCounter
+from .keyed import KeyedMessage, SyncReport
 from .loop import Session
 from .types import INTERRUPTED_OUTPUT, RequestHook, Turn, context_window_for
 
 __all__ = [
     "INTERRUPTED_OUTPUT",
-    "KeyedMessage",
     "CountRequest",
+    "KeyedMessage",
     "OpenCall",
     "RequestCounter",
     "RequestHook",
