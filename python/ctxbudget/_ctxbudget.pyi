@@ -60,6 +60,7 @@ __all__ = [
     "_offload_register",
     "_panic_for_test",
     "_reset_failpoints",
+    "anchor_plausible",
     "calibration_ratios_bp",
     "claims_of_rows",
     "context_window",
@@ -146,6 +147,7 @@ def count_split(
     sums: tuple[int, int, int, int, int],
 ) -> tuple[int, int, int, int]: ...
 def guard_margin(estimated: int) -> int: ...
+def anchor_plausible(reported: int, profile: int) -> bool: ...
 def calibration_ratios_bp(
     sums: tuple[int, int, int, int, int],
 ) -> tuple[int | None, int | None, int | None]: ...

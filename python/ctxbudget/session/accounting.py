@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .. import _ctxbudget
 from ..history import Row
 from ..prompts import Capabilities, PromptContext, Prompts
 from ..providers import tool_output_text
@@ -196,7 +197,11 @@ class WindowTokens:
                 self._visible.extend(messages)
             if row.role == "assistant" and "usage" in row.meta:
                 anchor = Anchor.from_meta(row.meta)
-                if anchor is not None:
+                # A figure far from the profile's count of its own request (a placeholder,
+                # another request's usage) would hold every later count below the request.
+                if anchor is not None and _ctxbudget.anchor_plausible(
+                    anchor.reported, anchor.profile
+                ):
                     self._anchors[row.seq] = anchor
         if change.retracts:
             for seq in [s for s in self._tokens if fold.is_retracted(s)]:

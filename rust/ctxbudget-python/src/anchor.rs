@@ -74,7 +74,15 @@ pub(crate) fn calibration_ratios_bp(
 }
 
 /// Registers the functions and the bounds.
+/// Whether a reported figure can be the provider's count of a request the profile
+/// counted at `profile` (`ctxbudget::anchor::plausible`).
+#[pyfunction]
+pub(crate) fn anchor_plausible(reported: u64, profile: u64) -> bool {
+    anchor::plausible(reported, profile)
+}
+
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(anchor_plausible, m)?)?;
     m.add_function(wrap_pyfunction!(count_split, m)?)?;
     m.add_function(wrap_pyfunction!(guard_margin, m)?)?;
     m.add_function(wrap_pyfunction!(calibration_ratios_bp, m)?)?;

@@ -179,6 +179,21 @@ fn scale_up(value: u64, bp: u32) -> u64 {
     u64::try_from(scaled).unwrap_or(u64::MAX)
 }
 
+/// Whether `reported` can be the provider's count of a request the profile counted at
+/// `profile` tokens: within the calibration bounds ([`CALIBRATION_MIN_BP`] ..=
+/// [`CALIBRATION_MAX_BP`] of it). A figure outside them is another request's usage,
+/// output tokens or a placeholder (test doubles report fixed figures), not a different
+/// tokenizer; trusted, it would hold the count far below the request and the forced
+/// rollover would never come. Such a reply neither anchors nor calibrates.
+pub fn plausible(reported: u64, profile: u64) -> bool {
+    if reported == 0 || profile == 0 {
+        return false;
+    }
+    let (reported, profile) = (u128::from(reported) * 10_000, u128::from(profile));
+    reported >= profile * u128::from(CALIBRATION_MIN_BP)
+        && reported <= profile * u128::from(CALIBRATION_MAX_BP)
+}
+
 /// How much of a request's count is exact, anchored and estimated.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct CountSplit {
@@ -263,6 +278,16 @@ impl CountSplit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_figure_far_from_the_profiles_count_is_not_plausible() {
+        assert!(plausible(1_000, 1_000));
+        assert!(plausible(500, 1_000) && plausible(2_000, 1_000));
+        assert!(!plausible(499, 1_000) && !plausible(2_001, 1_000));
+        assert!(!plausible(10, 5_000), "a placeholder usage of 10 tokens");
+        assert!(!plausible(0, 1_000) && !plausible(1_000, 0));
+        assert!(plausible(u64::MAX, u64::MAX));
+    }
 
     #[test]
     fn ratios_are_bounded_and_absent_without_samples() {
