@@ -9,10 +9,13 @@ from __future__ import annotations
 from . import prompts
 from ._ctxbudget import __version__
 from .aio import AsyncSession
+from .database import Database
 from .errors import (
     ConflictError,
+    ConversationDeletedError,
     CorruptHistoryError,
     CtxBudgetError,
+    DatabaseClosedError,
     DatabaseError,
     HistoryIOError,
     InternalError,
@@ -23,6 +26,7 @@ from .errors import (
     LoopAffinityError,
     MediaError,
     PolicyError,
+    SchemaNotMigratedError,
     SettingsError,
     TokenizerError,
     UnknownEncodingError,
@@ -30,9 +34,11 @@ from .errors import (
 )
 from .history import (
     AppendResult,
+    DeleteReport,
     Durability,
     FileReport,
     History,
+    PruneReport,
     Receipt,
     RecoveryReport,
     RotateReport,
@@ -75,10 +81,14 @@ __all__ = [
     "Capabilities",
     "Claims",
     "ConflictError",
+    "ConversationDeletedError",
     "CorruptHistoryError",
     "CtxBudgetError",
+    "Database",
+    "DatabaseClosedError",
     "DatabaseError",
     "Decision",
+    "DeleteReport",
     "Durability",
     "Encoding",
     "FileReport",
@@ -98,6 +108,7 @@ __all__ = [
     "PolicyError",
     "PromptContext",
     "Prompts",
+    "PruneReport",
     "Receipt",
     "RecoveryReport",
     "RequestHook",
@@ -105,6 +116,7 @@ __all__ = [
     "Row",
     "RowKind",
     "RuleAction",
+    "SchemaNotMigratedError",
     "Session",
     "SessionHistoryTool",
     "Settings",

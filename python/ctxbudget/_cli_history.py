@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ._cli_errors import CommandError, UsageError
+from ._cli_retention import cmd_delete, cmd_prune
 from ._redact import redact
 from .budget_record import read_budgets
 from .errors import InvalidArgumentError
@@ -435,6 +436,24 @@ def cmd_history(args: argparse.Namespace) -> int:
                 "transaction and has nothing to recover — check it with verify"
             )
         return _recover(target.workspace, args.json)
+    if action == "delete":
+        return cmd_delete(
+            target.workspace,
+            target.url,
+            target.conversation,
+            target.shown,
+            yes=args.yes,
+            as_json=args.json,
+        )
+    if action == "prune":
+        return cmd_prune(
+            target.open(),
+            target.shown,
+            keep_windows=args.keep_windows,
+            older_than=args.older_than,
+            below_floor=args.below_floor,
+            as_json=args.json,
+        )
     if action == "export":
         if args.json:
             raise _usage("export always writes JSON Lines (one row per line); drop --json")

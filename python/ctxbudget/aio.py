@@ -175,11 +175,16 @@ class AsyncSession:
 
     @classmethod
     async def open(
-        cls, workspace: str | os.PathLike[str], *, executor: object = None, **options: Any
+        cls,
+        workspace: str | os.PathLike[str] | None = None,
+        *,
+        executor: object = None,
+        **options: Any,
     ) -> AsyncSession:
         """Opens the session; its store, tokenizer and budget-record I/O run on the I/O
-        pool. ``options`` are those of :meth:`Session.open`. ``executor`` is accepted for
-        compatibility and ignored (with a ``DeprecationWarning``)."""
+        pool. ``options`` are those of :meth:`Session.open` (``database=`` among them).
+        ``executor`` is accepted for compatibility and ignored (with a
+        ``DeprecationWarning``)."""
         _warn_executor(executor)
         return cls(await _run(Session.open, workspace, **options))
 

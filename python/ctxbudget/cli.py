@@ -175,6 +175,28 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return cmd_history(args)
 
 
+def _cmd_db(args: argparse.Namespace) -> int:
+    from ._cli_db import cmd_db
+
+    return cmd_db(args)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _age(text: str) -> float:
+    from ._cli_retention import parse_age
+
+    return parse_age(text)
+
+
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_budget, plot_usage
 
@@ -298,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("verify", "check every commit; exit 1 if anything is torn or damaged"),
         ("recover", "move torn tails to history/recovered/, re-stamp the receipt (adopts a copy)"),
         ("export", "every row (archive, then chat) as JSON lines"),
+        ("delete", "delete the conversation for good (rows, memory files, recovered tails)"),
+        ("prune", "remove sealed windows for good (by count, age, or below the privacy floor)"),
     ):
         cmd = hsub.add_parser(name, help=text, description=text)
         cmd.add_argument("workspace", metavar="WORKSPACE", nargs="?")
@@ -330,7 +354,48 @@ def build_parser() -> argparse.ArgumentParser:
             )
         if name == "read":
             cmd.add_argument("item_id", type=_item_id, metavar="ITEM")
+        if name == "delete":
+            cmd.add_argument("--yes", action="store_true", help="confirm: it cannot be undone")
+        if name == "prune":
+            cmd.add_argument(
+                "--keep-windows",
+                type=_count,
+                metavar="N",
+                help="keep the N newest sealed windows (the current one always stays)",
+            )
+            cmd.add_argument(
+                "--older-than",
+                type=_age,
+                metavar="AGE",
+                help="remove sealed windows whose newest row is older (30d, 12h, 90m, 3600s)",
+            )
+            cmd.add_argument(
+                "--below-floor",
+                action="store_true",
+                help="remove everything below the privacy floor (after a soft clear)",
+            )
     history.set_defaults(func=_cmd_history)
+    db = sub.add_parser(
+        "db",
+        help="set up a PostgreSQL database: migrate, check, print the DDL",
+        description="The PostgreSQL schema as a DBA runs it: migrate (as the role that owns "
+        "the tables), check (what a runtime role sees), ddl (the SQL, for review).",
+    )
+    dsub = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
+    for name, text in (
+        ("migrate", "create or migrate the schema (safe when run concurrently)"),
+        ("check", "exit 1 unless the schema is current (changes nothing)"),
+        ("ddl", "print the migration's SQL for review"),
+    ):
+        cmd = dsub.add_parser(name, help=text, description=text)
+        if name != "ddl":
+            cmd.add_argument("url", metavar="URL", help="a postgresql:// URL")
+        cmd.add_argument(
+            "--schema",
+            metavar="NAME",
+            help="the PostgreSQL schema (default: the URL's search_path)",
+        )
+    db.set_defaults(func=_cmd_db)
     plot = sub.add_parser(
         "plot",
         help="plot context usage per step (needs ctxbudget[plot])",
@@ -362,6 +427,8 @@ def _doing(args: argparse.Namespace) -> str:
         return f"plot {args.workspace} to {args.output}"
     if args.command == "demo":
         return f"run the demo in {args.workspace}"
+    if args.command == "db":
+        return f"{args.db_command} the database schema"
     return "count"
 
 

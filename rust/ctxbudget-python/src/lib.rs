@@ -10,6 +10,7 @@
 
 mod backend;
 mod budget;
+mod database;
 mod encoding;
 mod errors;
 #[cfg(feature = "failpoints")]
@@ -47,6 +48,8 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<budget::PyBudgetCore>()?;
     m.add_function(wrap_pyfunction!(budget::threshold_is_off, m)?)?;
     m.add_class::<history::PyHistory>()?;
+    m.add_class::<database::PyDatabase>()?;
+    m.add_function(wrap_pyfunction!(database::pg_ddl, m)?)?;
     m.add_class::<pg_memory::PyPgMemoryFiles>()?;
     m.add_class::<session_history::PySessionHistoryTool>()?;
     reports::add(m)?;

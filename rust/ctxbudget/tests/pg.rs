@@ -199,7 +199,7 @@ fn the_epoch_changes_exactly_on_non_append_changes() {
     let e3 = c.state().unwrap().epoch;
     assert_ne!(e3, e2);
     // Deleted and opened again: empty, under a new epoch.
-    assert!(store.delete(&id).unwrap());
+    assert!(store.delete(&id).unwrap().existed);
     assert!(matches!(
         c.append(rows(&["z"])),
         Err(PgError::NoConversation(_))

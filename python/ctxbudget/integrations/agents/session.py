@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData, RunConfig
 
+    from ...database import Database
+
 __all__ = ["AgentsSession", "NotSentError", "SessionClosedError"]
 
 _T = TypeVar("_T")
@@ -156,8 +158,9 @@ class AgentsSession:
     def open(
         cls,
         session_id: str,
-        workspace: str | os.PathLike[str],
+        workspace: str | os.PathLike[str] | None = None,
         *,
+        database: Database | None = None,
         agent: Agent[Any] | None = None,
         model: str | None = None,
         conversation: str | None = None,
@@ -171,7 +174,8 @@ class AgentsSession:
         silent default). ``workspace`` is a workspace directory, or a ``postgresql://``
         URL (the swap for the SDK's ``SQLAlchemySession``): then the conversation is
         ``conversation``, by default ``session_id``, so every host serving that session
-        id continues the same conversation. ``options`` go to
+        id continues the same conversation; ``database=`` (a
+        :class:`~ctxbudget.Database` the host opened) takes the URL's place. ``options`` go to
         :meth:`ctxbudget.Session.open` (``context_window``, ``cursor_key``, ...); the
         system text and tools sent are the running agent's own, set by the filter."""
         if model is None:
@@ -182,10 +186,12 @@ class AgentsSession:
                     "context_window= for a model ctxbudget does not know)"
                 )
             model = model_of(agent)
-        if is_database_url(workspace) and conversation is None:
+        if (database is not None or is_database_url(workspace)) and conversation is None:
             conversation = session_id
         return cls(
-            Session.open(workspace, conversation=conversation, model=model, **options),
+            Session.open(
+                workspace, database=database, conversation=conversation, model=model, **options
+            ),
             session_id,
             session_settings=session_settings,
         )
