@@ -173,9 +173,7 @@ def test_cli_delete_needs_yes_and_prune_prints_a_report(
     h = store.open()
     _windows(h, 3)
     where = (
-        ["--store", store.url or "", "--conversation", store.main]
-        if store.is_pg
-        else [store.main]
+        ["--store", store.url or "", "--conversation", store.main] if store.is_pg else [store.main]
     )
     with pytest.raises(SystemExit) as exited:
         main(["history", "delete", *where])
