@@ -24,11 +24,9 @@ def _rows_left(store: StoreUnderTest, where: str) -> int:
     assert store.url is not None
     found = sql(
         store.url,
-        "SELECT (SELECT count(*) FROM ctxbudget_rows WHERE conversation = {c}) "
-        "+ (SELECT count(*) FROM ctxbudget_memory_files WHERE conversation = {c}) "
-        "+ (SELECT count(*) FROM ctxbudget_conversations WHERE conversation = {c})".format(
-            c=quote(where)
-        ),
+        f"SELECT (SELECT count(*) FROM ctxbudget_rows WHERE conversation = {quote(where)}) "
+        f"+ (SELECT count(*) FROM ctxbudget_memory_files WHERE conversation = {quote(where)}) "
+        f"+ (SELECT count(*) FROM ctxbudget_conversations WHERE conversation = {quote(where)})",
     )
     return int(found[0][0])
 

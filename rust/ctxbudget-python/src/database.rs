@@ -96,7 +96,9 @@ impl PyDatabase {
                     statement_timeout: statement_timeout
                         .map(|s| seconds(s, "statement_timeout"))
                         .transpose()?,
-                    lock_timeout: lock_timeout.map(|s| seconds(s, "lock_timeout")).transpose()?,
+                    lock_timeout: lock_timeout
+                        .map(|s| seconds(s, "lock_timeout"))
+                        .transpose()?,
                     schema,
                     migrate,
                     ..PgOptions::default()
@@ -128,7 +130,9 @@ impl PyDatabase {
 
     /// The schema version the database holds.
     fn schema_version(&self, py: Python<'_>) -> PyResult<i32> {
-        self.run(py, "Database.schema_version()", |db| db.store.schema_version())
+        self.run(py, "Database.schema_version()", |db| {
+            db.store.schema_version()
+        })
     }
 
     /// The conversation `conversation` as a `History` core (created unless `create` is
@@ -175,8 +179,8 @@ impl PyDatabase {
         older_than: Option<f64>,
         below_floor: bool,
     ) -> PyResult<PyPruneReport> {
-        let spec = prune_spec(keep_windows, older_than, below_floor)
-            .map_err(|e| history_error(py, e))?;
+        let spec =
+            prune_spec(keep_windows, older_than, below_floor).map_err(|e| history_error(py, e))?;
         let db = Arc::clone(&self.db);
         let result = no_panic_store(py, "Database.prune()", || {
             crate::offload::blocking(py, move || {

@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::backend::Backend;
 use crate::errors::{history_error, no_panic_store};
 use crate::reports::{
-    PyAppendResult, PyDeleteReport, PyPruneReport, PyReceipt, PyRecoveryReport, PyRotateReport, PyVerifyReport, PyWindowInfo,
+    PyAppendResult, PyDeleteReport, PyPruneReport, PyReceipt, PyRecoveryReport, PyRotateReport,
+    PyVerifyReport, PyWindowInfo,
 };
 
 fn parse_rows(rows_json: &[u8]) -> Result<Vec<NewRow>, HistoryError> {
@@ -357,7 +358,11 @@ impl PyHistory {
     /// Deletes a conversation of the database at `url` for good (the URL's shared pool).
     #[staticmethod]
     #[pyo3(signature = (url, *, conversation))]
-    fn delete_postgres(py: Python<'_>, url: String, conversation: String) -> PyResult<PyDeleteReport> {
+    fn delete_postgres(
+        py: Python<'_>,
+        url: String,
+        conversation: String,
+    ) -> PyResult<PyDeleteReport> {
         no_panic_store(py, "History.delete()", || {
             crate::offload::blocking(py, move || {
                 let db = crate::backend::database(&url, None)?;

@@ -9,8 +9,9 @@
 //! through the transcript layer, [`PgError::NoConversation`] here); it never writes into
 //! a half-deleted one.
 
-use super::{check_id, from_i64, to_i64, PgConversation, PgError, PgStore, Result,
-    CONVERSATION_ID_MAX};
+use super::{
+    check_id, from_i64, to_i64, PgConversation, PgError, PgStore, Result, CONVERSATION_ID_MAX,
+};
 pub use crate::store::{DeleteReport, PruneReport};
 
 /// Locks the conversation for a delete or prune and marks the transaction as the

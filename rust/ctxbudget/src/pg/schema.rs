@@ -278,19 +278,21 @@ pub(crate) fn require_current(client: &mut Client) -> Result<i32> {
 /// (`ctxbudget db ddl`): the schema (when named), the version table, every migration in
 /// order, each recorded, in one transaction under [`MIGRATION_LOCK`].
 pub fn ddl(schema: Option<&str>) -> String {
-    let mut out = String::from(
-        "-- ctxbudget schema, version ",
-    );
+    let mut out = String::from("-- ctxbudget schema, version ");
     out.push_str(&SCHEMA_VERSION.to_string());
     out.push_str(
         ". Run as the role that will own the tables; runtime roles need only\n\
          -- SELECT, INSERT, UPDATE, DELETE on them (docs/guide-deploy.md, \"Roles\").\n\
          BEGIN;\n",
     );
-    out.push_str(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK});\n"));
+    out.push_str(&format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});\n"
+    ));
     if let Some(schema) = schema {
         let q = quote_ident(schema);
-        out.push_str(&format!("CREATE SCHEMA IF NOT EXISTS {q};\nSET LOCAL search_path = {q};\n"));
+        out.push_str(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {q};\nSET LOCAL search_path = {q};\n"
+        ));
     }
     out.push_str(VERSION_TABLE);
     out.push_str(";\n");
@@ -426,7 +428,7 @@ fn migrate_locked(client: &mut Client, schema: Option<&str>) -> Result<i32> {
         }
     }
     tx.batch_execute(VERSION_TABLE)
-    .map_err(PgError::db("creating ctxbudget_schema_version"))?;
+        .map_err(PgError::db("creating ctxbudget_schema_version"))?;
     let found: i32 = tx
         .query_one(
             "SELECT coalesce(max(version), 0) FROM ctxbudget_schema_version",

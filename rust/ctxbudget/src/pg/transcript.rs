@@ -12,6 +12,8 @@
 //! inserted or truncated by hand, the conversation recreated) rebuilds it. The bodies of
 //! the newest rows stay with the index (`bodies.rs`) for `session_history` pages.
 
+mod fast;
+
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -525,6 +527,11 @@ impl PgHistory {
         let conversation = self.conversation.id();
         let batch_id = random_batch_id();
         let mut ix = self.index();
+        if let Some(raws) = raw {
+            if let Some(done) = self.append_fast(&mut ix, expected_last_seq, raws, &batch_id) {
+                return done.map(Some).map_err(HistoryError::from);
+            }
+        }
         let _writing = WriterMark::set(self);
         let mut failure: Option<HistoryError> = None;
         let outcome = self.conversation.store().run(|c| {

@@ -82,8 +82,8 @@ pub use index::fuzz_scan;
 pub(crate) use index::Snapshot;
 pub use options::{Durability, OpenOptions, Paths};
 pub use reports::{
-    AppendResult, DeleteReport, FileReport, PruneReport, ReadFrom, RecoveryReport, RotateReport, RowsRead, StoredRow,
-    VerifyReport, WindowInfo,
+    AppendResult, DeleteReport, FileReport, PruneReport, ReadFrom, RecoveryReport, RotateReport,
+    RowsRead, StoredRow, VerifyReport, WindowInfo,
 };
 #[cfg(feature = "fuzzing")]
 pub use row::fuzz_rules;

@@ -103,7 +103,9 @@ impl History {
         )?;
         *locked.index = None;
         let archive = read_all(&self.paths.archive)?;
-        let start = usize::try_from(offset).unwrap_or(archive.len()).min(archive.len());
+        let start = usize::try_from(offset)
+            .unwrap_or(archive.len())
+            .min(archive.len());
         fsutil::replace_file(
             &self.paths.archive,
             &archive[start..],

@@ -182,7 +182,10 @@ mod tests {
     fn parses_the_stores_timestamps() {
         let t = at("1970-01-02T00:00:01.500Z");
         assert_eq!(t, UNIX_EPOCH + Duration::from_millis(86_401_500));
-        assert_eq!(at("2000-03-01T00:00:00Z"), UNIX_EPOCH + Duration::from_secs(951_868_800));
+        assert_eq!(
+            at("2000-03-01T00:00:00Z"),
+            UNIX_EPOCH + Duration::from_secs(951_868_800)
+        );
         assert!(parse_rfc3339_utc("2000-03-01 00:00:00Z").is_none());
         assert!(parse_rfc3339_utc("2000-13-01T00:00:00Z").is_none());
     }
