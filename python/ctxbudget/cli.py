@@ -181,7 +181,7 @@ def _cmd_db(args: argparse.Namespace) -> int:
     return cmd_db(args)
 
 
-def _count(text: str) -> int:
+def _window_count(text: str) -> int:
     try:
         value = int(text.replace("_", ""))
     except ValueError:
@@ -359,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "prune":
             cmd.add_argument(
                 "--keep-windows",
-                type=_count,
+                type=_window_count,
                 metavar="N",
                 help="keep the N newest sealed windows (the current one always stays)",
             )

@@ -51,12 +51,21 @@ fn delete_leaves_no_row_of_the_conversation_and_touches_no_other() {
     for id in [&gone, &kept] {
         let h = store.history(id).unwrap();
         three_windows(&h);
-        h.conversation().memory_write("/memories/a.md", b"x").unwrap();
+        h.conversation()
+            .memory_write("/memories/a.md", b"x")
+            .unwrap();
     }
     let report = store.delete(&gone).unwrap();
-    assert!(report.existed && report.rows > 0 && report.memory_files == 1, "{report:?}");
+    assert!(
+        report.existed && report.rows > 0 && report.memory_files == 1,
+        "{report:?}"
+    );
     let mut raw = raw(&url, "ctxbudget_tests");
-    for table in ["ctxbudget_rows", "ctxbudget_memory_files", "ctxbudget_conversations"] {
+    for table in [
+        "ctxbudget_rows",
+        "ctxbudget_memory_files",
+        "ctxbudget_conversations",
+    ] {
         assert_eq!(count(&mut raw, table, &gone), 0, "{table}");
         assert!(count(&mut raw, table, &kept) > 0, "{table}");
     }
@@ -82,7 +91,12 @@ fn prune_keeps_the_current_window_and_the_floor_and_renews_the_epoch() {
     assert_ne!(after.epoch, before.epoch);
     assert_eq!(after.floor_seq, floor);
     assert_eq!(after.last_seq, before.last_seq);
-    let seqs: Vec<u64> = h.rows_since(0).unwrap().iter().filter_map(|r| r.seq).collect();
+    let seqs: Vec<u64> = h
+        .rows_since(0)
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.seq)
+        .collect();
     assert_eq!(seqs.first(), Some(&floor));
     assert!(h.verify().unwrap().ok);
     // The prune mark only rises: a lower cut changes nothing.
@@ -114,7 +128,10 @@ fn an_explicit_migration_and_a_store_that_only_checks() {
 fn the_one_statement_append_falls_back_when_another_host_wrote() {
     let Some(url) = url() else { return };
     let id = unique("fast");
-    let (a, b) = (store(&url).history(&id).unwrap(), store(&url).history(&id).unwrap());
+    let (a, b) = (
+        store(&url).history(&id).unwrap(),
+        store(&url).history(&id).unwrap(),
+    );
     let json = br#"[{"kind":"message","role":"user","parts":[{"type":"text","text":"x"}]}]"#;
     assert_eq!(a.append_json(json, None).unwrap().first_seq, 1);
     assert_eq!(a.append_json(json, None).unwrap().first_seq, 2); // current index: fast
@@ -124,7 +141,12 @@ fn the_one_statement_append_falls_back_when_another_host_wrote() {
         a.append_json(json, Some(3)),
         Err(ctxbudget::store::HistoryError::Conflict { last_seq: 4, .. })
     ));
-    let seqs: Vec<u64> = a.rows_since(0).unwrap().iter().filter_map(|r| r.seq).collect();
+    let seqs: Vec<u64> = a
+        .rows_since(0)
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.seq)
+        .collect();
     assert_eq!(seqs, [1, 2, 3, 4]);
     // No append went through the hand-edit trigger: the epoch never changed.
     let epochs: Vec<u64> = [&a, &b]
