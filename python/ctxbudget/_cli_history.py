@@ -307,13 +307,13 @@ def _export(target: _Target, output: str | None) -> int:
     return 0
 
 
-def _list(target: _Target, tool: SessionHistoryTool, as_json: bool) -> int:
+def _list(target: _Target, history: History, tool: SessionHistoryTool, as_json: bool) -> int:
     call = {"action": "list_windows", "limit": 50}
     windows, _ = _pages(tool, call, "windows", None, target.shown)
     if as_json:
         print(json.dumps(windows, indent=2))
         return 0
-    budgets = read_budgets(target.workspace)
+    budgets = read_budgets(history)
     if budgets:
         print(f"budget: {budgets[-1].describe()}")
     if not windows:
@@ -461,7 +461,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     history = target.open()
     tool = SessionHistoryTool(history)
     if action == "list":
-        return _list(target, tool, args.json)
+        return _list(target, history, tool, args.json)
     if action == "read":
         return _read(target, history, tool, args.item_id, args.json)
     window = {"window_id": args.window} if args.window else {}

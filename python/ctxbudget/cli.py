@@ -17,7 +17,7 @@ from ._cli_errors import CliError, CommandError, UsageError, describe_os_error, 
 from ._ctxbudget import __version__
 from ._redact import redact
 from .errors import CtxBudgetError, InvalidArgumentError
-from .history import is_database_url, workspace_path
+from .history import History, is_database_url, workspace_path
 from .tokens import Encoding
 
 __all__ = ["main"]
@@ -200,22 +200,30 @@ def _age(text: str) -> float:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_budget, plot_usage
 
-    if is_database_url(args.workspace):
+    target: str | History = args.workspace
+    if args.store is not None or is_database_url(args.workspace):
+        url = args.store or args.workspace
+        if args.store is not None and args.workspace is not None:
+            raise UsageError("ctxbudget plot", "give either a WORKSPACE or --store, not both")
+        if not args.conversation:
+            raise UsageError(
+                "ctxbudget plot",
+                "a postgresql:// store holds many conversations: name one with --conversation ID",
+            )
+        target = History.open(url, conversation=args.conversation, create=False)
+    elif args.workspace is None:
         raise UsageError(
-            "ctxbudget plot",
-            "plot reads a workspace directory; for a PostgreSQL conversation compute the "
-            "points with ctxbudget.plot.usage_points(History.open(url, conversation=…), "
-            "encoding)",
+            "ctxbudget plot", "name the transcript: a WORKSPACE, or --store URL --conversation ID"
         )
-    if not (_workspace_argument("ctxbudget plot", args.workspace) / "history").is_dir():
+    elif not (_workspace_argument("ctxbudget plot", args.workspace) / "history").is_dir():
         raise CommandError(
             "ctxbudget plot",
             f"{args.workspace} has no history/ directory: give a workspace a session wrote, "
             "e.g. ctxbudget-workspace/cooperative after ctxbudget demo",
         )
     given = {"model": args.model, "context_window": args.context_window}
-    record, recorded = plot_budget(args.workspace, threshold=args.threshold, **given)
-    out = plot_usage(args.workspace, args.output, threshold=args.threshold, **given)
+    record, recorded = plot_budget(target, threshold=args.threshold, **given)
+    out = plot_usage(target, args.output, threshold=args.threshold, **given)
     source = "recorded by the session" if recorded else "no budget recorded: model defaults"
     print(f"wrote {out} — budget: {record.describe()} ({source})")
     return 0
@@ -403,7 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
         "lines and a marker per rollover. The budget is the one the workspace's session "
         "recorded; the options override it.",
     )
-    plot.add_argument("workspace", metavar="WORKSPACE")
+    plot.add_argument("workspace", metavar="WORKSPACE", nargs="?")
+    plot.add_argument("--store", metavar="URL", help="a postgresql:// URL instead of WORKSPACE")
+    plot.add_argument("--conversation", metavar="ID", help="with --store: the conversation")
     plot.add_argument("-o", "--output", default="usage.png")
     plot.add_argument("--model", default=None, help="default: the recorded model")
     plot.add_argument(
@@ -424,7 +434,8 @@ def _doing(args: argparse.Namespace) -> str:
         where = args.workspace or f"conversation {args.conversation!r}"
         return redact(f"{args.history_command} the transcript of {where}")
     if args.command == "plot":
-        return f"plot {args.workspace} to {args.output}"
+        where = args.workspace or f"conversation {args.conversation!r}"
+        return redact(f"plot {where} to {args.output}")
     if args.command == "demo":
         return f"run the demo in {args.workspace}"
     if args.command == "db":

@@ -278,7 +278,7 @@ class Session:
         if with_budget:
             record_session_budget(self, tokens)
         else:
-            record_request_overhead(self.history.workspace, fold.window_id, tokens)
+            record_request_overhead(self.history, fold.window_id, tokens)
 
     @_locked
     def view(self, *, refresh: bool = False) -> WindowView:

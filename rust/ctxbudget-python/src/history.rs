@@ -322,6 +322,30 @@ impl PyHistory {
         })
     }
 
+    /// The budget record of a PostgreSQL conversation (`None`: none, or a workspace,
+    /// whose record is its `budget.json`).
+    fn budget_record<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let record = self.run(py, "budget_record()", |h| match h {
+            Backend::Pg(h, _) => h.conversation().budget_record().map_err(HistoryError::from),
+            Backend::File(_) => Ok(None),
+        })?;
+        Ok(record.map(|r| PyBytes::new(py, &r)))
+    }
+
+    /// Replaces the budget record of a PostgreSQL conversation (a workspace keeps its
+    /// own in `budget.json`: refused).
+    fn set_budget_record(&self, py: Python<'_>, record: Vec<u8>) -> PyResult<()> {
+        self.run(py, "set_budget_record()", move |h| match h {
+            Backend::Pg(h, _) => h
+                .conversation()
+                .set_budget_record(&record)
+                .map_err(HistoryError::from),
+            Backend::File(_) => Err(HistoryError::InvalidArgument(
+                "a workspace keeps its budget record in budget.json".into(),
+            )),
+        })
+    }
+
     /// Removes sealed windows for good (see `History.prune`).
     #[pyo3(signature = (*, keep_windows = None, older_than = None, below_floor = false))]
     fn prune(

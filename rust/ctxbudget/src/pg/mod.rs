@@ -20,6 +20,7 @@
 //! ```
 
 mod bodies;
+mod budget;
 mod config;
 mod deadline;
 mod error;
@@ -34,6 +35,7 @@ pub(crate) mod transcript;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use budget::BUDGET_RECORD_MAX;
 pub use config::{PgOptions, SslMode, IDLE_IN_TRANSACTION_TIMEOUT};
 pub use error::{PgError, Result};
 pub use key::{CursorKey, CURSOR_KEY_ENV, CURSOR_KEY_MIN_BYTES};

@@ -20,12 +20,13 @@ const LOCK_FOR_MAINTENANCE: &str = "SELECT last_seq, floor_seq, pruned_before, \
        set_config('ctxbudget.maintaining', conversation, true) \
      FROM ctxbudget_conversations WHERE conversation = $1 FOR UPDATE";
 
-/// What a delete removes: rows, their bytes, memory files.
+/// What a delete removes: rows, their bytes, memory files, the budget record.
 const COUNT_FOR_DELETE: &str = "SELECT \
        (SELECT count(*) FROM ctxbudget_rows WHERE conversation = $1), \
        (SELECT coalesce(sum(octet_length(body)), 0)::int8 FROM ctxbudget_rows \
           WHERE conversation = $1), \
-       (SELECT count(*) FROM ctxbudget_memory_files WHERE conversation = $1)";
+       (SELECT count(*) FROM ctxbudget_memory_files WHERE conversation = $1), \
+       (SELECT count(*) FROM ctxbudget_budgets WHERE conversation = $1)";
 
 /// Removes the rows below `$2`, returning how many and their bytes.
 const PRUNE_ROWS: &str = "WITH gone AS ( \
@@ -72,7 +73,7 @@ impl PgStore {
                 bytes: from_i64(counts.get(1)),
                 memory_files: from_i64(counts.get(2)),
                 recovered_files: 0,
-                other_files: 0,
+                other_files: from_i64(counts.get(3)),
             })
         })
     }

@@ -182,8 +182,10 @@ END
 $f$;
 "#;
 
-/// Version 4: retention. `pruned_before` marks the rows a prune removed for good (seqs
-/// below it are gone on purpose, not lost), and may only rise. The library's prunes and
+/// Version 4: retention and the budget record. `pruned_before` marks the rows a prune
+/// removed for good (seqs below it are gone on purpose, not lost), and may only rise.
+/// `ctxbudget_budgets` keeps a conversation's budget record (what `budget.json` is to a
+/// workspace: the budgets its sessions ran with, for `ctxbudget plot`), deleted with it. The library's prunes and
 /// deletes mark their transaction (`ctxbudget.maintaining` = the conversation) and give
 /// the conversation one new epoch themselves, so the per-row trigger that renews the
 /// epoch on a hand edit is skipped for them (its `WHEN`), as it is for appends.
@@ -217,6 +219,13 @@ BEGIN
   RETURN NEW;
 END
 $f$;
+
+CREATE TABLE ctxbudget_budgets (
+  conversation text PRIMARY KEY
+    REFERENCES ctxbudget_conversations (conversation) ON DELETE CASCADE,
+  record bytea NOT NULL CHECK (octet_length(record) <= 65536),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
 
 DROP TRIGGER ctxbudget_rows_changed ON ctxbudget_rows;
 CREATE TRIGGER ctxbudget_rows_changed AFTER UPDATE OR DELETE ON ctxbudget_rows
