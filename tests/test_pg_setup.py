@@ -21,6 +21,7 @@ from ctxbudget import (
     DatabaseClosedError,
     DatabaseError,
     History,
+    InvalidArgumentError,
     SchemaNotMigratedError,
     Session,
 )
@@ -188,3 +189,34 @@ def test_history_open_takes_a_database(pg_url: str) -> None:
         h = History.open(db, conversation=f"c-{uuid.uuid4().hex}")
         h.append([msg("hi")])
         assert h.is_database and texts(h) == [(1, "hi")]
+
+
+def test_every_session_kind_takes_a_database(pg_url: str) -> None:
+    """``database=`` in place of the URL: Session, AsyncSession and AgentsSession all
+    continue the same conversation of the host's pool."""
+    from ctxbudget import AsyncSession
+
+    conversation = f"c-{uuid.uuid4().hex}"
+    with Database.open(pg_url, pool_size=2) as db:
+        s = Session.open(database=db, conversation=conversation, context_window=20_000)
+        s.add_user("first")
+
+        async def more() -> int:
+            a = await AsyncSession.open(
+                database=db, conversation=conversation, context_window=20_000
+            )
+            await a.add_user("second")
+            return len(texts(a.history))
+
+        assert asyncio.run(more()) == 2
+        with pytest.raises(InvalidArgumentError, match="not both"):
+            Session.open(pg_url, database=db, conversation=conversation)
+        pytest.importorskip("agents")
+        from ctxbudget.integrations.agents import AgentsSession
+
+        agents_session = AgentsSession.open(conversation, database=db, model="gpt-4o")
+        assert agents_session.session_id == conversation
+        assert [i["content"] for i in asyncio.run(agents_session.get_items())] == [
+            "first",
+            "second",
+        ]
