@@ -617,6 +617,11 @@ BEGIN
   RETURN NULL;
 END
 $f$;
+DROP TABLE ctxbudget_budgets;
+DROP TRIGGER ctxbudget_rows_changed ON ctxbudget_rows;
+CREATE TRIGGER ctxbudget_rows_changed AFTER UPDATE OR DELETE ON ctxbudget_rows
+  FOR EACH ROW EXECUTE FUNCTION ctxbudget_rows_changed();
+ALTER TABLE ctxbudget_conversations DROP COLUMN pruned_before;
 DELETE FROM ctxbudget_schema_version WHERE version > 2;
 "#;
 

@@ -188,10 +188,11 @@ $f$;
 /// workspace: the budgets its sessions ran with, for `ctxbudget plot`), deleted with it. The library's prunes and
 /// deletes mark their transaction (`ctxbudget.maintaining` = the conversation) and give
 /// the conversation one new epoch themselves, so the per-row trigger that renews the
-/// epoch on a hand edit is skipped for them (its `WHEN`), as it is for appends.
+/// epoch on a hand edit is skipped for them (its `WHEN`), as it is for appends. Safe to
+/// run again over itself (a version row deleted by hand).
 const V4: &str = r#"
 ALTER TABLE ctxbudget_conversations
-  ADD COLUMN pruned_before bigint NOT NULL DEFAULT 1
+  ADD COLUMN IF NOT EXISTS pruned_before bigint NOT NULL DEFAULT 1
     CHECK (pruned_before >= 1 AND pruned_before <= last_seq + 1);
 
 CREATE OR REPLACE FUNCTION ctxbudget_conversation_guard() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -220,14 +221,14 @@ BEGIN
 END
 $f$;
 
-CREATE TABLE ctxbudget_budgets (
+CREATE TABLE IF NOT EXISTS ctxbudget_budgets (
   conversation text PRIMARY KEY
     REFERENCES ctxbudget_conversations (conversation) ON DELETE CASCADE,
   record bytea NOT NULL CHECK (octet_length(record) <= 65536),
   updated_at timestamptz NOT NULL DEFAULT now()
 );
 
-DROP TRIGGER ctxbudget_rows_changed ON ctxbudget_rows;
+DROP TRIGGER IF EXISTS ctxbudget_rows_changed ON ctxbudget_rows;
 CREATE TRIGGER ctxbudget_rows_changed AFTER UPDATE OR DELETE ON ctxbudget_rows
   FOR EACH ROW
   WHEN (current_setting('ctxbudget.maintaining', true) IS DISTINCT FROM OLD.conversation)
