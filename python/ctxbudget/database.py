@@ -42,8 +42,9 @@ def _seconds(name: str, value: float | None, *, optional: bool = False) -> float
 class Database:
     """A connected PostgreSQL database with a pool of its own. Thread-safe; share one per
     process (or per worker). Close it with :meth:`close`, ``with`` or ``async with``:
-    later calls — of this object and of every history or session opened from it — raise
-    :class:`~ctxbudget.DatabaseClosedError`. Its ``repr`` and messages never show the
+    later calls of this object raise :class:`~ctxbudget.DatabaseClosedError`, those of
+    every history or session opened from it a :class:`~ctxbudget.DatabaseError` saying
+    so. Its ``repr`` and messages never show the
     URL's password.
     """
 
@@ -174,7 +175,8 @@ class Database:
 
     def close(self) -> None:
         """Closes the pool's idle connections now and the others as their calls end;
-        every later call raises :class:`~ctxbudget.DatabaseClosedError`. Idempotent."""
+        every later call raises :class:`~ctxbudget.DatabaseClosedError` (a history or
+        session opened from it: :class:`~ctxbudget.DatabaseError`). Idempotent."""
         self._core.close()
 
     def __enter__(self) -> Database:
