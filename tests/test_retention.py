@@ -125,6 +125,7 @@ def test_delete_removes_one_conversation_and_touches_no_other(
     _windows(kept, 2)
     kept_rows = texts(kept)
     stored = len(texts(gone))
+    cursor = _cursor(gone)
     target = store.main
     report = (
         History.delete(store.url or "", conversation=target)
@@ -145,6 +146,9 @@ def test_delete_removes_one_conversation_and_touches_no_other(
     assert not again.existed
     fresh = store.open()
     assert texts(fresh) == [] and fresh.append([msg("new")]).first_seq == 1
+    # A cursor of the deleted conversation never pages the new one under its name.
+    _windows(fresh, 1, per=4)
+    assert _follow(fresh, cursor)["code"] == "history_changed"
 
 
 def test_deleting_a_workspace_removes_every_file_it_holds(tmp_path: Path) -> None:
