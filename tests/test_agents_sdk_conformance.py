@@ -587,7 +587,7 @@ def test_fifty_sessions_share_one_event_loop(tmp_path: Path) -> None:
         return await _max_stall(work)
 
     stall = asyncio.run(run())
-    # The figure is reported, not asserted (see the "agents" rows in benches/README.md).
+    # The figure is reported, not asserted (benches/test_bench_async_agents.py measures it).
     print(f"longest event-loop stall with 50 AgentsSessions: {stall * 1000:.1f} ms")
     for n, s in enumerate(sessions):
         items = asyncio.run(s.get_items())

@@ -35,7 +35,6 @@ def test_count_files_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
             "encoding": "cl100k_base",
             "tokens": 2,
             "exact": True,
-            "forced_cuts": 0,
             "seconds": rows[0]["seconds"],
         }
     ]

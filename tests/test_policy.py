@@ -184,5 +184,5 @@ def test_claims_from_durable_rows_of_the_current_window() -> None:
         current = [r for r in h.rows() if r.window == h.current_window]
         assert Claims.from_rows(current) == Claims(warning=False, handoff=True, final=False)
         assert Claims.from_rows(h.rows()) == Claims(warning=True, handoff=True)
-        legacy = [{"kind": "advisory", "meta": {"final": True}}]
-        assert Claims.from_rows(legacy) == Claims(final=True)
+        unstaged = [{"kind": "advisory", "meta": {"final": True}}]
+        assert Claims.from_rows(unstaged) == Claims()

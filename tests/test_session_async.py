@@ -382,21 +382,6 @@ def test_a_callable_lead_in_runs_on_the_loop_thread_never_on_the_pool(tmp_path: 
     assert texts == [f"continuing {window} after w:0"]
 
 
-def test_executor_is_accepted_and_ignored_with_a_warning(tmp_path: Path) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    async def main() -> None:
-        with ThreadPoolExecutor(1) as pool:
-            with pytest.warns(DeprecationWarning, match="executor"):
-                s = await AsyncSession.open(tmp_path / "ws", durability="none", executor=pool)
-            with pytest.warns(DeprecationWarning, match="io_threads"):
-                AsyncSession(s.session, executor=pool)
-            await s.add_user("hi")
-        assert _user_texts(tmp_path / "ws") == ["hi"]
-
-    asyncio.run(main())
-
-
 def test_view_awaited(tmp_path: Path) -> None:
     async def main() -> None:
         s = await AsyncSession.open(tmp_path / "ws", durability="none")

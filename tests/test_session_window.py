@@ -286,34 +286,21 @@ def test_window_view_is_a_read_only_snapshot(tmp_path: Path) -> None:
     assert s.view().tokens == s._projected()
 
 
-class _RacingHistory(History):
-    """A History on which another writer appends right before the first conditional
-    write (the race between reading the window and writing on it)."""
-
-    __slots__ = ("raced",)
-
-    def __init__(self, inner: History) -> None:
-        super().__init__(inner._core, inner.workspace)
-        self.raced = False
-
-    def append(self, rows: Any, *, if_last_seq: int | None = None) -> Any:
-        if not self.raced and if_last_seq is not None:
-            self.raced = True
-            late = {
-                "kind": "message",
-                "role": "assistant",
-                "parts": [{"type": "text", "text": "late"}],
-            }
-            super().append([late])
-        return super().append(rows, if_last_seq=if_last_seq)
-
-
 def test_pop_item_reads_again_when_another_writer_appended_first(tmp_path: Path) -> None:
     s = _open(tmp_path / "ws")
     a = _agents(s)
     s.add_user("hi")
     s.add_assistant("hello")
-    s.history = _RacingHistory(s.history)
+    other = _open(tmp_path / "ws")
+    retract = s.retract
+
+    def racing(seq: int, **kw: Any) -> list[int]:
+        # Another writer appends between pop_item's read and its conditional retraction.
+        other.add_assistant("late")
+        s.retract = retract  # type: ignore[method-assign]
+        return retract(seq, **kw)
+
+    s.retract = racing  # type: ignore[method-assign]
     popped = asyncio.run(a.pop_item())
     assert popped is not None and popped["content"] == "late", "the newest item, not a stale one"
     assert [r.seq for r in s.view(refresh=True).rows] == [1, 2]
@@ -333,6 +320,6 @@ def test_agents_items_carry_tool_text_as_the_session_sends_it(tmp_path: Path) ->
     items = asyncio.run(a.get_items())
     call = next(i for i in items if i.get("type") == "function_call")
     result = next(i for i in items if i.get("type") == "function_call_output")
-    assert call["arguments"] == '{"stadt": "Zürich"}'
+    assert call["arguments"] == '{"stadt":"Zürich"}'  # compact, as counted
     assert result["output"] == '{"himmel": "sonnig ☀"}'
     assert result["output"] == next(m["content"] for m in sent if m["role"] == "tool")

@@ -20,7 +20,6 @@ def o200k() -> ctxbudget.Encoding:
 def test_public_names_are_exported() -> None:
     for name in ctxbudget.__all__:
         assert hasattr(ctxbudget, name), name
-    assert ctxbudget.BOUNDARY_SLACK == 8
 
 
 def test_unknown_encoding_is_a_value_error_with_the_valid_names() -> None:

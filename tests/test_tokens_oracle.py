@@ -29,7 +29,6 @@ def test_count_equals_tiktoken(name: str, sample: str, tiktoken_encodings) -> No
     expected = len(tiktoken_encodings[name].encode_ordinary(sample))
     detail = ctxbudget.Encoding(name, cache_size=0).count_detail(sample)
     assert detail.exact
-    assert detail.forced_cuts == 0
     assert detail.tokens == expected
 
 
@@ -42,7 +41,7 @@ def test_chunk_size_never_changes_a_count(  # type: ignore[no-untyped-def]
     long_text = sample * reps
     expected = len(tiktoken_encodings[name].encode_ordinary(long_text))
     enc = _ctxbudget.Encoding(name, cache_size=0, chunk_bytes=chunk)
-    assert enc.count_detail(long_text) == (expected, True, 0)
+    assert enc.count_detail(long_text) == (expected, True)
 
 
 RUN_UNITS = st.sampled_from(
@@ -64,15 +63,15 @@ def test_runs_between_text_equal_tiktoken(  # type: ignore[no-untyped-def]
     sample = head + unit * (size // len(unit) + 1) + tail
     expected = len(tiktoken_encodings[name].encode_ordinary(sample))
     detail = ctxbudget.Encoding(name, cache_size=0).count_detail(sample)
-    assert (detail.tokens, detail.exact, detail.forced_cuts) == (expected, True, 0)
+    assert (detail.tokens, detail.exact) == (expected, True)
 
 
-def test_exact_boundaries_avoid_forced_cuts_on_prose(tiktoken_encodings) -> None:  # type: ignore[no-untyped-def]
+def test_chunked_prose_counts_exactly(tiktoken_encodings) -> None:  # type: ignore[no-untyped-def]
     prose = "The agent read the file, fixed two bugs, and ran the tests again.\n" * 4_000
     for name in ENCODINGS:
         enc = _ctxbudget.Encoding(name, cache_size=0, chunk_bytes=1_000)
-        tokens, exact, forced_cuts = enc.count_detail(prose)
-        assert (exact, forced_cuts) == (True, 0)
+        tokens, exact = enc.count_detail(prose)
+        assert exact
         assert tokens == len(tiktoken_encodings[name].encode_ordinary(prose))
 
 

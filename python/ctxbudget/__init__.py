@@ -25,6 +25,7 @@ from .errors import (
     LockTimeoutError,
     LoopAffinityError,
     MediaError,
+    MessageChangedError,
     PolicyError,
     SchemaNotMigratedError,
     SettingsError,
@@ -51,11 +52,18 @@ from .history import (
 from .media import ImageSize, image_size, image_tokens
 from .policy import Action, Budget, Claims, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
-from .session import INTERRUPTED_OUTPUT, OpenCall, RequestHook, Session, Turn
+from .session import (
+    INTERRUPTED_OUTPUT,
+    KeyedMessage,
+    OpenCall,
+    RequestHook,
+    Session,
+    SyncReport,
+    Turn,
+)
 from .session_history import SessionHistoryTool
 from .settings import Settings, Strategy
 from .tokens import (
-    BOUNDARY_SLACK,
     DEFAULT_CACHE_SIZE,
     MESSAGE_TOKENS,
     Encoding,
@@ -69,7 +77,6 @@ from .tools import MemoryTool, NewContextTool, RuleAction, ToolPolicy, ToolRule
 from .window import WindowView
 
 __all__ = [
-    "BOUNDARY_SLACK",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_PROMPTS",
     "INTERRUPTED_OUTPUT",
@@ -99,10 +106,12 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidJsonError",
     "InvalidRowError",
+    "KeyedMessage",
     "LockTimeoutError",
     "LoopAffinityError",
     "MediaError",
     "MemoryTool",
+    "MessageChangedError",
     "NewContextTool",
     "OpenCall",
     "PolicyError",
@@ -123,6 +132,7 @@ __all__ = [
     "SettingsError",
     "Stamp",
     "Strategy",
+    "SyncReport",
     "TokenCount",
     "TokenizerError",
     "ToolPolicy",

@@ -8,7 +8,6 @@ from ctxbudget.history import Row
 
 __all__ = [
     "ADVISORY_HEADROOM",
-    "BOUNDARY_SLACK",
     "CALL_TOKENS",
     "DEFAULT_CACHE_SIZE",
     "FAILPOINTS",
@@ -22,6 +21,7 @@ __all__ = [
     "MESSAGE_TOKENS",
     "MIN_THRESHOLD_BP",
     "NAME_TOKENS",
+    "NOTICE",
     "OFF_BP",
     "OTHER_MEDIA_TOKENS",
     "OUTPUT_RESERVE_MAX",
@@ -31,6 +31,8 @@ __all__ = [
     "REPLY_TOKENS",
     "ROLES",
     "ROW_KINDS",
+    "SESSION_HISTORY_DESCRIPTION",
+    "SESSION_HISTORY_NOT_STRICT",
     "WARNING_ADVANCE_MIN",
     "AppendResult",
     "BudgetCore",
@@ -68,11 +70,11 @@ __all__ = [
     "offload_pool",
     "pg_ddl",
     "render_tools",
+    "session_history_parameters",
     "threshold_is_off",
 ]
 
 __version__: str
-BOUNDARY_SLACK: int
 DEFAULT_CACHE_SIZE: int
 FAILPOINTS: bool
 ADVISORY_HEADROOM: int
@@ -85,6 +87,9 @@ ROLES: list[str]
 PART_TYPES: list[str]
 MIN_THRESHOLD_BP: int
 OFF_BP: int
+NOTICE: str
+SESSION_HISTORY_DESCRIPTION: str
+SESSION_HISTORY_NOT_STRICT: list[str]
 OTHER_MEDIA_TOKENS: int
 MESSAGE_TOKENS: int
 NAME_TOKENS: int
@@ -131,7 +136,7 @@ class Encoding:
     @property
     def estimate_scale_bp(self) -> int | None: ...
     def count(self, text: str) -> int: ...
-    def count_detail(self, text: str) -> tuple[int, bool, int]: ...
+    def count_detail(self, text: str) -> tuple[int, bool]: ...
     def count_many(self, texts: list[str] | tuple[str, ...]) -> list[int]: ...
     def count_json(self, json_text: str) -> int: ...
     def count_request(
@@ -146,6 +151,7 @@ def encoding_names() -> list[str]: ...
 def model_encoding(model: str) -> tuple[str, int | None] | None: ...
 def context_window(model: str) -> tuple[int, str, str, str] | str: ...
 def render_tools(tools: list[Any]) -> str: ...
+def session_history_parameters() -> dict[str, Any]: ...
 def image_size(data: bytes | bytearray | str) -> tuple[str, int, int] | str: ...
 def image_tokens(size: tuple[int, int] | None, *, provider: str, detail: str = ...) -> int: ...
 

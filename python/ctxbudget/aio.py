@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 from . import _ctxbudget, tokens
 from .history import History
 from .policy import Budget
-from .session import OpenCall, RequestHook, Session, Turn
+from .session import KeyedMessage, OpenCall, RequestHook, Session, SyncReport, Turn
 from .tokens import Encoding
 from .window import WindowView
 
@@ -45,18 +44,6 @@ if TYPE_CHECKING:
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-_EXECUTOR_IGNORED = (
-    "AsyncSession(executor=...) is ignored: blocking work now runs on ctxbudget's own "
-    "I/O pool, not in Python worker threads; drop the argument (size the pool with "
-    "ctxbudget.aio.io_threads(max_threads=...) instead)"
-)
-
-
-def _warn_executor(executor: object) -> None:
-    if executor is not None:
-        warnings.warn(_EXECUTOR_IGNORED, DeprecationWarning, stacklevel=3)
-
 
 _bridged: Callable[..., Any] | None = None
 
@@ -161,8 +148,7 @@ class AsyncSession:
 
     __slots__ = ("_session", "_turns", "_turns_lock")
 
-    def __init__(self, session: Session, *, executor: object = None) -> None:
-        _warn_executor(executor)
+    def __init__(self, session: Session) -> None:
         if not isinstance(session, Session):
             raise TypeError(f"AsyncSession wraps a Session, got {type(session).__name__}")
         self._session = session
@@ -175,17 +161,10 @@ class AsyncSession:
 
     @classmethod
     async def open(
-        cls,
-        workspace: str | os.PathLike[str] | None = None,
-        *,
-        executor: object = None,
-        **options: Any,
+        cls, workspace: str | os.PathLike[str] | None = None, **options: Any
     ) -> AsyncSession:
         """Opens the session; its store, tokenizer and budget-record I/O run on the I/O
-        pool. ``options`` are those of :meth:`Session.open` (``database=`` among them).
-        ``executor`` is accepted for compatibility and ignored (with a
-        ``DeprecationWarning``)."""
-        _warn_executor(executor)
+        pool. ``options`` are those of :meth:`Session.open` (``database=`` among them)."""
         return cls(await _run(Session.open, workspace, **options))
 
     async def _call(self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -292,6 +271,10 @@ class AsyncSession:
         """See :meth:`Session.add_assistant_from_openai_responses`."""
         return await self._call(self._session.add_assistant_from_openai_responses, response)
 
+    async def add_assistant_from_litellm(self, response: Any) -> str:
+        """See :meth:`Session.add_assistant_from_litellm`."""
+        return await self._call(self._session.add_assistant_from_litellm, response)
+
     async def add_assistant_from_anthropic(self, message: Any) -> str:
         """See :meth:`Session.add_assistant_from_anthropic`."""
         return await self._call(self._session.add_assistant_from_anthropic, message)
@@ -305,6 +288,22 @@ class AsyncSession:
     async def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> None:
         """See :meth:`Session.add_tool_results`."""
         await self._call(self._session.add_tool_results, results)
+
+    async def retract(
+        self,
+        seq: int,
+        *,
+        replace_with: Sequence[Mapping[str, Any]] = (),
+        if_last_seq: int | None = None,
+    ) -> list[int]:
+        """See :meth:`Session.retract`."""
+        return await self._call(
+            self._session.retract, seq, replace_with=replace_with, if_last_seq=if_last_seq
+        )
+
+    async def sync_messages(self, messages: Sequence[KeyedMessage]) -> SyncReport:
+        """See :meth:`Session.sync_messages`."""
+        return await self._call(self._session.sync_messages, messages)
 
     async def interrupt_open_calls(self) -> list[OpenCall]:
         """See :meth:`Session.interrupt_open_calls`."""

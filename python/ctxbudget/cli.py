@@ -36,7 +36,6 @@ class CountRow:
     encoding: str
     tokens: int
     exact: bool
-    forced_cuts: int
     seconds: float
 
 
@@ -84,7 +83,6 @@ def _count(encodings: Sequence[Encoding], inputs: Sequence[tuple[str, str]]) -> 
                     encoding=enc.name + (" (estimate)" if enc.is_estimate else ""),
                     tokens=detail.tokens,
                     exact=detail.exact,
-                    forced_cuts=detail.forced_cuts,
                     seconds=best,
                 )
             )
@@ -109,7 +107,7 @@ def _format_table(rows: Sequence[CountRow]) -> str:
             f"{r.bytes:,}",
             r.encoding,
             f"{r.tokens:,}",
-            "yes" if r.exact else f"no ({r.forced_cuts} cuts)" if r.forced_cuts else "no",
+            "yes" if r.exact else "no (estimate)",
             duration(r.seconds),
             rate(r),
         )

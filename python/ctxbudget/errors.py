@@ -22,6 +22,7 @@ __all__ = [
     "LockTimeoutError",
     "LoopAffinityError",
     "MediaError",
+    "MessageChangedError",
     "PolicyError",
     "SchemaNotMigratedError",
     "SettingsError",
@@ -78,6 +79,24 @@ class MediaError(CtxBudgetError, ValueError):
 
 class InvalidArgumentError(CtxBudgetError, ValueError):
     """An argument is outside what the call accepts; the message says which and why."""
+
+
+class MessageChangedError(CtxBudgetError, ValueError):
+    """A framework's message says something else than the message already recorded
+    under its ID (:meth:`Session.sync_messages <ctxbudget.Session.sync_messages>`).
+    Nothing was recorded; the message says what to do.
+
+    Attributes: ``key`` (the message's ID) and ``seq`` (the row recorded under it, or
+    ``None`` when the list itself gave the ID twice).
+    """
+
+    key: str
+    seq: int | None
+
+    def __init__(self, message: str, *, key: str, seq: int | None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.seq = seq
 
 
 class InvalidRowError(CtxBudgetError, ValueError):

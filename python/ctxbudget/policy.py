@@ -74,8 +74,7 @@ class Claims:
         """Claims of a window, from its durably published advisory rows.
 
         ``rows`` are the rows of the current window: :class:`~ctxbudget.Row` objects or
-        row dicts. An advisory row carries ``meta.stage``; older rows marked
-        ``meta.final: true`` count as the final prompt. ``start`` adds to earlier
+        row dicts. An advisory row carries ``meta.stage``. ``start`` adds to earlier
         claims (rows seen before). The rule is the core window fold's (one
         definition, also what :class:`~ctxbudget.Session` reads).
         """

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._shared import strict_parameters, tool_definition
+from ._shared import tool_definition
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -22,21 +22,13 @@ __all__ = [
     "from_anthropic_message",
     "from_openai_message",
     "from_openai_response",
+    "get_field",
     "normalize_tool",
     "to_anthropic",
     "to_openai_chat",
     "to_openai_responses",
     "tool_output_text",
 ]
-
-# Keywords OpenAI's strict mode does not accept.
-_NOT_STRICT = ("minLength", "maxLength", "minimum", "maximum", "pattern")
-
-
-def _strict_tool_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    return strict_parameters(
-        dict(params), required=set(params.get("required", ())), drop=_NOT_STRICT
-    )
 
 
 def _tools(flavor: str, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -46,24 +38,20 @@ def _tools(flavor: str, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, An
             out.append(dict(t))  # a provider's built-in tool: sent as the host gave it
             continue
         params = dict(t["parameters"])
-        # ctxbudget's own tools are strict. A host tool (it carries "strict", see
-        # normalize_tool) is sent as the host defined it.
-        host = "strict" in t
-        definition = tool_definition(
-            flavor,
-            t["name"],
-            t["description"],
-            params,
-            params if host else _strict_tool_params(params),
-        )
-        if host and flavor == "openai":
-            if t["strict"] is None:
+        # Every function tool is sent with the schema the session counted. A host tool
+        # keeps its own strict flag (normalize_tool); ctxbudget's tools carry none and go
+        # non-strict: OpenAI's strict form (every property required, nullable types)
+        # renders longer than the schema counted, and they answer any arguments anyway.
+        strict = t.get("strict")
+        definition = tool_definition(flavor, t["name"], t["description"], params, params)
+        if flavor == "openai":
+            if strict is None:
                 definition["function"].pop("strict", None)  # Chat Completions: off
             else:
-                definition["function"]["strict"] = bool(t["strict"])
-        elif host and flavor == "openai_responses":
+                definition["function"]["strict"] = bool(strict)
+        elif flavor == "openai_responses":
             # The Responses API takes a missing flag as strict: say off unless asked.
-            definition["strict"] = bool(t["strict"])
+            definition["strict"] = bool(strict)
         out.append(definition)
     return out
 
@@ -108,7 +96,7 @@ def arguments_json(arguments: object) -> str:
     non-ASCII characters as they are."""
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments or {}, ensure_ascii=False)
+    return json.dumps(arguments or {}, ensure_ascii=False, separators=(",", ":"))
 
 
 def tool_output_text(output: object) -> str:
@@ -328,32 +316,38 @@ def to_anthropic(
     return result
 
 
-def _get(obj: Any, key: str) -> Any:
+def get_field(obj: Any, key: str) -> Any:
+    """``obj[key]`` of a dict, else the attribute ``key`` of an SDK object (``None``
+    when it has neither)."""
     return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
 
 
 def from_openai_message(message: Any) -> tuple[str | None, list[dict[str, Any]]]:
     """``(text, tool_calls)`` of an OpenAI ``ChatCompletionMessage`` (or its dict)."""
-    if _get(message, "output") is not None and _get(message, "choices") is None:
+    if get_field(message, "output") is not None and get_field(message, "choices") is None:
         raise InvalidArgumentError(
             "this is a Responses API reply; record it with add_assistant_from_openai_responses()"
         )
-    if _get(message, "choices") is not None:
+    if get_field(message, "choices") is not None:
         raise InvalidArgumentError(
             "pass the message (completion.choices[0].message), not the whole completion"
         )
     calls = []
-    for call in _get(message, "tool_calls") or ():
-        function = _get(call, "function")
-        raw = _get(function, "arguments") or "{}"
+    for call in get_field(message, "tool_calls") or ():
+        function = get_field(call, "function")
+        raw = get_field(function, "arguments") or "{}"
         try:
             arguments: Any = json.loads(raw)
         except ValueError:
             arguments = raw  # kept as the model wrote it
         calls.append(
-            {"id": _get(call, "id"), "name": _get(function, "name"), "arguments": arguments}
+            {
+                "id": get_field(call, "id"),
+                "name": get_field(function, "name"),
+                "arguments": arguments,
+            }
         )
-    return _get(message, "content"), calls
+    return get_field(message, "content"), calls
 
 
 def _dump(item: Any) -> dict[str, Any]:
@@ -397,7 +391,7 @@ def from_openai_response(response: Any) -> OpenAIReply:
     ``output`` list. Output messages give the text (refusals included), ``function_call``
     items the tool calls and ``reasoning`` items are kept whole; any other item is an
     :class:`~ctxbudget.InvalidArgumentError` naming it, never dropped silently."""
-    output = response if isinstance(response, Sequence) else _get(response, "output")
+    output = response if isinstance(response, Sequence) else get_field(response, "output")
     if output is None or isinstance(output, (str, bytes)):
         raise InvalidArgumentError(
             "add_assistant_from_openai_responses() takes a Responses API reply "
@@ -444,16 +438,16 @@ def from_openai_response(response: Any) -> OpenAIReply:
 def from_anthropic_message(message: Any) -> tuple[str | None, list[dict[str, Any]]]:
     """``(text, tool_calls)`` of an Anthropic ``Message`` (or its dict)."""
     texts, calls = [], []
-    for block in _get(message, "content") or ():
-        kind = _get(block, "type")
+    for block in get_field(message, "content") or ():
+        kind = get_field(block, "type")
         if kind == "text":
-            texts.append(_get(block, "text"))
+            texts.append(get_field(block, "text"))
         elif kind == "tool_use":
             calls.append(
                 {
-                    "id": _get(block, "id"),
-                    "name": _get(block, "name"),
-                    "arguments": _get(block, "input") or {},
+                    "id": get_field(block, "id"),
+                    "name": get_field(block, "name"),
+                    "arguments": get_field(block, "input") or {},
                 }
             )
     return ("\n".join(texts) if texts else None), calls

@@ -20,7 +20,6 @@ from .errors import InvalidJsonError
 from .media import ImageProvider, image_rule_for
 
 __all__ = [
-    "BOUNDARY_SLACK",
     "CALL_TOKENS",
     "DEFAULT_CACHE_SIZE",
     "MESSAGE_TOKENS",
@@ -38,9 +37,6 @@ __all__ = [
     "render_tools",
     "request_tokens",
 ]
-
-BOUNDARY_SLACK: int = _ctxbudget.BOUNDARY_SLACK
-"""Tokens once added per forced cut; counting no longer cuts by force, so never added."""
 
 DEFAULT_CACHE_SIZE: int = _ctxbudget.DEFAULT_CACHE_SIZE
 """Counts an :class:`Encoding` remembers by content hash unless told otherwise."""
@@ -75,8 +71,6 @@ class TokenCount:
     """Number of tokens; an estimate when ``exact`` is false."""
     exact: bool
     """True when ``tokens`` equals tiktoken's count (false only for estimates)."""
-    forced_cuts: int
-    """Cuts made where no exact pre-token boundary existed: always 0."""
 
 
 class Encoding:
@@ -132,9 +126,9 @@ class Encoding:
         return self._core.count(text)
 
     def count_detail(self, text: str) -> TokenCount:
-        """Tokens in ``text``, whether the count is exact, and the forced cuts it needed."""
-        tokens, exact, forced_cuts = self._core.count_detail(text)
-        return TokenCount(tokens=tokens, exact=exact, forced_cuts=forced_cuts)
+        """Tokens in ``text`` and whether the count is exact (false only for estimates)."""
+        tokens, exact = self._core.count_detail(text)
+        return TokenCount(tokens=tokens, exact=exact)
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
         """Counts of many texts, in order, spread over all cores."""

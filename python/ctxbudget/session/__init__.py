@@ -6,20 +6,24 @@
 - :mod:`.accounting` — what a request counts, the one formula (also the plot's);
 - :mod:`.steps` — the writes ``prepare`` decides on (advisory, rollover, quarantine,
   interrupted results), each one conditional store operation;
+- :mod:`.keyed` — recording a framework's message list by the messages' IDs, once;
 - :mod:`.types` — the turn, hooks and constants.
 """
 
 from __future__ import annotations
 
 from ..window import OpenCall, WindowView
+from .keyed import KeyedMessage, SyncReport
 from .loop import Session
 from .types import INTERRUPTED_OUTPUT, RequestHook, Turn, context_window_for
 
 __all__ = [
     "INTERRUPTED_OUTPUT",
+    "KeyedMessage",
     "OpenCall",
     "RequestHook",
     "Session",
+    "SyncReport",
     "Turn",
     "WindowView",
     "context_window_for",

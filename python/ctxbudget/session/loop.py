@@ -35,10 +35,11 @@ from ..settings import Settings, Strategy
 from ..tokens import Encoding
 from ..tools import OWN_TOOL_NAMES, ToolPolicy, Toolset
 from ..window import OpenCall, WindowChange, WindowFold, WindowView
+from . import keyed, steps
 from . import rows as make
-from . import steps
 from .accounting import Requests, WindowTokens
 from .decide import decide
+from .keyed import KeyedMessage, KeyIndex, SyncReport
 from .lock import SessionLock
 from .lock import locked as _locked
 from .lock import locked_brief as _locked_brief
@@ -123,6 +124,7 @@ class Session:
         self.prompts = prompts
         self._hooks: list[RequestHook] = []
         self._fresh_checked: set[int] = set()
+        self._keys = KeyIndex()
         self._toolset = Toolset(
             history,
             tool_policy=tool_policy,
@@ -412,23 +414,25 @@ class Session:
         rows = self._stamped(rows)
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
-            resolve = []
-            if self._open_call_policy == "interrupt":
-                resolve = make.calls_a_turn_interrupts(rows, self._fold, self._left_open)
             try:
-                if resolve:
-                    r = self._append(
-                        [*steps.interrupted_rows(resolve), *rows],
-                        if_last_seq=self._fold.last_seq,
-                    )
-                else:
-                    r = self._append(list(rows))
+                return self._append_turn(rows, None)
             except ConflictError:
                 if attempt == _MAX_RESYNCS:
                     raise
-                continue
-            return list(range(r.last_seq - len(rows) + 1, r.last_seq + 1))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _append_turn(self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None) -> list[int]:
+        """One attempt of :meth:`append_turn` on the window as last read (conditional on
+        ``if_last_seq``, or on the window when calls must be resolved first)."""
+        resolve = []
+        if self._open_call_policy == "interrupt":
+            resolve = make.calls_a_turn_interrupts(rows, self._fold, self._left_open)
+        if resolve:
+            condition = self._fold.last_seq if if_last_seq is None else if_last_seq
+            r = self._append([*steps.interrupted_rows(resolve), *rows], if_last_seq=condition)
+        else:
+            r = self._append(list(rows), if_last_seq=if_last_seq)
+        return list(range(r.last_seq - len(rows) + 1, r.last_seq + 1))
 
     def add_assistant(
         self, text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] = ()
@@ -492,6 +496,21 @@ class Session:
             meta["refusal"] = True
         return self._add_assistant(reply.text, reply.tool_calls, meta)
 
+    def add_assistant_from_litellm(self, response: Any) -> str:
+        """Records a LiteLLM ``ModelResponse`` of ``litellm.completion`` (or its dict, or
+        its ``choices[0].message``): OpenAI Chat-shaped text and tool calls. A response
+        with several choices is an :class:`~ctxbudget.InvalidArgumentError` (record the
+        one you continue with: pass its message)."""
+        choices = providers.get_field(response, "choices")
+        if choices is not None:
+            if len(choices) != 1:
+                raise InvalidArgumentError(
+                    f"this LiteLLM response has {len(choices)} choices; pass the message of "
+                    "the one the conversation continues with (response.choices[i].message)"
+                )
+            response = providers.get_field(choices[0], "message")
+        return self.add_assistant_from_openai(response)
+
     def add_assistant_from_anthropic(self, message: Any) -> str:
         """Records an Anthropic ``Message`` (or its dict), tool uses included."""
         text, calls = providers.from_anthropic_message(message)
@@ -543,6 +562,80 @@ class Session:
                     raise
                 continue
             return
+
+    @_locked
+    def retract(
+        self,
+        seq: int,
+        *,
+        replace_with: Sequence[Mapping[str, Any]] = (),
+        if_last_seq: int | None = None,
+    ) -> list[int]:
+        """Hides row ``seq`` of the current window from every later request (a
+        retraction row; nothing is rewritten, and ``session_history`` still finds it),
+        followed in the same batch by ``replace_with`` rows; returns the batch's seqs.
+
+        Only a row a request carries (one of :meth:`view`'s rows) can be retracted, else
+        an :class:`~ctxbudget.InvalidArgumentError` and nothing is written. Its tool
+        calls are closed with it (no result is owed for a call the provider no longer
+        sees). ``if_last_seq`` makes the write conditional on the store still ending
+        there (:class:`~ctxbudget.ConflictError` otherwise); without it the session
+        reads other writers' rows and checks ``seq`` again until its write lands."""
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise InvalidArgumentError(f"retract() takes a row's seq (an int), got {seq!r}")
+        for attempt in range(_MAX_RESYNCS + 1):
+            self._sync()
+            if seq not in {r.seq for r in self._fold.visible_rows()}:
+                raise InvalidArgumentError(
+                    f"row {seq} is not a row the current window ({self._fold.window_id}) "
+                    "sends: only those can be retracted; nothing was written"
+                )
+            rows = [make.retraction_row(seq), *replace_with]
+            try:
+                r = self._append(
+                    rows, if_last_seq=self._fold.last_seq if if_last_seq is None else if_last_seq
+                )
+            except ConflictError:
+                if if_last_seq is not None or attempt == _MAX_RESYNCS:
+                    raise
+                continue
+            return list(range(r.first_seq, r.last_seq + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @_locked
+    def sync_messages(self, messages: Sequence[KeyedMessage]) -> SyncReport:
+        """Records the messages of a list the framework owns that are not recorded yet,
+        by their keys (stable message IDs), as one batch; returns what it recorded.
+
+        Call it with the whole list before every model call (or after a resume, from any
+        process): which keys are recorded is read from the transcript, all windows
+        included, so no message is ever recorded twice — not by a second process syncing
+        the same list at the same moment (the write is conditional on the rows checked),
+        nor after a crash, a rollover, a soft clear or a retraction. A message that
+        changed under a key already recorded is a :class:`~ctxbudget.MessageChangedError`
+        and nothing is written. A tool result whose call already has a result in the
+        window is left out (see :attr:`SyncReport.unanswerable`). The batch is recorded
+        as :meth:`append_turn` records one (calls left open by a stopped process are
+        resolved before a new user message; replies carry the last request's size)."""
+        if isinstance(messages, (str, bytes, Mapping)):
+            raise InvalidArgumentError("sync_messages takes a sequence of KeyedMessage")
+        for attempt in range(_MAX_RESYNCS + 1):
+            self._keys.catch_up(self.history)
+            self._sync()
+            fresh, report = keyed.plan(self._keys, self._fold, messages)
+            if not fresh:
+                return report
+            sent = self._sent
+            rows = self._stamped([keyed.stored_row(m) for m in fresh])
+            try:
+                seqs = self._append_turn(rows, if_last_seq=self._keys.last_seq)
+            except ConflictError:
+                self._sent = sent  # the reply is stamped when the batch lands
+                if attempt == _MAX_RESYNCS:
+                    raise
+                continue
+            return replace(report, recorded=dict(zip((m.key for m in fresh), seqs, strict=True)))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @_locked
     def interrupt_open_calls(self) -> list[OpenCall]:

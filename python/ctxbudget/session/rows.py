@@ -9,7 +9,13 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from ..window import OpenCall, WindowFold
 
-__all__ = ["assistant_row", "calls_a_turn_interrupts", "result_rows", "user_row"]
+__all__ = [
+    "assistant_row",
+    "calls_a_turn_interrupts",
+    "result_rows",
+    "retraction_row",
+    "user_row",
+]
 
 
 def user_row(content: str | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -47,6 +53,11 @@ def assistant_row(
     if meta:
         row["meta"] = dict(meta)
     return row
+
+
+def retraction_row(seq: int) -> dict[str, Any]:
+    """The row that hides row ``seq`` from every later request."""
+    return {"kind": "retraction", "role": "system", "meta": {"retracts": seq}}
 
 
 def result_rows(results: Sequence[Mapping[str, Any]], fold: WindowFold) -> list[dict[str, Any]]:

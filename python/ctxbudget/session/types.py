@@ -37,7 +37,14 @@ def context_window_for(model: str) -> int:
     Hugging Face repository names resolve too. Raises
     :class:`~ctxbudget.InvalidArgumentError` for an unknown model, and for one whose
     server decides its window (``ollama/…``: its ``num_ctx``), saying to pass
-    ``context_window``."""
+    ``context_window``. When the program uses LiteLLM (has imported it), LiteLLM's
+    ``max_input_tokens`` for the model comes first (see
+    :mod:`ctxbudget.integrations.litellm.models`)."""
+    from ..integrations.litellm.models import litellm_window
+
+    from_litellm = litellm_window(model)
+    if from_litellm is not None:
+        return from_litellm
     found = _ctxbudget.context_window(model)
     if isinstance(found, str):
         raise InvalidArgumentError(found)
@@ -65,6 +72,14 @@ def encoding_for(model: str, encoding: str | Encoding | None, window: int) -> En
     try:
         return _shared_encoding(None, model)
     except UnknownModelError as exc:
+        from ..integrations.litellm.models import litellm_model
+
+        routed = litellm_model(model)
+        if routed is not None:
+            try:
+                return _shared_encoding(None, routed)
+            except UnknownModelError:
+                pass
         err = UnknownModelError(
             f"no tokenizer is known for model {model!r}; a local or custom model "
             f"needs its encoding, e.g. Session.open(..., model={model!r}, "

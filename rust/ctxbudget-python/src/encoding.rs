@@ -160,12 +160,8 @@ impl PyEncoding {
         no_panic(py, "count()", || py.detach(|| self.inner.count(&text)))
     }
 
-    /// `(tokens, exact, forced_cuts)`.
-    fn count_detail(
-        &self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
-    ) -> PyResult<(usize, bool, usize)> {
+    /// `(tokens, exact)`.
+    fn count_detail(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<(usize, bool)> {
         let text = text_of(text, "count_detail()")?;
         let c = if offload_count(text.len()) {
             let (enc, text) = (self.inner.clone(), text.into_owned());
@@ -177,7 +173,7 @@ impl PyEncoding {
                 py.detach(|| self.inner.count_detail(&text))
             })?
         };
-        Ok((c.tokens, c.exact, c.forced_cuts))
+        Ok((c.tokens, c.exact))
     }
 
     fn count_many(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {

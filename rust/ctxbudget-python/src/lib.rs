@@ -1,12 +1,18 @@
-//! `ctxbudget._ctxbudget`: thin PyO3 bindings over the `ctxbudget` core crate, one file
-//! per area: `encoding` (counting), `history` (the store), `rows` (rows as Python
-//! objects), `fold` (the window fold), `reports` (the store's reports),
-//! `session_history` (the retrieval tool), `budget` (the ladder), `failpoints` (test
-//! builds only).
+//! `ctxbudget._ctxbudget`: the PyO3 binding of the `ctxbudget` core crate.
 //!
-//! No logic lives here: arguments are converted, the GIL is released around I/O and
-//! counting, panics become `ctxbudget.InternalError`, and core errors are mapped in
-//! `errors.rs`.
+//! What rows, windows, budgets and counts mean is decided in the core; this crate turns
+//! Python values into core calls and back. Most modules are that conversion, one per
+//! area: `encoding`, `request` and `media` (counting), `history` and `backend` (the store),
+//! `rows` and `reports` (its values), `fold` (the window fold), `session_history` (the
+//! retrieval tool), `budget` (the ladder), `models` (the model table), `pg_memory`
+//! (memory files of a PostgreSQL conversation), `failpoints` (test builds only).
+//!
+//! Three modules hold code that exists only because the caller is Python: `pyjson`
+//! walks Python rows straight into the JSON bytes the store validates (faster than
+//! `json.dumps`), `pyvalue` builds Python objects from core values, and `offload` is the
+//! I/O pool that completes `ctxbudget.aio`'s awaitables. Every entry point releases the
+//! GIL around I/O and counting, and `errors` maps core errors to Python exceptions and
+//! turns a panic into `ctxbudget.InternalError`.
 
 mod backend;
 mod budget;
@@ -51,7 +57,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<database::PyDatabase>()?;
     m.add_function(wrap_pyfunction!(database::pg_ddl, m)?)?;
     m.add_class::<pg_memory::PyPgMemoryFiles>()?;
-    m.add_class::<session_history::PySessionHistoryTool>()?;
+    session_history::add(m)?;
     reports::add(m)?;
     m.add_class::<fold::PyWindowFold>()?;
     m.add_class::<fold::PyRowFold>()?;
@@ -72,7 +78,6 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ROW_KINDS", ctxbudget::transcript::KINDS.to_vec())?;
     m.add("ROLES", ctxbudget::transcript::ROLES.to_vec())?;
     m.add("PART_TYPES", ctxbudget::transcript::PART_TYPES.to_vec())?;
-    m.add("BOUNDARY_SLACK", tokens::BOUNDARY_SLACK)?;
     m.add("MESSAGE_TOKENS", tokens::request::MESSAGE_TOKENS)?;
     m.add("NAME_TOKENS", tokens::request::NAME_TOKENS)?;
     m.add("REPLY_TOKENS", tokens::request::REPLY_TOKENS)?;

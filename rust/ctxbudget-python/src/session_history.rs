@@ -67,3 +67,24 @@ impl PySessionHistoryTool {
         crate::pyvalue::to_python(py, &result)
     }
 }
+
+/// The JSON Schema of `session_history`'s arguments, from the core (its limits are the
+/// ones the tool checks).
+#[pyfunction]
+fn session_history_parameters(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    crate::pyvalue::to_python(py, &ctxbudget::scan::schema::parameters())
+}
+
+/// Adds the tool's description, schema and notice to the module.
+pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use ctxbudget::scan::schema;
+    m.add_class::<PySessionHistoryTool>()?;
+    m.add_function(wrap_pyfunction!(session_history_parameters, m)?)?;
+    m.add("SESSION_HISTORY_DESCRIPTION", schema::DESCRIPTION)?;
+    m.add(
+        "SESSION_HISTORY_NOT_STRICT",
+        schema::NOT_STRICT_KEYWORDS.to_vec(),
+    )?;
+    m.add("NOTICE", ctxbudget::scan::NOTICE)?;
+    Ok(())
+}

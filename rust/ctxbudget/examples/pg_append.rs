@@ -1,5 +1,5 @@
 //! The Rust side of `benches/pg_append.py`: times appends through `ctxbudget::pg` (one
-//! conversation on the server) and through the file store (`ctxbudget::history`, a
+//! conversation on the server) and through the file store (`ctxbudget::store`, a
 //! temporary workspace, `fsync` durability), in this one process.
 //!
 //! `cargo run --profile quick -p ctxbudget --features postgres --example pg_append -- URL`
@@ -10,8 +10,8 @@
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
-use ctxbudget::history::{self, History, OpenOptions};
 use ctxbudget::pg::{NewRow, PgOptions, PgStore};
+use ctxbudget::store::{self, History, OpenOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args()
@@ -53,7 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 "file" => {
                     let batch = (0..rows)
-                        .map(|_| history::NewRow::text("message", "user", &text))
+                        .map(|_| store::NewRow::text("message", "user", &text))
                         .collect();
                     let start = Instant::now();
                     file.append(batch)?;

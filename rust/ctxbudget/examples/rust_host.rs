@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use ctxbudget::budget::{Action, Budget};
-use ctxbudget::history::{History, LeadIn, NewRow, OpenOptions, RolloverSpec};
 use ctxbudget::scan::SessionHistoryTool;
+use ctxbudget::store::{History, LeadIn, NewRow, OpenOptions, RolloverSpec};
 use ctxbudget::tokens::request::RequestCount;
 use ctxbudget::transcript::{Row, WindowFold};
 use ctxbudget::Encoding;

@@ -21,10 +21,8 @@
 pub mod budget;
 #[cfg(feature = "postgres")]
 pub mod pg;
-pub mod store;
-/// The byte store's 0.1 name: `ctxbudget::history::History` and the rest keep working.
-pub use store as history;
 pub mod scan;
+pub mod store;
 pub mod tokens;
 pub mod transcript;
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 
-use ctxbudget::history::{Durability, History, HistoryError, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::store::{Durability, History, HistoryError, NewRow, OpenOptions, RolloverSpec};
 
 struct Ws(PathBuf);
 

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ctxbudget::history::{Durability, History, NewRow, OpenOptions, ReceiptRead};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions, ReceiptRead};
 
 struct Dir(PathBuf);
 

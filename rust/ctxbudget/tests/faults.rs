@@ -9,8 +9,8 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use ctxbudget::history::failpoint::{self, Fault};
-use ctxbudget::history::{History, HistoryError, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::store::failpoint::{self, Fault};
+use ctxbudget::store::{History, HistoryError, NewRow, OpenOptions, RolloverSpec};
 
 const ENOSPC: i32 = 28;
 const EIO: i32 = 5;
@@ -413,7 +413,7 @@ fn a_soft_clear_acknowledged_before_its_stable_receipt_keeps_the_floor_through_d
                 "{case}: the floor dropped below the acknowledged clear at seq {floor}"
             );
             let read = h
-                .read(ctxbudget::history::ReadFrom::CurrentWindow)
+                .read(ctxbudget::store::ReadFrom::CurrentWindow)
                 .unwrap_or_else(|e| panic!("{e}"));
             let context: Vec<String> = read
                 .rows

@@ -3,7 +3,7 @@
 //! open-file limit.
 use std::fs;
 
-use ctxbudget::history::{Durability, History, NewRow, OpenOptions};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions};
 
 fn open_fds() -> usize {
     fs::read_dir("/proc/self/fd")

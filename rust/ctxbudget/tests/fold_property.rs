@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-use ctxbudget::history::{Durability, History, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions, RolloverSpec};
 use ctxbudget::transcript::WindowFold;
 use proptest::prelude::*;
 use serde_json::json;

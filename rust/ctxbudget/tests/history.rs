@@ -2,7 +2,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ctxbudget::history::{
+use ctxbudget::store::{
     Durability, History, HistoryError, NewRow, OpenOptions, ReceiptRead, ReceiptState, RolloverSpec,
 };
 

@@ -13,12 +13,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ctxbudget::history::failpoint::{self, Fault};
-use ctxbudget::history::{
+use ctxbudget::scan::{SessionHistoryTool, LINE_MAX, RESULT_MAX};
+use ctxbudget::store::failpoint::{self, Fault};
+use ctxbudget::store::{
     Durability, History, HistoryError, NewRow, OpenOptions, ReadFrom, RolloverSpec, VerifyReport,
     MAX_ROW_NESTING,
 };
-use ctxbudget::scan::{SessionHistoryTool, LINE_MAX, RESULT_MAX};
 use serde_json::{json, Value};
 
 /// Fail points are process-global: one test at a time.

@@ -4,7 +4,7 @@
 use std::fs;
 use std::sync::Arc;
 
-use ctxbudget::history::{fuzz_scan, Durability, History, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::store::{fuzz_scan, Durability, History, NewRow, OpenOptions, RolloverSpec};
 use proptest::prelude::*;
 
 fn base() -> (Vec<u8>, Vec<u8>, Vec<u8>) {

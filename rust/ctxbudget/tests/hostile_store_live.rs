@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ctxbudget::history::failpoint::{self, Fault};
-use ctxbudget::history::{Durability, History, NewRow, OpenOptions, ReadFrom, RolloverSpec};
 use ctxbudget::scan::SessionHistoryTool;
+use ctxbudget::store::failpoint::{self, Fault};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions, ReadFrom, RolloverSpec};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ctxbudget::history::{Durability, History, HistoryError, NewRow, OpenOptions, RolloverSpec};
 use ctxbudget::scan::{SessionHistoryTool, RESULT_MAX};
+use ctxbudget::store::{Durability, History, HistoryError, NewRow, OpenOptions, RolloverSpec};
 use serde_json::{json, Value};
 
 struct Ws(PathBuf);
@@ -580,7 +580,7 @@ fn a_row_nested_deeper_than_readers_parse_is_refused_and_nothing_is_written() {
         // The row object is level 1 and meta level 2.
         json!({"kind": "message", "role": "user", "parts": [], "meta": {"deep": v}})
     };
-    let at_limit = ctxbudget::history::MAX_ROW_NESTING - 2;
+    let at_limit = ctxbudget::store::MAX_ROW_NESTING - 2;
     let too_deep = NewRow::from_value(1, row(at_limit + 1)).unwrap_or_else(|e| panic!("{e}"));
     let err = h.append(vec![msg("fine"), too_deep]).err();
     assert!(

@@ -91,7 +91,7 @@ proptest! {
         for name in ENCODINGS {
             let expected = oracle(name).encode_ordinary(&text).len();
             let got = ours(name).with_chunk_bytes(chunk).count_detail(&text);
-            prop_assert!(got.exact && got.forced_cuts == 0);
+            prop_assert!(got.exact);
             prop_assert_eq!(got.tokens, expected, "{} chunk {} on {:?}", name, chunk, text);
         }
     }
@@ -125,7 +125,7 @@ proptest! {
         for name in ["o200k_base", "cl100k_base"] {
             let expected = second_oracle(name).map(|t| t.count(text.as_str()));
             let got = ours(name).count_detail(&text);
-            prop_assert!(got.exact && got.forced_cuts == 0);
+            prop_assert!(got.exact);
             prop_assert_eq!(Some(got.tokens), expected, "{} on {:?}…{:?} x{}", name, head, unit, bytes);
         }
     }
@@ -162,7 +162,7 @@ fn megabyte_runs_are_exact() {
             let text = unit.repeat((mib << 20) / unit.len());
             for name in ["o200k_base", "cl100k_base"] {
                 let got = ours(name).count_detail(&text);
-                assert!(got.exact && got.forced_cuts == 0);
+                assert!(got.exact);
                 let expected = second_oracle(name).map(|t| t.count(text.as_str()));
                 assert_eq!(Some(got.tokens), expected, "{name} {unit:?} {mib} MiB");
             }

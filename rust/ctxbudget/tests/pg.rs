@@ -39,7 +39,7 @@ fn seqs_are_gapless_and_rows_come_back_unchanged() {
     assert_eq!(c.state().unwrap().last_seq, 4);
     // An empty batch and an oversized row are refused and write nothing.
     assert!(matches!(c.append(vec![]), Err(PgError::Invalid(_))));
-    let big = vec![b'x'; ctxbudget::history::DEFAULT_MAX_ROW_BYTES + 1];
+    let big = vec![b'x'; ctxbudget::store::DEFAULT_MAX_ROW_BYTES + 1];
     assert!(matches!(
         c.append(vec![NewRow::new(big)]),
         Err(PgError::Invalid(_))

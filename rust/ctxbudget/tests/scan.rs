@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ctxbudget::history::{Durability, History, NewRow, OpenOptions, RolloverSpec};
 use ctxbudget::scan::{Clock, ScanOptions, SessionHistoryTool, RESULT_MAX};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions, RolloverSpec};
 use serde_json::{json, Value};
 
 struct Ws(PathBuf);

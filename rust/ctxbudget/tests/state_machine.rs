@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ctxbudget::history::failpoint::{self, Fault};
-use ctxbudget::history::{Durability, History, NewRow, OpenOptions, RolloverSpec};
 use ctxbudget::scan::{SessionHistoryTool, RESULT_MAX};
+use ctxbudget::store::failpoint::{self, Fault};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions, RolloverSpec};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 

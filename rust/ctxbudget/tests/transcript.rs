@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-use ctxbudget::history::{
+use ctxbudget::store::{
     Durability, History, HistoryError, NewRow, OpenOptions, ReadFrom, RolloverSpec,
 };
 use ctxbudget::transcript::{Role, Row, RowKind, WindowFold, WindowId};
@@ -226,12 +226,14 @@ fn the_fold_follows_windows_claims_calls_and_retractions() {
 }
 
 #[test]
-fn advisories_claim_once_per_window_including_the_older_final_flag() {
+fn advisories_claim_by_their_stage_only() {
     let ws = Ws::new("claims");
     let h = ws.open();
     ok(h.append(vec![
         row(json!({"kind": "advisory", "role": "user", "meta": {"stage": "handoff"}})),
-        row(json!({"kind": "advisory", "role": "user", "meta": {"final": true}})),
+        row(json!({"kind": "advisory", "role": "user", "meta": {"stage": "final"}})),
+        // A stage outside an advisory row, or a flag this library never wrote, claims nothing.
+        row(json!({"kind": "advisory", "role": "user", "meta": {"warning": true}})),
         row(json!({"kind": "message", "role": "user", "meta": {"stage": "warning"}})),
     ]));
     let mut fold = WindowFold::new();
@@ -258,7 +260,7 @@ fn a_rendered_lead_in_names_the_window_the_rollover_really_opens() {
     let window = ok(h.rollover(RolloverSpec {
         rollover_id: "r1".into(),
         reason: "usable_limit".into(),
-        lead_in: ctxbudget::history::LeadIn::template(
+        lead_in: ctxbudget::store::LeadIn::template(
             "New context window {window_id} (previous window: {previous_window_id}).",
         ),
         ..RolloverSpec::default()
@@ -274,7 +276,7 @@ fn a_rendered_lead_in_names_the_window_the_rollover_really_opens() {
     let again = ok(h.rollover(RolloverSpec {
         rollover_id: "r1".into(),
         reason: "usable_limit".into(),
-        lead_in: ctxbudget::history::LeadIn::render(|_| Err("must not be called".into())),
+        lead_in: ctxbudget::store::LeadIn::render(|_| Err("must not be called".into())),
         ..RolloverSpec::default()
     }));
     assert_eq!(again, "w:3");
@@ -289,7 +291,7 @@ fn a_lead_in_that_fails_to_render_writes_nothing() {
         .rollover(RolloverSpec {
             rollover_id: "r1".into(),
             reason: "manual".into(),
-            lead_in: ctxbudget::history::LeadIn::render(|_| Err("template broken".into())),
+            lead_in: ctxbudget::store::LeadIn::render(|_| Err("template broken".into())),
             ..RolloverSpec::default()
         })
         .err()

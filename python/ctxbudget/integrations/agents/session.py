@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ...errors import ConflictError, CtxBudgetError, InvalidArgumentError
 from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
+from .._common import NotSentError
 from .items import (
     CALL_TO_OUTPUT,
     fingerprint,
@@ -41,14 +42,6 @@ __all__ = ["AgentsSession", "NotSentError", "SessionClosedError"]
 _T = TypeVar("_T")
 _MAX_REREADS = 64
 """Times pop_item reads the window again after another writer appended first."""
-
-
-class NotSentError(CtxBudgetError, RuntimeError):
-    """``prepare()`` decided not to send (reject, block or pause); see ``turn``."""
-
-    def __init__(self, turn: Turn) -> None:
-        super().__init__(f"ctxbudget: request not sent ({turn.status}): {turn.reason}")
-        self.turn = turn
 
 
 class SessionClosedError(CtxBudgetError, RuntimeError):
@@ -354,21 +347,20 @@ class AgentsSession:
                 return None
             last = entries[-1]
             rest = [e.item for e in entries if e.row.seq == last.row.seq and e is not last]
-            rows: list[dict[str, Any]] = [
-                {"kind": "retraction", "role": "system", "meta": {"retracts": last.row.seq}}
-            ]
-            # A row of ctxbudget's own that shows several items keeps the others.
-            rows += rows_for(rest, self._call_names(rest))
             try:
                 # Only if the window is still as read: another writer's new last item
-                # is read again rather than a stale one retracted.
-                self.session.history.append(rows, if_last_seq=view.last_seq)
+                # is read again rather than a stale one retracted. A row of ctxbudget's
+                # own that shows several items keeps the others.
+                self.session.retract(
+                    last.row.seq,
+                    replace_with=rows_for(rest, self._call_names(rest)),
+                    if_last_seq=view.last_seq,
+                )
             except ConflictError:
                 if attempt == _MAX_REREADS:
                     raise
                 continue
             break
-        self.session.refresh()
         # A run that holds the item keeps it in its mark: it is never written again.
         return copy.deepcopy(last.item)
 

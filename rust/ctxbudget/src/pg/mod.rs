@@ -637,7 +637,7 @@ fn check_rows(rows: &[NewRow]) -> Result<()> {
             "an append needs at least one row; nothing was written".into(),
         ));
     }
-    let max = crate::history::DEFAULT_MAX_ROW_BYTES;
+    let max = crate::store::DEFAULT_MAX_ROW_BYTES;
     for (i, row) in rows.iter().enumerate() {
         if row.body.len() > max {
             return Err(PgError::Invalid(format!(
@@ -663,7 +663,7 @@ fn random_batch_id() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         for (i, chunk) in bytes.chunks_mut(8).enumerate() {
-            chunk.copy_from_slice(&crate::history::random_fallback(i as u64).to_le_bytes());
+            chunk.copy_from_slice(&crate::store::random_fallback(i as u64).to_le_bytes());
         }
     }
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();

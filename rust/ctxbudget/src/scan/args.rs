@@ -58,7 +58,7 @@ pub struct Args {
     pub cursor: Option<String>,
 }
 
-const KEYS: &[&str] = &[
+pub(super) const KEYS: &[&str] = &[
     "action",
     "query",
     "window_id",
@@ -208,11 +208,14 @@ pub fn parse(value: &Value) -> Result<Args, Failure> {
     };
     let role = string(obj, "role", 16)?;
     if let Some(r) = &role {
-        if !matches!(r.as_str(), "user" | "assistant" | "system" | "tool") {
-            return Err(invalid("role must be one of user, assistant, system, tool"));
+        if !crate::transcript::ROLES.contains(&r.as_str()) {
+            return Err(invalid(format!(
+                "role must be one of {}",
+                crate::transcript::ROLES.join(", ")
+            )));
         }
     }
-    let tool_name = string(obj, "tool_name", 256)?;
+    let tool_name = string(obj, "tool_name", super::schema::TOOL_NAME_MAX_CHARS)?;
     let recent_first = match obj.get("recent_first") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,

@@ -27,6 +27,7 @@ mod args;
 mod cursor;
 mod prefilter;
 mod project;
+pub mod schema;
 pub(crate) mod source;
 
 use std::collections::HashMap;
@@ -40,13 +41,6 @@ use crate::transcript::{BoundaryKind, WindowFold, WindowId};
 
 pub use args::{Args, Operation};
 
-/// The former name of [`Operation`] (one of three `Action` types in 0.1).
-#[deprecated(since = "0.2.0", note = "renamed `Operation`")]
-pub type Action = Operation;
-
-/// The former name of [`SessionHistoryTool`].
-#[deprecated(since = "0.2.0", note = "renamed `SessionHistoryTool`, as in Python")]
-pub type SessionHistory = SessionHistoryTool;
 use cursor::Payload;
 use prefilter::Prefilter;
 use project::{fit_item, project, Item};

@@ -1,7 +1,6 @@
 //! The byte store: crash-safe JSONL transcript files (SPEC §5) behind the [`Store`]
 //! seam. It keeps framed, checksummed lines and hands out seqs; what rows mean is the
 //! transcript layer's ([`crate::transcript`]), whose window fold its index feeds.
-//! `ctxbudget::history` is this module's 0.1 name, kept as an alias.
 //!
 //! ```text
 //! <ws>/history/chat.jsonl          rows of the open windows

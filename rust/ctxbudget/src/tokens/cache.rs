@@ -109,7 +109,6 @@ mod tests {
         TokenCount {
             tokens,
             exact: true,
-            forced_cuts: 0,
         }
     }
 

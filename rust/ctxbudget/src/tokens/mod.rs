@@ -15,7 +15,7 @@
 //! assert_eq!(enc.count("Hello, world!"), 4);
 //! let detail = enc.count_detail(&" ".repeat(1 << 20));
 //! assert_eq!(detail.tokens, 8_192); // exact, in linear time
-//! assert!(detail.exact && detail.forced_cuts == 0);
+//! assert!(detail.exact);
 //! # Ok::<(), ctxbudget::tokens::TokenError>(())
 //! ```
 
@@ -45,11 +45,6 @@ use bpe::{Ranks, Scratch};
 use cache::CountCache;
 use pretokenize::Family;
 use vocab::Vocab;
-
-/// Tokens that were added per forced cut when counting still cut long text by force.
-/// Counting no longer does ([`TokenCount::forced_cuts`] is always 0), so nothing is
-/// ever added; the constant stays so that code naming it keeps compiling.
-pub const BOUNDARY_SLACK: usize = 8;
 
 /// Counts cached per [`Encoding`] by default (see [`Encoding::with_cache_capacity`]).
 pub const DEFAULT_CACHE_CAPACITY: usize = 16_384;
@@ -82,9 +77,6 @@ pub struct TokenCount {
     /// True when `tokens` equals tiktoken's count for the same encoding: always, unless
     /// the encoding estimates another model's tokenizer ([`Encoding::for_model`]).
     pub exact: bool,
-    /// Cuts made where no exact pre-token boundary existed. Always 0: text is only
-    /// ever cut where the pre-tokenizer starts a new piece whatever follows.
-    pub forced_cuts: usize,
 }
 
 /// Rank table and pattern of one encoding, shared by every [`Encoding`] of that name.
@@ -278,7 +270,6 @@ impl Encoding {
                 TokenCount {
                     tokens,
                     exact: self.estimate_scale_bp.is_none(),
-                    forced_cuts: 0,
                 },
             );
         }
@@ -311,7 +302,6 @@ impl Encoding {
             Some(bp) => TokenCount {
                 tokens: (raw.tokens * bp as usize).div_ceil(10_000),
                 exact: false,
-                forced_cuts: raw.forced_cuts,
             },
         }
     }
@@ -330,7 +320,6 @@ impl Encoding {
         TokenCount {
             tokens,
             exact: true,
-            forced_cuts: 0,
         }
     }
 
@@ -405,7 +394,6 @@ mod tests {
             let small = e.clone().with_chunk_bytes(1_000).count_detail(&text);
             assert!(whole.exact && small.exact);
             assert_eq!(whole, small);
-            assert_eq!(small.forced_cuts, 0);
         }
         // The truth from tiktoken, for the figure the issue reported as 8,312.
         assert_eq!(e.count(&" ".repeat(1 << 20)), 8_192);

@@ -339,12 +339,8 @@ impl WindowFold {
 /// Name of the tool whose scheduled result asks for a rollover.
 pub const NEW_CONTEXT: &str = "new_context";
 
-/// Claims plus what one advisory row's metadata publishes: `meta.stage`, or the older
-/// `meta.final: true` for the final prompt.
+/// Claims plus what one advisory row's metadata publishes: its `meta.stage` (SPEC §5).
 pub fn claims_of(meta: &serde_json::Map<String, Value>, claims: Claims) -> Claims {
-    if meta.get("final") == Some(&Value::Bool(true)) {
-        return claims.claim(Action::Final);
-    }
     match meta
         .get("stage")
         .and_then(Value::as_str)

@@ -1,6 +1,6 @@
 //! The transcript layer: the only module that knows what rows *mean*.
 //!
-//! The byte store ([`crate::history`]) keeps framed, checksummed lines and hands out
+//! The byte store ([`crate::store`]) keeps framed, checksummed lines and hands out
 //! seqs; this layer names the row vocabulary ([`RowKind`], [`Role`], [`PartType`],
 //! [`BoundaryKind`]), holds the one rule table every writer validates against
 //! ([`rules`]), parses committed rows into [`Row`]s, and folds them into windows
