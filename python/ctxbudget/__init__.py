@@ -9,10 +9,13 @@ from __future__ import annotations
 from . import prompts
 from ._ctxbudget import __version__
 from .aio import AsyncSession
+from .database import Database
 from .errors import (
     ConflictError,
+    ConversationDeletedError,
     CorruptHistoryError,
     CtxBudgetError,
+    DatabaseClosedError,
     DatabaseError,
     HistoryIOError,
     InternalError,
@@ -24,6 +27,7 @@ from .errors import (
     MediaError,
     MessageChangedError,
     PolicyError,
+    SchemaNotMigratedError,
     SettingsError,
     TokenizerError,
     UnknownEncodingError,
@@ -31,9 +35,11 @@ from .errors import (
 )
 from .history import (
     AppendResult,
+    DeleteReport,
     Durability,
     FileReport,
     History,
+    PruneReport,
     Receipt,
     RecoveryReport,
     RotateReport,
@@ -85,12 +91,16 @@ __all__ = [
     "Capabilities",
     "Claims",
     "ConflictError",
+    "ConversationDeletedError",
     "CorruptHistoryError",
     "CountRequest",
     "CountSplit",
     "CtxBudgetError",
+    "Database",
+    "DatabaseClosedError",
     "DatabaseError",
     "Decision",
+    "DeleteReport",
     "Durability",
     "Encoding",
     "FileReport",
@@ -112,6 +122,7 @@ __all__ = [
     "PolicyError",
     "PromptContext",
     "Prompts",
+    "PruneReport",
     "Receipt",
     "RecoveryReport",
     "RequestCounter",
@@ -120,6 +131,7 @@ __all__ = [
     "Row",
     "RowKind",
     "RuleAction",
+    "SchemaNotMigratedError",
     "Session",
     "SessionHistoryTool",
     "Settings",

@@ -41,10 +41,13 @@ __all__ = [
     "AppendResult",
     "BudgetCore",
     "Completions",
+    "Database",
+    "DeleteReport",
     "Encoding",
     "FileReport",
     "History",
     "PgMemoryFiles",
+    "PruneReport",
     "Receipt",
     "RecoveryReport",
     "RotateReport",
@@ -76,6 +79,7 @@ __all__ = [
     "pdf_page_count",
     "pdf_tokens",
     "profile_for_model",
+    "pg_ddl",
     "render_tools",
     "session_history_parameters",
     "threshold_is_off",
@@ -227,6 +231,21 @@ class History:
         self, row_json: bytes, retracts: int | None = None, if_last_seq: int | None = None
     ) -> int: ...
     def quarantine_seq(self, seq: int, if_last_seq: int | None = None) -> int: ...
+    def budget_record(self) -> bytes | None: ...
+    def set_budget_record(self, record: bytes) -> None: ...
+    def prune(
+        self,
+        *,
+        keep_windows: int | None = None,
+        older_than: float | None = None,
+        below_floor: bool = False,
+    ) -> PruneReport: ...
+    @staticmethod
+    def delete_workspace(
+        workspace: str | os.PathLike[str], *, lock_timeout: float
+    ) -> DeleteReport: ...
+    @staticmethod
+    def delete_postgres(url: str, *, conversation: str) -> DeleteReport: ...
     def rotate(self) -> RotateReport: ...
     def receipt(self) -> Receipt | None: ...
     def recover(self) -> RecoveryReport: ...
@@ -362,6 +381,78 @@ class RotateReport:
     @property
     def epoch(self) -> int | None: ...
     def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class DeleteReport:
+    """What ``History.delete`` removed for good."""
+
+    @property
+    def existed(self) -> bool: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def memory_files(self) -> int: ...
+    @property
+    def recovered_files(self) -> int: ...
+    @property
+    def other_files(self) -> int: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class PruneReport:
+    """What ``History.prune`` removed for good."""
+
+    @property
+    def rows(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def kept_from(self) -> int: ...
+    @property
+    def floor_seq(self) -> int: ...
+    @property
+    def epoch(self) -> int | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class Database:
+    @staticmethod
+    def open(
+        url: str,
+        *,
+        pool_size: int,
+        pool_timeout: float,
+        connect_timeout: float,
+        reconnect_for: float,
+        statement_timeout: float | None,
+        lock_timeout: float | None,
+        schema: str | None,
+        migrate: bool,
+        cursor_key: str | None,
+    ) -> Database: ...
+    def migrate(self) -> tuple[int, int]: ...
+    def schema_version(self) -> int: ...
+    def history(self, conversation: str, *, max_row_bytes: int, create: bool = True) -> History: ...
+    def delete(self, conversation: str) -> DeleteReport: ...
+    def prune(
+        self,
+        conversation: str,
+        *,
+        keep_windows: int | None = None,
+        older_than: float | None = None,
+        below_floor: bool = False,
+    ) -> PruneReport: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def pool_size(self) -> int: ...
+    @property
+    def schema(self) -> str | None: ...
+
+def pg_ddl(schema: str | None = None) -> str: ...
 
 @final
 class FileReport:

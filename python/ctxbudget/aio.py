@@ -183,9 +183,11 @@ class AsyncSession:
         self._turns_lock = threading.Lock()
 
     @classmethod
-    async def open(cls, workspace: str | os.PathLike[str], **options: Any) -> AsyncSession:
+    async def open(
+        cls, workspace: str | os.PathLike[str] | None = None, **options: Any
+    ) -> AsyncSession:
         """Opens the session; its store, tokenizer and budget-record I/O run on the I/O
-        pool. ``options`` are those of :meth:`Session.open`."""
+        pool. ``options`` are those of :meth:`Session.open` (``database=`` among them)."""
         return cls(await _run(Session.open, workspace, **options))
 
     async def _call(self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import providers
 from ..budget_record import record_request_overhead, record_session_budget
@@ -45,6 +45,9 @@ from .lock import SessionLock
 from .lock import locked as _locked
 from .lock import locked_brief as _locked_brief
 from .types import RequestHook, Turn, context_window_for, encoding_for
+
+if TYPE_CHECKING:
+    from ..database import Database
 
 __all__ = ["Session"]
 
@@ -162,8 +165,9 @@ class Session:
     @classmethod
     def open(
         cls,
-        workspace: str | os.PathLike[str],
+        workspace: str | os.PathLike[str] | None = None,
         *,
+        database: Database | None = None,
         conversation: str | None = None,
         cursor_key: str | None = None,
         model: str = "gpt-4o",
@@ -186,7 +190,9 @@ class Session:
         or a ``postgresql://`` URL with ``conversation=`` naming the conversation (and
         optionally ``cursor_key=``), as :meth:`History.open` takes them — every host
         that opens the same conversation continues the same session, its memory files
-        included (kept in the same database).
+        included (kept in the same database). ``database=`` (a
+        :class:`~ctxbudget.Database` the host opened with its pool settings) with
+        ``conversation=`` takes the place of the URL.
 
         Token-budget mode is active unless ``settings`` say otherwise (its effective
         strategy). ``threshold`` defaults to the settings' value for ``model`` (0.7).
@@ -218,9 +224,22 @@ class Session:
         if settings is not None and threshold is None:
             threshold = settings.threshold_for(model)
         mode_active = settings is None or settings.effective_strategy is Strategy.TOKEN_BUDGET
+        target: str | os.PathLike[str] | Database
+        if database is not None and workspace is None:
+            target = database
+        elif workspace is not None and database is None:
+            target = workspace
+        else:
+            raise InvalidArgumentError(
+                "Session.open needs a workspace (a directory or a postgresql:// URL) or "
+                "database= (a ctxbudget.Database), not both"
+            )
         return cls(
             History.open(
-                workspace, conversation=conversation, cursor_key=cursor_key, durability=durability
+                target,
+                conversation=conversation,
+                cursor_key=cursor_key,
+                durability=durability,
             ),
             model=model,
             encoding=encoding_for(model, encoding, window),
@@ -279,7 +298,7 @@ class Session:
         if with_budget:
             record_session_budget(self, tokens)
         else:
-            record_request_overhead(self.history.workspace, fold.window_id, tokens)
+            record_request_overhead(self.history, fold.window_id, tokens)
 
     @_locked
     def view(self, *, refresh: bool = False) -> WindowView:

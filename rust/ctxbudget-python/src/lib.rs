@@ -18,6 +18,7 @@
 mod anchor;
 mod backend;
 mod budget;
+mod database;
 mod encoding;
 mod errors;
 #[cfg(feature = "failpoints")]
@@ -55,6 +56,8 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<budget::PyBudgetCore>()?;
     m.add_function(wrap_pyfunction!(budget::threshold_is_off, m)?)?;
     m.add_class::<history::PyHistory>()?;
+    m.add_class::<database::PyDatabase>()?;
+    m.add_function(wrap_pyfunction!(database::pg_ddl, m)?)?;
     m.add_class::<pg_memory::PyPgMemoryFiles>()?;
     session_history::add(m)?;
     reports::add(m)?;

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData, RunConfig
 
+    from ...database import Database
+
 __all__ = ["AgentsSession", "NotSentError", "SessionClosedError"]
 
 _T = TypeVar("_T")
@@ -158,8 +160,9 @@ class AgentsSession:
     def open(
         cls,
         session_id: str,
-        workspace: str | os.PathLike[str],
+        workspace: str | os.PathLike[str] | None = None,
         *,
+        database: Database | None = None,
         agent: Agent[Any] | None = None,
         model: str | None = None,
         conversation: str | None = None,
@@ -173,7 +176,8 @@ class AgentsSession:
         silent default). ``workspace`` is a workspace directory, or a ``postgresql://``
         URL (the swap for the SDK's ``SQLAlchemySession``): then the conversation is
         ``conversation``, by default ``session_id``, so every host serving that session
-        id continues the same conversation. ``options`` go to
+        id continues the same conversation; ``database=`` (a
+        :class:`~ctxbudget.Database` the host opened) takes the URL's place. ``options`` go to
         :meth:`ctxbudget.Session.open` (``context_window``, ``cursor_key``, ...); the
         system text and tools sent are the running agent's own, set by the filter.
         Requests count by the ``openai_responses`` profile (the SDK sends Responses API
@@ -186,11 +190,12 @@ class AgentsSession:
                     "context_window= for a model ctxbudget does not know)"
                 )
             model = model_of(agent)
-        if is_database_url(workspace) and conversation is None:
+        if (database is not None or is_database_url(workspace)) and conversation is None:
             conversation = session_id
         return cls(
             Session.open(
                 workspace,
+                database=database,
                 conversation=conversation,
                 model=model,
                 **{"profile": _sdk_profile(model), **options},

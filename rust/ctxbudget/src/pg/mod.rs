@@ -20,6 +20,7 @@
 //! ```
 
 mod bodies;
+mod budget;
 mod config;
 mod deadline;
 mod error;
@@ -27,19 +28,22 @@ mod key;
 mod memory;
 pub(crate) mod page;
 mod pool;
+mod retention;
 mod schema;
 pub(crate) mod transcript;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use budget::BUDGET_RECORD_MAX;
 pub use config::{PgOptions, SslMode, IDLE_IN_TRANSACTION_TIMEOUT};
 pub use error::{PgError, Result};
 pub use key::{CursorKey, CURSOR_KEY_ENV, CURSOR_KEY_MIN_BYTES};
 pub use memory::{
     MemoryEntry, MEMORY_CHECKPOINT_MAX, MEMORY_FILE_MAX, MEMORY_NAME_MAX, MEMORY_PATH_MAX,
 };
-pub use schema::{MIGRATION_LOCK, SCHEMA_VERSION};
+pub use retention::{DeleteReport, PruneReport};
+pub use schema::{ddl, MIGRATION_LOCK, SCHEMA_VERSION};
 pub use transcript::PgHistory;
 
 use pool::{Conn, Pool};
@@ -149,7 +153,9 @@ impl std::fmt::Debug for PgStore {
 }
 
 impl PgStore {
-    /// Connects, and creates or migrates the schema (safe when many hosts start at once).
+    /// Connects, and creates or migrates the schema (safe when many hosts start at once);
+    /// with [`PgOptions::migrate`] false it only checks that the schema is current
+    /// ([`PgError::NotMigrated`] otherwise), so a role without `CREATE` can connect.
     pub fn connect(url: &str, options: PgOptions) -> Result<PgStore> {
         let target = config::parse(url, &options)?;
         let ssl_mode = target.ssl_mode;
@@ -162,9 +168,39 @@ impl PgStore {
                 own_key: std::sync::OnceLock::new(),
             }),
         };
-        let schema = store.inner.options.schema.clone();
-        store.run(|c| schema::migrate(&mut c.client, schema.as_deref()).map(|_| ()))?;
+        if store.inner.options.migrate {
+            store.migrate()?;
+        } else {
+            store.run(|c| schema::require_current(&mut c.client).map(|_| ()))?;
+        }
         Ok(store)
+    }
+
+    /// Creates or migrates the schema to [`SCHEMA_VERSION`] (the explicit step a DBA
+    /// runs, as the role that owns the tables; `ctxbudget db migrate`). Safe when many
+    /// hosts run it at once; a database already current is only read. Returns the
+    /// version found before (0: no tables) and the version now.
+    pub fn migrate(&self) -> Result<(i32, i32)> {
+        let schema = self.inner.options.schema.clone();
+        let found = self.run(|c| schema::migrate(&mut c.client, schema.as_deref()))?;
+        Ok((found, SCHEMA_VERSION))
+    }
+
+    /// Closes the pool: idle connections now, busy ones when their call ends; every later
+    /// call on this store (and on the conversations and histories opened from it) fails
+    /// with [`PgError::Closed`]. Idempotent.
+    pub fn close(&self) {
+        self.inner.pool.close();
+    }
+
+    /// True once [`close`](Self::close) ran.
+    pub fn is_closed(&self) -> bool {
+        self.inner.pool.is_closed()
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &PgOptions {
+        &self.inner.options
     }
 
     /// The TLS mode in use.
@@ -234,20 +270,6 @@ impl PgStore {
             store: self.clone(),
             id: id.to_string(),
         }))
-    }
-
-    /// Deletes a conversation with its rows and memory files; false if it did not exist.
-    /// Opening it again starts an empty conversation under a new epoch.
-    pub fn delete(&self, id: &str) -> Result<bool> {
-        check_id("conversation id", id, CONVERSATION_ID_MAX)?;
-        self.run(|c| {
-            let s = c.statement("DELETE FROM ctxbudget_conversations WHERE conversation = $1")?;
-            let n = c
-                .client
-                .execute(&s, &[&id])
-                .map_err(PgError::db("deleting the conversation"))?;
-            Ok(n > 0)
-        })
     }
 
     /// Runs `op` on a pooled connection. When the connection breaks or the server is
