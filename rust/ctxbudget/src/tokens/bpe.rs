@@ -27,6 +27,7 @@ use std::sync::OnceLock;
 use rustc_hash::FxHasher;
 
 use super::backtrack::{Backtrack, LongScratch};
+use super::merges::PairMerges;
 use super::vocab::Vocab;
 
 /// Pieces at least this long are counted by the backtracking encoder instead of the
@@ -53,6 +54,9 @@ pub(crate) struct Ranks {
     mask: usize,
     /// Longest token: longer candidates need no lookup.
     max_len: usize,
+    /// The merge list of a `tokenizer.json` model, whose merges are named pairs rather
+    /// than any two parts that spell a token (`None` for tiktoken's tables).
+    merges: Option<PairMerges>,
     /// Tables of the long-piece encoder, built on demand (see the module docs). Only
     /// ever filled with `set` after a build, never `get_or_init`: a process forked
     /// while another thread built them must not wait for that thread, which the child
@@ -95,11 +99,31 @@ impl Ranks {
             slots,
             mask,
             max_len,
+            merges: None,
             long: OnceLock::new(),
             heap_bytes: AtomicUsize::new(0),
             builder: AtomicU32::new(0),
             #[cfg(test)]
             gate: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Indexes every token of `vocab`, merging only the pairs `merges` names.
+    pub(crate) fn with_merges(vocab: Vocab, merges: PairMerges) -> Ranks {
+        let mut ranks = Ranks::new(vocab);
+        ranks.merges = Some(merges);
+        ranks
+    }
+
+    /// The rank that joining `piece[a..b]` with `piece[b..c]` has: the token's rank for
+    /// tiktoken's tables, the index of the merge naming exactly that pair for a merge
+    /// list, [`NO_RANK`] if the two parts do not merge.
+    #[inline]
+    fn pair(&self, piece: &[u8], a: usize, b: usize, c: usize) -> u32 {
+        let id = self.rank(&piece[a..c]);
+        match &self.merges {
+            Some(merges) if id != NO_RANK => merges.rank(id, b - a),
+            _ => id,
         }
     }
 
@@ -132,11 +156,27 @@ impl Ranks {
     /// Number of tokens byte-pair merging turns `piece` into.
     #[inline]
     pub(crate) fn count_piece(&'static self, piece: &[u8], scratch: &mut Scratch) -> usize {
-        if piece.len() <= 1 || self.rank(piece) != NO_RANK {
-            return piece.len().min(1);
+        if piece.len() <= 1 {
+            return piece.len();
+        }
+        let id = self.rank(piece);
+        if id != NO_RANK {
+            match &self.merges {
+                None => return 1,
+                Some(merges) => {
+                    if merges.is_whole(id, || self.merge_any(piece, scratch)) {
+                        return 1;
+                    }
+                }
+            }
         }
         if piece.len() < LONG_MIN_BYTES {
             return self.merge_quadratic(piece, &mut scratch.parts);
+        }
+        if self.merges.is_some() {
+            // The backtracking encoder assumes tiktoken's rule (any two parts that spell
+            // a token merge); a merge list is followed by the exact heap merge.
+            return self.merge_heap(piece, scratch);
         }
         let long = match self.long.get() {
             Some(long) => long,
@@ -197,6 +237,15 @@ impl Ranks {
         }
     }
 
+    /// The quadratic merge for short pieces, the heap merge for long ones.
+    fn merge_any(&self, piece: &[u8], scratch: &mut Scratch) -> usize {
+        if piece.len() < LONG_MIN_BYTES {
+            self.merge_quadratic(piece, &mut scratch.parts)
+        } else {
+            self.merge_heap(piece, scratch)
+        }
+    }
+
     /// tiktoken's merge: repeatedly join the adjacent pair of lowest rank, the leftmost
     /// on ties. `parts[k] = (start of part k, rank of joining part k with part k+1)`.
     pub(crate) fn merge_quadratic(&self, piece: &[u8], parts: &mut Vec<(usize, u32)>) -> usize {
@@ -205,14 +254,14 @@ impl Ranks {
         }
         parts.clear();
         for i in 0..piece.len() - 1 {
-            parts.push((i, self.rank(&piece[i..i + 2])));
+            parts.push((i, self.pair(piece, i, i + 1, i + 2)));
         }
         parts.push((piece.len() - 1, NO_RANK));
         parts.push((piece.len(), NO_RANK));
         // The rank of joining part `k` with part `k + 1`, given part boundaries.
         let pair_rank = |parts: &[(usize, u32)], k: usize| -> u32 {
             if k + 2 < parts.len() {
-                self.rank(&piece[parts[k].0..parts[k + 2].0])
+                self.pair(piece, parts[k].0, parts[k + 1].0, parts[k + 2].0)
             } else {
                 NO_RANK
             }
@@ -263,7 +312,7 @@ impl Ranks {
             if m == NONE {
                 NO_RANK
             } else {
-                self.rank(&piece[k..end(next, m)])
+                self.pair(piece, k, m, end(next, m))
             }
         };
         for k in 0..n {

@@ -19,16 +19,22 @@
 //! # Ok::<(), ctxbudget::tokens::TokenError>(())
 //! ```
 
+mod added;
 mod backtrack;
 mod bpe;
 mod cache;
 mod chunk;
 mod error;
+mod files;
+mod hf;
 mod json;
 pub mod media;
+mod merges;
 mod models;
 mod pretokenize;
 pub mod request;
+mod split;
+pub mod template;
 pub mod typescript;
 mod unicode;
 mod vocab;
@@ -41,6 +47,7 @@ use rayon::prelude::*;
 pub use error::TokenError;
 pub use models::{model_encoding, ModelEncoding};
 
+use added::TextRules;
 use bpe::{Ranks, Scratch};
 use cache::CountCache;
 use pretokenize::Family;
@@ -91,6 +98,11 @@ pub struct TokenCount {
 struct Tables {
     family: Family,
     ranks: Ranks,
+    /// Added tokens and normalizers of a tokenizer read from a file (`None` for
+    /// tiktoken's encodings, whose counts are `encode_ordinary`'s).
+    rules: Option<TextRules>,
+    /// The chat template that came with a tokenizer read from a directory.
+    template: Option<template::ChatTemplate>,
 }
 
 /// A tokenizer: counts tokens of text for one encoding.
@@ -131,7 +143,12 @@ fn load_tables(name: &str) -> Result<Tables, TokenError> {
         return Err(fail(format!("only {} ranks decoded", ranks.len())));
     }
     unicode::warm_up();
-    Ok(Tables { family, ranks })
+    Ok(Tables {
+        family,
+        ranks,
+        rules: None,
+        template: None,
+    })
 }
 
 /// The shared tables of `name`, loaded on first use.
@@ -173,6 +190,39 @@ impl Encoding {
             cache_capacity: DEFAULT_CACHE_CAPACITY,
             cache: Some(Arc::new(CountCache::new(DEFAULT_CACHE_CAPACITY))),
         })
+    }
+
+    /// The tokenizer in the file at `path`: a HuggingFace `tokenizer.json` (byte-level
+    /// BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4 and the like) or a Mistral
+    /// `tekken*.json`. Counts equal the original's (`encode(text,
+    /// add_special_tokens=False)`: added and special tokens in the text count as one
+    /// token each). Nothing is downloaded; a file is read once per process and its
+    /// tables are kept for the life of the process.
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Encoding, TokenError> {
+        Ok(Encoding::from_tables(files::load_file(path.as_ref())?))
+    }
+
+    /// The tokenizer of a model directory as published: its `tokenizer.json` or
+    /// `tekken.json`, with the chat template of its `tokenizer_config.json`,
+    /// `chat_template.jinja` or `chat_template.json` (see [`Encoding::chat_template`]).
+    pub fn from_dir(dir: impl AsRef<std::path::Path>) -> Result<Encoding, TokenError> {
+        Ok(Encoding::from_tables(files::load_dir(dir.as_ref())?))
+    }
+
+    fn from_tables((name, tables): (&'static str, &'static Tables)) -> Encoding {
+        Encoding {
+            name,
+            tables,
+            estimate_scale_bp: None,
+            chunk_bytes: chunk::CHUNK_BYTES,
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            cache: Some(Arc::new(CountCache::new(DEFAULT_CACHE_CAPACITY))),
+        }
+    }
+
+    /// The chat template that came with a tokenizer read by [`Encoding::from_dir`].
+    pub fn chat_template(&self) -> Option<&'static template::ChatTemplate> {
+        self.tables.template.as_ref()
     }
 
     /// The encoding that counts tokens for `model`: its real tokenizer when tiktoken
@@ -317,16 +367,11 @@ impl Encoding {
     }
 
     fn count_uncached(&self, text: &str) -> TokenCount {
-        let bytes = text.as_bytes();
-        let family = self.tables.family;
         let mut scratch = Scratch::default();
-        let mut tokens = 0;
-        let mut start = 0;
-        while start < bytes.len() {
-            let end = chunk::next_cut(family, bytes, start, self.chunk_bytes);
-            tokens += self.count_chunk(&bytes[start..end], &mut scratch);
-            start = end;
-        }
+        let tokens = match &self.tables.rules {
+            Some(rules) => rules.count(text, &mut |s| self.count_text(s, &mut scratch)),
+            None => self.count_text(text, &mut scratch),
+        };
         TokenCount {
             tokens,
             exact: true,
@@ -334,13 +379,36 @@ impl Encoding {
         }
     }
 
-    fn count_chunk(&self, chunk: &[u8], scratch: &mut Scratch) -> usize {
+    /// Tokens of text that holds no added token and is normalized.
+    fn count_text(&self, text: &str, scratch: &mut Scratch) -> usize {
+        let bytes = text.as_bytes();
         let family = self.tables.family;
         let mut tokens = 0;
+        let mut start = 0;
+        while start < bytes.len() {
+            // Cuts fall on ASCII bytes (see chunk.rs), so each chunk is a `str`.
+            let end = chunk::next_cut(family, bytes, start, self.chunk_bytes);
+            tokens += self.count_chunk(&text[start..end], scratch);
+            start = end;
+        }
+        tokens
+    }
+
+    fn count_chunk(&self, chunk: &str, scratch: &mut Scratch) -> usize {
+        let ranks = &self.tables.ranks;
+        let family = self.tables.family;
+        let mut tokens = 0;
+        if let Family::Regex(splits) = family {
+            splits.for_each_piece(chunk, &mut |piece| {
+                tokens += ranks.count_piece(piece, scratch);
+            });
+            return tokens;
+        }
+        let chunk = chunk.as_bytes();
         let mut i = 0;
         while i < chunk.len() {
             let end = pretokenize::piece_end(family, chunk, i);
-            tokens += self.tables.ranks.count_piece(&chunk[i..end], scratch);
+            tokens += ranks.count_piece(&chunk[i..end], scratch);
             i = end;
         }
         tokens
