@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,9 +111,85 @@ class Encoding:
         enc._core = _ctxbudget.Encoding.for_model(model, cache_size=_check_cache_size(cache_size))
         return enc
 
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
+    ) -> Encoding:
+        """The tokenizer in a file on this machine: a HuggingFace ``tokenizer.json``
+        (byte-level BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4…) or a Mistral
+        ``tekken*.json``.
+
+        Counts equal the original's ``encode(text, add_special_tokens=False)``: added
+        and special tokens written in the text count as one token each. Nothing is
+        downloaded; a file is read once per process. Raises
+        :class:`~ctxbudget.TokenizerError` naming what the file lacks or what it uses
+        that is not supported (a SentencePiece-style or WordPiece model).
+        """
+        enc = cls.__new__(cls)
+        enc._core = _ctxbudget.Encoding.from_file(
+            os.fspath(path), cache_size=_check_cache_size(cache_size)
+        )
+        return enc
+
+    @classmethod
+    def from_dir(
+        cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
+    ) -> Encoding:
+        """The tokenizer of a model directory as published (its ``tokenizer.json``
+        or ``tekken.json``) with its chat template (``chat_template.jinja``,
+        ``chat_template.json`` or ``tokenizer_config.json``): see :meth:`count_chat`."""
+        enc = cls.__new__(cls)
+        enc._core = _ctxbudget.Encoding.from_dir(
+            os.fspath(path), cache_size=_check_cache_size(cache_size)
+        )
+        return enc
+
+    @property
+    def has_chat_template(self) -> bool:
+        """True when the tokenizer came with a chat template (:meth:`from_dir`)."""
+        return self._core.has_chat_template
+
+    def render_chat(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        tools: Iterable[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        variables: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The text the model's own chat template renders, as ``transformers``'
+        ``apply_chat_template(messages, tools=tools, add_generation_prompt=…,
+        tokenize=False)`` does; ``variables`` adds template variables (for example
+        ``{"enable_thinking": False}``). Raises :class:`~ctxbudget.TokenizerError` when
+        the template refuses the conversation (its ``raise_exception`` message)."""
+        return self._core.render_chat(
+            _listed(messages),
+            None if tools is None else _listed(tools),
+            add_generation_prompt,
+            None if variables is None else dict(variables),
+        )
+
+    def count_chat(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        tools: Iterable[Mapping[str, Any]] | None = None,
+        variables: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Tokens of a request as an open-weight server sends it to the model: the
+        chat template rendered with the prompt for the reply, then tokenized — the count
+        of ``apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+        tokenize=True)`` (the ``chat_template`` counting profile)."""
+        return self._core.count_chat(
+            _listed(messages),
+            None if tools is None else _listed(tools),
+            None if variables is None else dict(variables),
+        )
+
     @property
     def name(self) -> str:
-        """The encoding's name, e.g. ``"o200k_base"``."""
+        """The encoding's name, e.g. ``"o200k_base"`` (a file's stem or a model
+        directory's name for :meth:`from_file` and :meth:`from_dir`)."""
         return self._core.name
 
     @property

@@ -13,8 +13,9 @@
 //! never counted by a guess.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -73,27 +74,36 @@ pub(crate) fn family_of(patterns: &[String]) -> Result<Family, String> {
     Ok(Family::Regex(Box::leak(Box::new(splits))))
 }
 
+/// Characters a byte-level vocabulary is written in: all below this.
+const BYTE_CHARS: usize = 256 + 68;
+
 /// GPT-2's map from bytes to the printable characters that byte-level vocabularies are
-/// written in; the inverse is what reads them.
-fn byte_of_char() -> HashMap<char, u8> {
-    let mut map = HashMap::with_capacity(256);
-    let mut extra = 0u32;
+/// written in, inverted: `byte + 1` by character (0: not byte-level).
+fn byte_of_char() -> [u16; BYTE_CHARS] {
+    let mut map = [0u16; BYTE_CHARS];
+    let mut extra = 0usize;
     for b in 0..=255u8 {
         let printable = matches!(b, 33..=126 | 161..=172 | 174..=255);
         let c = if printable {
-            char::from(b)
+            usize::from(b)
         } else {
             extra += 1;
-            char::from_u32(255 + extra).unwrap_or('\0')
+            255 + extra
         };
-        map.insert(c, b);
+        map[c] = u16::from(b) + 1;
     }
     map
 }
 
 /// Bytes of a vocabulary string, or `None` if a character is not byte-level.
-fn decode(token: &str, map: &HashMap<char, u8>) -> Option<Vec<u8>> {
-    token.chars().map(|c| map.get(&c).copied()).collect()
+fn decode(token: &str, map: &[u16; BYTE_CHARS]) -> Option<Vec<u8>> {
+    token
+        .chars()
+        .map(|c| match map.get(c as usize) {
+            Some(&v) if v > 0 => Some((v - 1) as u8),
+            _ => None,
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -113,7 +123,7 @@ struct Model<'a> {
     #[serde(rename = "type", default)]
     kind: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    vocab: HashMap<Cow<'a, str>, u32>,
+    vocab: FxHashMap<BorrowedStr<'a>, u32>,
     #[serde(borrow, default)]
     merges: Vec<Merge<'a>>,
     #[serde(default)]
@@ -127,11 +137,67 @@ struct Model<'a> {
 }
 
 /// A merge: `"a b"` (older files) or `["a", "b"]`.
-#[derive(Deserialize)]
-#[serde(untagged)]
 enum Merge<'a> {
-    Joined(#[serde(borrow)] Cow<'a, str>),
-    Pair(#[serde(borrow)] Cow<'a, str>, #[serde(borrow)] Cow<'a, str>),
+    Joined(Cow<'a, str>),
+    Pair(Cow<'a, str>, Cow<'a, str>),
+}
+
+/// Reads either form straight from the parser (serde's untagged enums buffer every
+/// value first, which cost most of the load of a file with 280,000 merges).
+impl<'de: 'a, 'a> Deserialize<'de> for Merge<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MergeVisitor;
+        impl<'de> Visitor<'de> for MergeVisitor {
+            type Value = Merge<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a merge: \"left right\" or [left, right]")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Merge::Joined(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Merge<'de>, E> {
+                Ok(Merge::Joined(Cow::Owned(v.to_owned())))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Merge<'de>, A::Error> {
+                let part = |p: Option<Cow<'de, str>>| {
+                    p.ok_or_else(|| de::Error::custom("a merge pair needs two tokens"))
+                };
+                let left: Cow<'de, str> =
+                    part(seq.next_element::<BorrowedStr<'de>>()?.map(|b| b.0))?;
+                let right: Cow<'de, str> =
+                    part(seq.next_element::<BorrowedStr<'de>>()?.map(|b| b.0))?;
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::custom("a merge pair has two tokens"));
+                }
+                Ok(Merge::Pair(left, right))
+            }
+        }
+        deserializer.deserialize_any(MergeVisitor)
+    }
+}
+
+/// A string borrowed from the input where it has no escapes (serde's own `Cow`
+/// always copies).
+#[derive(PartialEq, Eq, Hash)]
+struct BorrowedStr<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = BorrowedStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Owned(v.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(StrVisitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -178,17 +244,17 @@ pub(crate) fn load_tokenizer_json(text: &str) -> Result<Loaded, String> {
     let forms = normalizer(file.normalizer.as_ref())?;
 
     let map = byte_of_char();
-    let added_ids: std::collections::HashSet<u32> =
-        file.added_tokens.iter().map(|t| t.id).collect();
+    let added_ids: rustc_hash::FxHashSet<u32> = file.added_tokens.iter().map(|t| t.id).collect();
     let mut entries: Vec<(u32, &str)> = model
         .vocab
         .iter()
         .filter(|(_, id)| !added_ids.contains(id))
-        .map(|(s, &id)| (id, s.as_ref()))
+        .map(|(s, &id)| (id, s.0.as_ref()))
         .collect();
     entries.sort_unstable();
     // Internal ids are positions among the byte-level tokens, in the file's id order.
-    let mut internal: HashMap<&str, (u32, usize)> = HashMap::with_capacity(entries.len());
+    let mut internal: FxHashMap<&str, (u32, usize)> =
+        FxHashMap::with_capacity_and_hasher(entries.len(), FxBuildHasher);
     let mut tokens: Vec<Vec<u8>> = Vec::with_capacity(entries.len());
     let mut single = [false; 256];
     for &(_, s) in &entries {
@@ -406,7 +472,10 @@ mod tests {
     /// A tiny byte-level tokenizer.json: every byte, "ab", "abc" (from "ab" + "c").
     fn tiny(merges: &str, extra: &str) -> String {
         let map = byte_of_char();
-        let mut chars: Vec<(u8, char)> = map.iter().map(|(&c, &b)| (b, c)).collect();
+        let mut chars: Vec<(u8, char)> = (0..BYTE_CHARS)
+            .filter(|&c| map[c] > 0)
+            .filter_map(|c| Some(((map[c] - 1) as u8, char::from_u32(c as u32)?)))
+            .collect();
         chars.sort_unstable();
         let mut vocab: Vec<String> = chars
             .iter()
