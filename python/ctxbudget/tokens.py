@@ -97,18 +97,35 @@ class Encoding:
         self._core = _ctxbudget.Encoding(name, cache_size=_check_cache_size(cache_size))
 
     @classmethod
-    def for_model(cls, model: str, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Encoding:
+    def for_model(
+        cls,
+        model: str,
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        tokenizers: str | os.PathLike[str] | None = None,
+    ) -> Encoding:
         """The encoding that counts tokens for ``model``.
 
-        Follows tiktoken's model table (exact names, then prefixes; ``ft:`` fine-tunes
-        count like their base model). Families without a public tokenizer (``claude-*``,
+        With ``tokenizers`` (a directory of model directories on this machine: plain
+        ``Llama-3.1-8B-Instruct/`` directories or a HuggingFace cache), the model's own
+        tokenizer is read from the directory named like it (``ollama/llama3.1:8b``
+        finds ``Llama-3.1-8B-Instruct``; see :meth:`from_dir`), or
+        :class:`~ctxbudget.TokenizerError` says none matches. Otherwise follows
+        tiktoken's model table (exact names, then prefixes; ``ft:`` fine-tunes count
+        like their base model). Families without a public tokenizer (``claude-*``,
         ``gemini-*``) get a stated estimate: see :attr:`estimate_scale`. Anything else
         raises :class:`~ctxbudget.UnknownModelError`.
         """
         if not isinstance(model, str):
             raise TypeError(f"model must be str, got {type(model).__name__}")
         enc = cls.__new__(cls)
-        enc._core = _ctxbudget.Encoding.for_model(model, cache_size=_check_cache_size(cache_size))
+        size = _check_cache_size(cache_size)
+        if tokenizers is not None:
+            enc._core = _ctxbudget.Encoding.for_model_in(
+                os.fspath(tokenizers), model, cache_size=size
+            )
+        else:
+            enc._core = _ctxbudget.Encoding.for_model(model, cache_size=size)
         return enc
 
     @classmethod

@@ -202,6 +202,24 @@ impl PyEncoding {
         })
     }
 
+    /// The tokenizer of `model` from the model directories under `root`.
+    #[staticmethod]
+    #[pyo3(signature = (root, model, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY))]
+    fn for_model_in(
+        py: Python<'_>,
+        root: std::path::PathBuf,
+        model: String,
+        cache_size: usize,
+    ) -> PyResult<Self> {
+        let inner = no_panic(py, "loading the tokenizer", || {
+            crate::offload::blocking(py, move || Encoding::for_model_in(&root, &model))
+        })??
+        .map_err(|e| token_error(py, e))?;
+        Ok(PyEncoding {
+            inner: inner.with_cache_capacity(cache_size),
+        })
+    }
+
     #[getter]
     fn has_chat_template(&self) -> bool {
         self.inner.chat_template().is_some()

@@ -154,3 +154,118 @@ pub(crate) fn load_dir(dir: &Path) -> Result<Shared, TokenError> {
         Ok(leak(display_name(dir, true), loaded, template))
     })
 }
+
+/// Lower-case letters and digits of `name`: `Llama-3.1-8B` and `llama3.1:8b` agree.
+fn squeeze(name: &str) -> String {
+    name.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Whether `dir` holds a tokenizer this module reads.
+fn holds_tokenizer(dir: &Path) -> bool {
+    TOKENIZER_FILES.iter().any(|f| dir.join(f).is_file())
+}
+
+/// The model directories under `root`, with the name each is known by: a plain
+/// directory by its own name, a HuggingFace cache entry (`models--org--name`) by its
+/// model name, read from its newest snapshot.
+fn model_dirs(root: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        if let Some(cached) = name.strip_prefix("models--") {
+            let model = cached.rsplit("--").next().unwrap_or(cached).to_owned();
+            let snapshots = std::fs::read_dir(path.join("snapshots"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|s| holds_tokenizer(&s.path()))
+                .max_by_key(|s| s.metadata().and_then(|m| m.modified()).ok());
+            if let Some(snapshot) = snapshots {
+                found.push((model, snapshot.path()));
+            }
+        } else if holds_tokenizer(&path) {
+            found.push((name, path));
+        }
+    }
+    found
+}
+
+/// The directory under `root` that holds `model`'s tokenizer, found by name: each form
+/// of the name (as given, then without `provider/` prefixes; an Ollama `:tag` is part
+/// of the name) is compared, letters and digits only, with the directories' names —
+/// equal first, else the shortest that starts with it (`ollama/llama3.1:8b` finds
+/// `Llama-3.1-8B-Instruct`).
+pub(crate) fn model_dir(root: &Path, model: &str) -> Option<PathBuf> {
+    let dirs: Vec<(String, PathBuf)> = model_dirs(root)
+        .into_iter()
+        .map(|(name, path)| (squeeze(&name), path))
+        .collect();
+    super::windows::name_forms(model)
+        .into_iter()
+        .find_map(|form| {
+            let key = squeeze(form);
+            if key.is_empty() {
+                return None;
+            }
+            dirs.iter()
+                .filter(|(name, _)| name.starts_with(&key))
+                .min_by_key(|(name, _)| name.len())
+                .map(|(_, path)| path.clone())
+        })
+}
+
+/// The tokenizer of `model` from the model directories under `root`.
+pub(crate) fn load_model(root: &Path, model: &str) -> Result<Shared, TokenError> {
+    match model_dir(root, model) {
+        Some(dir) => load_dir(&dir),
+        None => Err(fail(
+            root,
+            format!(
+                "no model directory there matches {model:?} (a directory holding \
+                 tokenizer.json or tekken.json, named like the model)"
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_find_their_directories() {
+        let root = std::env::temp_dir().join(format!("ctxbudget-models-{}", std::process::id()));
+        let make = |rel: &str| {
+            let dir = root.join(rel);
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(dir.join("tokenizer.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+            dir
+        };
+        let llama8 = make("Llama-3.1-8B-Instruct");
+        let llama70 = make("Llama-3.1-70B-Instruct");
+        let qwen = make("models--Qwen--Qwen2.5-7B-Instruct/snapshots/abc");
+        std::fs::create_dir_all(root.join("no-tokenizer-here")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(model_dir(&root, "ollama/llama3.1:8b"), Some(llama8.clone()));
+        assert_eq!(model_dir(&root, "llama3.1:70b"), Some(llama70));
+        assert_eq!(
+            model_dir(&root, "meta-llama/Llama-3.1-8B-Instruct"),
+            Some(llama8)
+        );
+        assert_eq!(
+            model_dir(&root, "hosted_vllm/Qwen/Qwen2.5-7B-Instruct"),
+            Some(qwen)
+        );
+        assert_eq!(model_dir(&root, "mistral-large"), None);
+        assert_eq!(model_dir(&root, "no-tokenizer-here"), None);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

@@ -209,6 +209,20 @@ impl Encoding {
         Ok(Encoding::from_tables(files::load_dir(dir.as_ref())?))
     }
 
+    /// The tokenizer of `model` found under `root`, a directory of model directories
+    /// the host keeps (plain `Llama-3.1-8B-Instruct/` directories or a HuggingFace
+    /// cache): `ollama/llama3.1:8b`, `hosted_vllm/Qwen/Qwen2.5-7B-Instruct` and the like
+    /// find theirs by name. See [`Encoding::from_dir`].
+    pub fn for_model_in(
+        root: impl AsRef<std::path::Path>,
+        model: &str,
+    ) -> Result<Encoding, TokenError> {
+        Ok(Encoding::from_tables(files::load_model(
+            root.as_ref(),
+            model,
+        )?))
+    }
+
     fn from_tables((name, tables): (&'static str, &'static Tables)) -> Encoding {
         Encoding {
             name,
