@@ -173,10 +173,12 @@ impl Ranks {
         if piece.len() < LONG_MIN_BYTES {
             return self.merge_quadratic(piece, &mut scratch.parts);
         }
-        if self.merges.is_some() {
+        if let Some(merges) = &self.merges {
             // The backtracking encoder assumes tiktoken's rule (any two parts that spell
-            // a token merge); a merge list is followed by the exact heap merge.
-            return self.merge_heap(piece, scratch);
+            // a token merge); a merge list is followed by the exact heap merge, on token
+            // ids (a long run's parts grow long: hashing their bytes for every pair
+            // would cost more than the merge).
+            return merges.merge_heap(self, piece, scratch);
         }
         let long = match self.long.get() {
             Some(long) => long,
@@ -360,10 +362,12 @@ impl Ranks {
 #[derive(Default)]
 pub(crate) struct Scratch {
     parts: Vec<(usize, u32)>,
-    next: Vec<usize>,
-    prev: Vec<usize>,
-    rank: Vec<u32>,
-    heap: BinaryHeap<Reverse<(u32, usize)>>,
+    pub(crate) next: Vec<usize>,
+    pub(crate) prev: Vec<usize>,
+    pub(crate) rank: Vec<u32>,
+    /// Token id of each part (the merge-list heap merge).
+    pub(crate) ids: Vec<u32>,
+    pub(crate) heap: BinaryHeap<Reverse<(u32, usize)>>,
     long: LongScratch,
 }
 

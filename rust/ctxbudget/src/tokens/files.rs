@@ -19,7 +19,10 @@ use super::{unicode, Tables, TokenError};
 type FileKey = (PathBuf, u64, Option<SystemTime>);
 
 /// The tables of every file read so far, by file (and template file, for a directory).
-static LOADED: Mutex<Option<HashMap<(FileKey, Option<FileKey>), Shared>>> = Mutex::new(None);
+type LoadedFiles = HashMap<(FileKey, Option<FileKey>), Shared>;
+
+/// Every tokenizer read from a file in this process.
+static LOADED: Mutex<Option<LoadedFiles>> = Mutex::new(None);
 
 /// A name and the tables of one tokenizer, kept for the life of the process.
 type Shared = (&'static str, &'static Tables);

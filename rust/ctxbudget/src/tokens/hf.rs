@@ -534,6 +534,26 @@ mod tests {
     }
 
     #[test]
+    fn long_pieces_merge_on_ids_as_short_ones_on_bytes() {
+        let t = load(&tiny(r#"[["b", "c"], ["a", "bc"], ["a", "b"]]"#, ""));
+        let mut scratch = super::super::bpe::Scratch::default();
+        for text in [
+            "abc".repeat(40),
+            "ab".repeat(50) + "c",
+            "cab".repeat(30),
+            "a".repeat(100),
+        ] {
+            let piece = text.as_bytes();
+            let quadratic = t.ranks.merge_quadratic(piece, &mut Vec::new());
+            assert_eq!(
+                t.ranks.count_piece(piece, &mut scratch),
+                quadratic,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn added_tokens_are_one_token_each() {
         let added = r#"{"id": 259, "content": "<s>", "special": true, "lstrip": false,
                          "rstrip": false, "single_word": false, "normalized": false}"#;

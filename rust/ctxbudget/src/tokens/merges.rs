@@ -9,9 +9,16 @@
 //! part?" — the token's bytes are found by the same hash lookup as tiktoken's, and the
 //! split is then looked up among the few listed for that token.
 
+use std::cmp::Reverse;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
-use super::bpe::NO_RANK;
+use rustc_hash::FxHashMap;
+
+use super::bpe::{Ranks, Scratch, NO_RANK};
+
+/// Marks "no neighbour" in the heap merge's linked list.
+const NONE: usize = usize::MAX;
 
 /// Whether a piece that is itself a vocabulary token is one token.
 const UNKNOWN: u8 = 0;
@@ -29,6 +36,9 @@ pub(crate) struct PairMerges {
     /// Per token, whether merging its own bytes gives back the token (learnt on first
     /// use: most pieces are whole tokens, and most tokens merge back to themselves).
     whole: Vec<AtomicU8>,
+    /// `(left id, right id) -> (merge index, joined id)`, built for the first long
+    /// piece (ordinary text never needs it).
+    pairs: OnceLock<FxHashMap<(u32, u32), (u32, u32)>>,
 }
 
 impl PairMerges {
@@ -63,6 +73,7 @@ impl PairMerges {
             entries,
             ignore_merges,
             whole: (0..tokens).map(|_| AtomicU8::new(UNKNOWN)).collect(),
+            pairs: OnceLock::new(),
         }
     }
 
@@ -78,6 +89,99 @@ impl PairMerges {
             }
         }
         NO_RANK
+    }
+
+    /// The merges by the ids of their parts.
+    fn pairs(&self, ranks: &Ranks) -> &FxHashMap<(u32, u32), (u32, u32)> {
+        self.pairs.get_or_init(|| {
+            let vocab = ranks.vocab();
+            let mut pairs = FxHashMap::default();
+            pairs.reserve(self.entries.len());
+            for (id, bytes) in vocab.iter() {
+                let i = id as usize;
+                for &(left, index) in
+                    &self.entries[self.starts[i] as usize..self.starts[i + 1] as usize]
+                {
+                    let (l, r) = bytes.split_at(left as usize);
+                    let (l, r) = (ranks.rank(l), ranks.rank(r));
+                    if l != NO_RANK && r != NO_RANK {
+                        pairs.insert((l, r), (index, id));
+                    }
+                }
+            }
+            pairs
+        })
+    }
+
+    /// HuggingFace's merge of one piece (lowest merge index first, leftmost on ties) on
+    /// token ids: `O(n log n)`, each pair a lookup of two ids whatever the parts' length.
+    pub(crate) fn merge_heap(&self, ranks: &Ranks, piece: &[u8], scratch: &mut Scratch) -> usize {
+        let pairs = self.pairs(ranks);
+        let n = piece.len();
+        let Scratch {
+            next,
+            prev,
+            rank,
+            ids,
+            heap,
+            ..
+        } = scratch;
+        next.clear();
+        prev.clear();
+        rank.clear();
+        ids.clear();
+        heap.clear();
+        next.extend((1..=n).map(|k| if k < n { k } else { NONE }));
+        prev.extend((0..n).map(|k| if k == 0 { NONE } else { k - 1 }));
+        ids.extend(piece.iter().map(|&b| ranks.rank(&[b])));
+        let pair = |ids: &[u32], next: &[usize], k: usize| -> (u32, u32) {
+            let m = next[k];
+            if m == NONE {
+                return (NO_RANK, NO_RANK);
+            }
+            pairs
+                .get(&(ids[k], ids[m]))
+                .copied()
+                .unwrap_or((NO_RANK, NO_RANK))
+        };
+        for k in 0..n {
+            let (r, _) = pair(ids, next, k);
+            rank.push(r);
+            if r != NO_RANK {
+                heap.push(Reverse((r, k)));
+            }
+        }
+        let mut parts = n;
+        while let Some(Reverse((r, k))) = heap.pop() {
+            if rank[k] != r || next[k] == NONE {
+                continue; // stale: the pair changed since it was pushed
+            }
+            let m = next[k];
+            let (_, joined) = pair(ids, next, k);
+            ids[k] = joined;
+            let after = next[m];
+            next[k] = after;
+            if after != NONE {
+                prev[after] = k;
+            }
+            rank[m] = NO_RANK;
+            next[m] = NONE;
+            parts -= 1;
+            let (rk, _) = pair(ids, next, k);
+            rank[k] = rk;
+            if rk != NO_RANK {
+                heap.push(Reverse((rk, k)));
+            }
+            let p = prev[k];
+            if p != NONE {
+                let (rp, _) = pair(ids, next, p);
+                rank[p] = rp;
+                if rp != NO_RANK {
+                    heap.push(Reverse((rp, p)));
+                }
+            }
+        }
+        parts
     }
 
     /// Whether a piece spelling token `id` counts as one token; `merge` merges the
