@@ -573,6 +573,61 @@ mod tests {
         assert!(err(&bad_merge).contains("zz"));
     }
 
+    /// Pieces of `text` by the hand-written scanner of `family`.
+    fn scanned(family: Family, text: &str) -> Vec<String> {
+        let bytes = text.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            let end = super::super::pretokenize::piece_end(family, bytes, i);
+            out.push(text[i..end].to_owned());
+            i = end;
+        }
+        out
+    }
+
+    /// Pieces of `text` by the regex engine running `pattern`.
+    fn matched(pattern: &str, text: &str) -> Vec<String> {
+        let splits = RegexSplits::new(&[pattern.to_owned()]).unwrap_or_else(|e| panic!("{e}"));
+        let mut out = Vec::new();
+        splits.for_each_piece(text, &mut |p| {
+            out.push(String::from_utf8_lossy(p).into_owned())
+        });
+        out
+    }
+
+    proptest::proptest! {
+        /// Every hand-scanned pattern splits exactly as the regex it stands for.
+        #[test]
+        fn hand_written_scanners_equal_their_regexes(
+            chars in proptest::collection::vec(proptest::sample::select(vec![
+                'a', 'Z', 'é', 'Σ', 'ǅ', 'ʰ', '中', '\u{301}', '1', '٣', 'Ⅻ', ' ', ' ', '\t',
+                '\n', '\r', '\u{a0}', '\u{3000}', '\'', 's', 'S', 't', 'l', 'v', 'e', 'r',
+                'ſ', '!', '/', '.', '_', '😀', '\u{200d}',
+            ]), 0..40)
+        ) {
+            let text: String = chars.into_iter().collect();
+            for (pattern, family) in KNOWN_PATTERNS {
+                proptest::prop_assert_eq!(
+                    scanned(*family, &text),
+                    matched(pattern, &text),
+                    "{:?} on {:?}", family, text
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn llama3_ends_a_final_whitespace_run_at_its_last_newline() {
+        assert_eq!(scanned(Family::Llama3, "a\n  "), ["a", "\n", "  "]);
+        assert_eq!(scanned(Family::Cl100k, "a\n  "), ["a", "\n  "]);
+        assert_eq!(scanned(Family::Qwen2, "x123"), ["x", "1", "2", "3"]);
+        assert_eq!(
+            scanned(Family::Tekken, "it's 42"),
+            ["it", "'s", " ", "4", "2"]
+        );
+    }
+
     #[test]
     fn known_patterns_compile_and_unknown_ones_run_on_the_engine() {
         for (pattern, _) in KNOWN_PATTERNS {
