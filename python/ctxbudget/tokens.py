@@ -1,7 +1,9 @@
 """Exact token counting: the typed API over the Rust core.
 
 Counts equal ``len(tiktoken.get_encoding(name).encode_ordinary(text))`` for every
-text, in linear time (a megabyte of spaces or a base64 blob included), and
+text, in linear time (a megabyte of spaces or a base64 blob included) — and, for an
+open-weight model's own tokenizer read from disk (:meth:`Encoding.from_dir`), its
+original's count, with its chat template for whole requests — and
 :attr:`TokenCount.exact` is true unless the encoding is a stated estimate for another
 model. Counting releases the GIL; :meth:`Encoding.count_many` uses every core.
 """
@@ -75,7 +77,8 @@ class TokenCount:
     tokens: int
     """Number of tokens; an estimate when ``exact`` is false."""
     exact: bool
-    """True when ``tokens`` equals tiktoken's count (false only for estimates)."""
+    """True when ``tokens`` equals the tokenizer's own count (tiktoken's, or the
+    original of a tokenizer file); false only for estimates."""
     forced_cuts: int
     """Cuts made where no exact pre-token boundary existed: always 0."""
 

@@ -1,7 +1,10 @@
 //! Exact, linear-time token counting.
 //!
 //! Counts equal `len(tiktoken.get_encoding(name).encode_ordinary(text))` for every
-//! text of every shipped encoding. The rank tables are tiktoken's own files, embedded
+//! text of every shipped encoding, and the original's count for an open-weight
+//! tokenizer read from its files ([`Encoding::from_file`], [`Encoding::from_dir`]:
+//! HuggingFace `tokenizer.json` byte-level BPE, Mistral tekken), whose chat template
+//! [`template`] renders. The rank tables are tiktoken's own files, embedded
 //! in the library (no network, ever); the split into pre-tokens is a hand-written
 //! scanner equivalent to tiktoken's regex, which runs in one forward pass and never
 //! backtracks; pieces are merged by a hash lookup (most are one token), tiktoken's
@@ -86,8 +89,9 @@ pub fn encoding_names() -> impl Iterator<Item = &'static str> {
 pub struct TokenCount {
     /// Number of tokens; an estimate when `exact` is false.
     pub tokens: usize,
-    /// True when `tokens` equals tiktoken's count for the same encoding: always, unless
-    /// the encoding estimates another model's tokenizer ([`Encoding::for_model`]).
+    /// True when `tokens` equals the tokenizer's own count (tiktoken's for the shipped
+    /// encodings, the original's for a file read by [`Encoding::from_file`]): always,
+    /// unless the encoding estimates another model's tokenizer ([`Encoding::for_model`]).
     pub exact: bool,
     /// Cuts made where no exact pre-token boundary existed. Always 0: text is only
     /// ever cut where the pre-tokenizer starts a new piece whatever follows.
