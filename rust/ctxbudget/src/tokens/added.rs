@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization_alignments::UnicodeNormalization;
 
 /// A Unicode normalization form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,21 +149,29 @@ impl TextRules {
         let mut out = Cow::Borrowed(text);
         for form in &self.forms {
             // Most text is already in every form: check quickly before rebuilding it.
+            // HuggingFace's own normalizer crate (its Unicode version decides what
+            // happens to characters assigned since). ASCII is in every form.
+            if out.is_ascii() {
+                continue;
+            }
+            use unicode_normalization_alignments as un;
             let done = match form {
-                Form::Nfc => unicode_normalization::is_nfc_quick(out.chars()),
-                Form::Nfd => unicode_normalization::is_nfd_quick(out.chars()),
-                Form::Nfkc => unicode_normalization::is_nfkc_quick(out.chars()),
-                Form::Nfkd => unicode_normalization::is_nfkd_quick(out.chars()),
-            } == unicode_normalization::IsNormalized::Yes;
+                Form::Nfc => un::is_nfc_quick(out.chars()),
+                Form::Nfd => un::is_nfd_quick(out.chars()),
+                Form::Nfkc => un::is_nfkc_quick(out.chars()),
+                Form::Nfkd => un::is_nfkd_quick(out.chars()),
+            } == un::IsNormalized::Yes;
             if done {
                 continue;
             }
-            out = Cow::Owned(match form {
-                Form::Nfc => out.nfc().collect(),
-                Form::Nfd => out.nfd().collect(),
-                Form::Nfkc => out.nfkc().collect(),
-                Form::Nfkd => out.nfkd().collect(),
-            });
+            let text: &str = &out;
+            let normalized: String = match form {
+                Form::Nfc => text.nfc().map(|(c, _)| c).collect(),
+                Form::Nfd => text.nfd().map(|(c, _)| c).collect(),
+                Form::Nfkc => text.nfkc().map(|(c, _)| c).collect(),
+                Form::Nfkd => text.nfkd().map(|(c, _)| c).collect(),
+            };
+            out = Cow::Owned(normalized);
         }
         out
     }
@@ -218,6 +226,14 @@ mod tests {
         let r = rules(&[("cat", w)], vec![]);
         assert_eq!(gaps(&r, "a cat"), (1, vec!["a ".into()]));
         assert_eq!(gaps(&r, "cats").0, 0);
+    }
+
+    /// HuggingFace normalizes with Unicode 9's tables: a character assigned since
+    /// (U+209F, a subscript letter of Unicode 16) is left as it is, as there.
+    #[test]
+    fn normalization_uses_huggingface_unicode_version() {
+        let r = rules(&[], vec![Form::Nfkc]);
+        assert_eq!(gaps(&r, "x\u{209f}").1, ["x\u{209f}"]);
     }
 
     #[test]
