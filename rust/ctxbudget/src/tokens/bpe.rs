@@ -118,7 +118,7 @@ impl Ranks {
     /// The rank that joining `piece[a..b]` with `piece[b..c]` has: the token's rank for
     /// tiktoken's tables, the index of the merge naming exactly that pair for a merge
     /// list, [`NO_RANK`] if the two parts do not merge.
-    #[inline]
+    #[inline(always)]
     fn pair(&self, piece: &[u8], a: usize, b: usize, c: usize) -> u32 {
         let id = self.rank(&piece[a..c]);
         match &self.merges {
@@ -137,8 +137,9 @@ impl Ranks {
         &self.vocab
     }
 
-    /// Id of the token spelled `bytes`, or [`NO_RANK`].
-    #[inline]
+    /// Id of the token spelled `bytes`, or [`NO_RANK`]. Always inlined: the hot loop
+    /// of counting (a call here cost about 4% of a corpus count's instructions).
+    #[inline(always)]
     pub(crate) fn rank(&self, bytes: &[u8]) -> u32 {
         if bytes.len() > self.max_len {
             return NO_RANK;
