@@ -1,7 +1,9 @@
 """Exact token counting: the typed API over the Rust core.
 
 Counts equal ``len(tiktoken.get_encoding(name).encode_ordinary(text))`` for every
-text, in linear time (a megabyte of spaces or a base64 blob included), and
+text, in linear time (a megabyte of spaces or a base64 blob included) — and, for an
+open-weight model's own tokenizer read from disk (:meth:`Encoding.from_dir`), its
+original's count, with its chat template for whole requests — and
 :attr:`TokenCount.exact` is true unless the encoding is a stated estimate for another
 model. Counting releases the GIL; :meth:`Encoding.count_many` uses every core.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -112,7 +115,8 @@ class TokenCount:
     tokens: int
     """Number of tokens; an estimate when ``exact`` is false."""
     exact: bool
-    """True when ``tokens`` equals tiktoken's count (false only for estimates)."""
+    """True when ``tokens`` equals the tokenizer's own count (tiktoken's, or the
+    original of a tokenizer file); false only for estimates."""
 
 
 class Encoding:
@@ -132,23 +136,116 @@ class Encoding:
         self._core = _ctxbudget.Encoding(name, cache_size=_check_cache_size(cache_size))
 
     @classmethod
-    def for_model(cls, model: str, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Encoding:
+    def for_model(
+        cls,
+        model: str,
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        tokenizers: str | os.PathLike[str] | None = None,
+    ) -> Encoding:
         """The encoding that counts tokens for ``model``.
 
-        Follows tiktoken's model table (exact names, then prefixes; ``ft:`` fine-tunes
-        count like their base model). Families without a public tokenizer (``claude-*``,
+        With ``tokenizers`` (a directory of model directories on this machine: plain
+        ``Llama-3.1-8B-Instruct/`` directories or a HuggingFace cache), the model's own
+        tokenizer is read from the directory named like it (``ollama/llama3.1:8b``
+        finds ``Llama-3.1-8B-Instruct``; see :meth:`from_dir`), or
+        :class:`~ctxbudget.TokenizerError` says none matches. Otherwise follows
+        tiktoken's model table (exact names, then prefixes; ``ft:`` fine-tunes count
+        like their base model). Families without a public tokenizer (``claude-*``,
         ``gemini-*``) get a stated estimate: see :attr:`estimate_scale`. Anything else
         raises :class:`~ctxbudget.UnknownModelError`.
         """
         if not isinstance(model, str):
             raise TypeError(f"model must be str, got {type(model).__name__}")
         enc = cls.__new__(cls)
-        enc._core = _ctxbudget.Encoding.for_model(model, cache_size=_check_cache_size(cache_size))
+        size = _check_cache_size(cache_size)
+        if tokenizers is not None:
+            enc._core = _ctxbudget.Encoding.for_model_in(
+                os.fspath(tokenizers), model, cache_size=size
+            )
+        else:
+            enc._core = _ctxbudget.Encoding.for_model(model, cache_size=size)
+        return enc
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
+    ) -> Encoding:
+        """The tokenizer in a file on this machine: a HuggingFace ``tokenizer.json``
+        (byte-level BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4…) or a Mistral
+        ``tekken*.json``.
+
+        Counts equal the original's ``encode(text, add_special_tokens=False)``: added
+        and special tokens written in the text count as one token each. Nothing is
+        downloaded; a file is read once per process. Raises
+        :class:`~ctxbudget.TokenizerError` naming what the file lacks or what it uses
+        that is not supported (a SentencePiece-style or WordPiece model).
+        """
+        enc = cls.__new__(cls)
+        enc._core = _ctxbudget.Encoding.from_file(
+            os.fspath(path), cache_size=_check_cache_size(cache_size)
+        )
+        return enc
+
+    @classmethod
+    def from_dir(
+        cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
+    ) -> Encoding:
+        """The tokenizer of a model directory as published (its ``tokenizer.json``
+        or ``tekken.json``) with its chat template (``chat_template.jinja``,
+        ``chat_template.json`` or ``tokenizer_config.json``): see :meth:`count_chat`."""
+        enc = cls.__new__(cls)
+        enc._core = _ctxbudget.Encoding.from_dir(
+            os.fspath(path), cache_size=_check_cache_size(cache_size)
+        )
         return enc
 
     @property
+    def has_chat_template(self) -> bool:
+        """True when the tokenizer came with a chat template (:meth:`from_dir`)."""
+        return self._core.has_chat_template
+
+    def render_chat(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        tools: Iterable[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        variables: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The text the model's own chat template renders, as ``transformers``'
+        ``apply_chat_template(messages, tools=tools, add_generation_prompt=…,
+        tokenize=False)`` does; ``variables`` adds template variables (for example
+        ``{"enable_thinking": False}``). Raises :class:`~ctxbudget.TokenizerError` when
+        the template refuses the conversation (its ``raise_exception`` message)."""
+        return self._core.render_chat(
+            _listed(messages),
+            None if tools is None else _listed(tools),
+            add_generation_prompt,
+            None if variables is None else dict(variables),
+        )
+
+    def count_chat(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        tools: Iterable[Mapping[str, Any]] | None = None,
+        variables: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Tokens of a request as an open-weight server sends it to the model: the
+        chat template rendered with the prompt for the reply, then tokenized — the count
+        of ``apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+        tokenize=True)`` (the ``chat_template`` counting profile)."""
+        return self._core.count_chat(
+            _listed(messages),
+            None if tools is None else _listed(tools),
+            None if variables is None else dict(variables),
+        )
+
+    @property
     def name(self) -> str:
-        """The encoding's name, e.g. ``"o200k_base"``."""
+        """The encoding's name, e.g. ``"o200k_base"`` (a file's stem or a model
+        directory's name for :meth:`from_file` and :meth:`from_dir`)."""
         return self._core.name
 
     @property

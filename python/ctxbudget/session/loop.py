@@ -185,6 +185,7 @@ class Session:
         open_calls: str = "interrupt",
         profile: RequestProfile | None = None,
         counter: RequestCounter | None = None,
+        tokenizer: str | os.PathLike[str] | None = None,
     ) -> Session:
         """Opens (or continues) the session stored in ``workspace``: a workspace directory,
         or a ``postgresql://`` URL with ``conversation=`` naming the conversation (and
@@ -203,7 +204,12 @@ class Session:
         ``encoding`` (a name such as ``"o200k_base"`` or an :class:`Encoding`) counts
         for any model name — a local model needs it and ``context_window``; without it
         the model's tokenizer is looked up (:class:`~ctxbudget.UnknownModelError` if
-        there is none). ``open_calls`` says what :meth:`prepare` does with tool calls
+        there is none). ``tokenizer`` counts with an open-weight model's own tokenizer
+        instead, read from this machine's disk (never downloaded): a ``tokenizer.json``
+        or ``tekken.json`` file, the model's directory, or a directory of model
+        directories where the one named like ``model`` is found
+        (``model="ollama/llama3.1:8b"`` finds ``Llama-3.1-8B-Instruct``); see
+        :meth:`Encoding.from_dir`. ``open_calls`` says what :meth:`prepare` does with tool calls
         that already had no result when the session opened (a process stopped between
         :meth:`add_assistant` and :meth:`add_tool_results`): ``"interrupt"`` records
         :data:`INTERRUPTED_OUTPUT` for each, so call/result pairs stay whole; ``"wait"``
@@ -242,7 +248,7 @@ class Session:
                 durability=durability,
             ),
             model=model,
-            encoding=encoding_for(model, encoding, window),
+            encoding=encoding_for(model, encoding, window, tokenizer),
             budget=Budget(window, 0.7 if threshold is None else threshold, output_reserve),
             mode_active=mode_active,
             tool_policy=tool_policy if tool_policy is not None else ToolPolicy.preset("exec"),
