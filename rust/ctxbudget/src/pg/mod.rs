@@ -584,6 +584,44 @@ const INSERT_BATCH: &str = "WITH ins AS ( \
      SET last_seq = $7::int8, floor_seq = GREATEST(floor_seq, $8::int8) \
      WHERE conversation = $1 AND (SELECT count(*) FROM ins) = $9::int8 RETURNING epoch";
 
+/// The values a batch insert binds besides the row bodies (both the locking path's
+/// [`INSERT_BATCH`] and the one-statement append): the seqs from `first`, the last seq,
+/// the highest seq whose row raises the privacy floor (0: none) and the row count.
+pub(crate) struct BatchSeqs {
+    /// One seq per row, from `first`.
+    pub(crate) seqs: Vec<i64>,
+    /// The batch's first seq.
+    pub(crate) first: i64,
+    /// The batch's last seq.
+    pub(crate) last: i64,
+    /// The highest seq of a floor row, 0 when none raises it.
+    pub(crate) floor: i64,
+    /// How many rows the batch holds.
+    pub(crate) rows: i64,
+}
+
+impl BatchSeqs {
+    /// The seqs of rows at `first..` whose floor flags are `floors` (not empty).
+    pub(crate) fn new(first: u64, floors: &[bool]) -> BatchSeqs {
+        let n = floors.len() as u64;
+        let last = first + n.saturating_sub(1);
+        let floor = floors
+            .iter()
+            .zip(first..)
+            .filter(|(f, _)| **f)
+            .map(|(_, s)| s)
+            .max()
+            .unwrap_or(0);
+        BatchSeqs {
+            seqs: (first..=last).map(to_i64).collect(),
+            first: to_i64(first),
+            last: to_i64(last),
+            floor: to_i64(floor),
+            rows: to_i64(n),
+        }
+    }
+}
+
 /// Inserts `bodies` (with their floor flags) at seqs from `first`, under batch id
 /// `batch_id`, inside `tx` (which holds the conversation's row lock); returns the epoch.
 /// The caller commits.
@@ -596,30 +634,21 @@ pub(crate) fn insert_batch(
     floors: &[bool],
     batch_id: &str,
 ) -> Result<u64> {
-    let n = bodies.len() as u64;
-    let last = first + n - 1;
-    let seqs: Vec<i64> = (first..=last).map(to_i64).collect();
-    let floor = floors
-        .iter()
-        .zip(first..)
-        .filter(|(f, _)| **f)
-        .map(|(_, s)| s)
-        .max()
-        .unwrap_or(0);
-    let (first_i, last_i, floor_i, n_i) = (to_i64(first), to_i64(last), to_i64(floor), to_i64(n));
+    let n = bodies.len();
+    let b = BatchSeqs::new(first, floors);
     let updated = tx
         .query(
             insert,
             &[
                 &conversation,
-                &seqs,
+                &b.seqs,
                 &bodies,
                 &floors,
-                &first_i,
+                &b.first,
                 &batch_id,
-                &last_i,
-                &floor_i,
-                &n_i,
+                &b.last,
+                &b.floor,
+                &b.rows,
             ],
         )
         .map_err(PgError::db("appending rows"))?;

@@ -8,7 +8,7 @@
 //! found there by its id and never committed twice.
 
 use super::{PgHistory, PgIndex};
-use crate::pg::{to_i64, PgError};
+use crate::pg::{to_i64, BatchSeqs, PgError};
 use crate::store::row::{Incoming, RawRow};
 use crate::store::AppendResult;
 use crate::transcript::WindowFold;
@@ -69,20 +69,11 @@ impl PgHistory {
             line.pop();
             lines.push((line, head.is_floor()));
         }
-        let seqs: Vec<i64> = (first..=last).map(to_i64).collect();
         let bodies: Vec<&[u8]> = lines.iter().map(|(l, _)| l.as_slice()).collect();
         let floors: Vec<bool> = lines.iter().map(|(_, f)| *f).collect();
-        let floor = floors
-            .iter()
-            .zip(first..)
-            .filter(|(f, _)| **f)
-            .map(|(_, s)| s)
-            .max()
-            .unwrap_or(0);
+        let batch = BatchSeqs::new(first, &floors);
         let conversation = self.conversation.id();
-        let (first_i, last_i, floor_i) = (to_i64(first), to_i64(last), to_i64(floor));
-        let (n_i, epoch_i, last_seq_i) =
-            (to_i64(raws.len() as u64), to_i64(epoch), to_i64(last_seq));
+        let (epoch_i, last_seq_i) = (to_i64(epoch), to_i64(last_seq));
         let written = self.conversation.store().run(|c| {
             let s = c.statement(APPEND_IF_CURRENT)?;
             let rows = c
@@ -91,14 +82,14 @@ impl PgHistory {
                     &s,
                     &[
                         &conversation,
-                        &seqs,
+                        &batch.seqs,
                         &bodies,
                         &floors,
-                        &first_i,
+                        &batch.first,
                         &batch_id,
-                        &last_i,
-                        &floor_i,
-                        &n_i,
+                        &batch.last,
+                        &batch.floor,
+                        &batch.rows,
                         &epoch_i,
                         &last_seq_i,
                     ],
