@@ -14,6 +14,7 @@ import statistics
 from typing import Any
 
 URL_VARIABLE = "CTXBUDGET_PG_URL"
+SOCKET_VARIABLE = "CTXBUDGET_PG_SOCKET_URL"
 NO_SERVER = (
     f"{URL_VARIABLE} is not set: no PostgreSQL server to measure against "
     '(eval "$(scripts/pg-cluster start)", or install the server binaries and run ./dev bench)'
@@ -32,6 +33,12 @@ TEXT = (
 def server_url() -> str | None:
     """The server to measure against, or None."""
     return os.environ.get(URL_VARIABLE) or None
+
+
+def socket_url() -> str | None:
+    """The same server through its local socket, or None (``CTXBUDGET_PG_SOCKET_URL``,
+    which ``scripts/pg-cluster start`` prints beside the TCP + TLS URL)."""
+    return os.environ.get(SOCKET_VARIABLE) or None
 
 
 def require_server() -> str:

@@ -3,7 +3,7 @@ processes against one PostgreSQL server, beside the file store with one workspac
 conversation on the local disk (the same load, the same processes and threads).
 
     python benches/pg_steps.py [--conversations 200] [--processes 4] [--steps 20]
-                               [--store pg|file|both] [--api store|session]
+                               [--store pg|pg-socket|file|both] [--api store|session]
 
 A step is what one agent step costs the transcript store. With ``--api store`` (the
 default): bring the window fold up to date (``WindowFold.advance()``: the conversation's
@@ -21,7 +21,13 @@ Every conversation starts with ``PREFILL`` rows (~1 KiB each). Prints steps/s (a
 p50 of each part of a step.
 Timing only: it never fails on a figure (a conflict or an error is counted and shown).
 
-Needs ``CTXBUDGET_PG_URL`` for the PostgreSQL side (see ``benches/pg_common.py``).
+Both sides are durable when a step's append returns: the file store ``fdatasync``s every
+append (``durability="fsync"``), PostgreSQL commits every append with the server's
+defaults (``fsync`` and ``synchronous_commit`` on: the commit waits for its WAL flush,
+which concurrent commits share). The server is reached as a host reaches it: ``pg``
+over TCP with TLS (``CTXBUDGET_PG_URL``), ``pg-socket`` (``both`` includes it when
+``CTXBUDGET_PG_SOCKET_URL`` is set) through its local socket, as a host on the same
+machine would; the file store is a local disk either way. See ``benches/pg_common.py``.
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pg_common import NO_SERVER, message, p50, percentile, server_url
+from pg_common import NO_SERVER, message, p50, percentile, server_url, socket_url
 
+PG = ("pg", "pg-socket")
 PREFILL = 40
 SEARCH_EVERY = 5
 PHASES = ("read", "append", "search")
@@ -57,18 +64,22 @@ def _prefill_rows(i: int) -> list[dict[str, Any]]:
     ]
 
 
+def _url(store: str) -> str:
+    url = socket_url() if store == "pg-socket" else server_url()
+    assert url is not None
+    return url
+
+
 def _open(store: str, target: str) -> Any:
     from ctxbudget import History
 
-    if store == "pg":
-        url = server_url()
-        assert url is not None
-        return History.open(url, conversation=target)
+    if store in PG:
+        return History.open(_url(store), conversation=target)
     return History.open(target, durability="fsync")
 
 
 def _targets(store: str, n: int, root: Path) -> list[str]:
-    if store == "pg":
+    if store in PG:
         return [f"bench-steps-{os.getpid()}-{time.time_ns()}-{i}" for i in range(n)]
     return [str(root / f"ws-{i}") for i in range(n)]
 
@@ -144,8 +155,8 @@ def _drive_session(
     from ctxbudget import Session
 
     try:
-        if store == "pg":
-            session = Session.open(server_url() or "", conversation=target)
+        if store in PG:
+            session = Session.open(_url(store), conversation=target)
         else:
             session = Session.open(target, durability="fsync")
         session.prepare()
@@ -287,7 +298,8 @@ def run(
 
 
 LABELS = {
-    "pg": "PostgreSQL (one local server)",
+    "pg": "PostgreSQL (one local server, TCP + TLS)",
+    "pg-socket": "PostgreSQL (the same server, local socket)",
     "file": "file store (one workspace each, local disk, fsync)",
 }
 
@@ -333,13 +345,15 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--steps", type=int, default=20, help="steps per conversation")
-    parser.add_argument("--store", choices=("pg", "file", "both"), default="both")
+    parser.add_argument("--store", choices=(*PG, "file", "both"), default="both")
     parser.add_argument("--api", choices=("store", "session", "both"), default="store")
     args = parser.parse_args()
-    stores: tuple[str, ...] = ("pg", "file") if args.store == "both" else (args.store,)
+    stores: tuple[str, ...] = (args.store,)
+    if args.store == "both":
+        stores = ("pg", "pg-socket", "file") if socket_url() else ("pg", "file")
     if "pg" in stores and server_url() is None:
         print(NO_SERVER)
-        stores = tuple(s for s in stores if s != "pg")
+        stores = tuple(s for s in stores if s not in PG)
     apis: tuple[str, ...] = ("store", "session") if args.api == "both" else (args.api,)
     print(table(measure(stores, args.conversations, args.processes, args.steps, apis)))
     return 0

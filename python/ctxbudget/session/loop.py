@@ -436,6 +436,14 @@ class Session:
         session runs, are left to the host. Assistant messages in the batch answer the
         request :meth:`prepare` last sent and carry its size (``meta.request_tokens``)."""
         rows = self._stamped(rows)
+        # First on the window as last read, conditional on it: when no other writer
+        # appended since (the common case) the write is the step's only trip to the
+        # store, not a read and a write; when one did, nothing is written and the
+        # loop below reads their rows and appends as before.
+        try:
+            return self._append_turn(rows, self._fold.last_seq)
+        except ConflictError:
+            pass
         for attempt in range(_MAX_RESYNCS + 1):
             self._sync()
             try:

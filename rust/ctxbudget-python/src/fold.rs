@@ -100,7 +100,9 @@ impl PyWindowFold {
                 let before = fold.window();
                 // The batch is durable: a read that fails now must not turn it into an
                 // error. The fold then has not moved, and the next read brings it.
-                let read = fold.catch_up(history.store()).unwrap_or_default();
+                let read = fold
+                    .catch_up_after(history.store(), &appended)
+                    .unwrap_or_default();
                 let changed = before != fold.window();
                 Ok::<_, ctxbudget::store::HistoryError>((appended, read, changed))
             })

@@ -592,6 +592,55 @@ fn a_lead_in_that_reads_the_history_does_not_wait_for_its_own_rollover() {
     );
 }
 
+/// What a writer reads back right after its own append (`read_after_append`, which a
+/// handle whose index holds the batch answers without a round trip) is what a fresh
+/// handle reads from the server through that batch: another host's rows appended before
+/// it, its soft clears (the floor) and rotations (a new epoch) included.
+#[test]
+fn a_read_after_an_append_gives_what_the_server_holds_through_the_batch() {
+    let Some(url) = url() else { return };
+    let writer = pg_history(&url, "after-append");
+    let id = writer.conversation().id().to_owned();
+    let other = store(&url).history(&id).expect("a second handle");
+    let mut from = 1;
+    for step in 0..12u64 {
+        match step % 4 {
+            1 => {
+                other
+                    .append_rows(&texts(&["from", "another host"]), None)
+                    .expect("the other host appends");
+            }
+            2 => {
+                transcript::clear_soft(&other, None).expect("the other host clears");
+            }
+            3 if step > 4 => {
+                other.rotate().expect("the other host rotates");
+            }
+            _ => {}
+        }
+        let batch = format!(
+            r#"[{{"kind":"message","role":"user","parts":[{{"type":"text","text":"step {step}"}}]}}]"#
+        );
+        let appended = writer.append_json(batch.as_bytes(), None).expect("append");
+        let after = writer
+            .read_after_append(ReadFrom::Seq(from), &appended)
+            .expect("read after the append");
+        let fresh = store(&url)
+            .history(&id)
+            .expect("a fresh handle")
+            .read(ReadFrom::Seq(from))
+            .expect("read");
+        assert_eq!(after.last_seq, appended.last_seq, "step {step}");
+        assert_eq!(
+            (after.last_seq, after.floor_seq),
+            (fresh.last_seq, fresh.floor_seq),
+            "step {step}"
+        );
+        assert_eq!(after.rows, fresh.rows, "step {step}");
+        from = appended.last_seq + 1;
+    }
+}
+
 #[test]
 fn verify_reports_rows_deleted_by_hand_at_the_tail() {
     let Some(url) = url() else { return };

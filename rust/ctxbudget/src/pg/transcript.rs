@@ -500,6 +500,28 @@ impl PgHistory {
         Ok(f(&ix, bodies))
     }
 
+    /// The rows from `first_seq` on as the handle's index holds them, if it is known to
+    /// hold every row through the append that returned `appended`: the same epoch (a
+    /// rotation, prune or hand change since gives another), a last seq at or past the
+    /// batch's (an append leaves the index at its batch, every row before it read under
+    /// the same condition the database checked), and the bodies still kept. `None`
+    /// otherwise, or when this thread is inside its own write (a callback).
+    fn known_since(&self, first_seq: u64, appended: &AppendResult) -> Option<RowsRead> {
+        let ix = match self.index_for_read() {
+            IndexRef::Shared(ix) => ix,
+            IndexRef::Scratch(_) => return None,
+        };
+        if ix.epoch != Some(appended.epoch) || ix.last_seq < appended.last_seq {
+            return None;
+        }
+        let at = ix.position(first_seq);
+        let bodies = ix.seqs[at..]
+            .iter()
+            .map(|&seq| Some((seq, ix.bodies.get(seq)?.to_vec())))
+            .collect::<Option<std::collections::HashMap<u64, Vec<u8>>>>()?;
+        Some(rows_read(&ix, at, &bodies))
+    }
+
     /// Rows from `first_seq` on.
     pub fn rows_since(&self, first_seq: u64) -> Result<Vec<StoredRow>> {
         Ok(self.read(ReadFrom::Seq(first_seq))?.rows)
@@ -776,6 +798,18 @@ impl Store for PgHistory {
                 Ok(rows_read(ix, at, &bodies))
             }),
         }
+    }
+
+    /// From the handle's index without a round trip when it holds every row through
+    /// the batch (the append left it so, under the batch's epoch) and keeps their
+    /// bodies; otherwise [`read`](Store::read).
+    fn read_after_append(&self, from: ReadFrom, appended: &AppendResult) -> Result<RowsRead> {
+        if let ReadFrom::Seq(first_seq) = from {
+            if let Some(read) = self.known_since(first_seq, appended) {
+                return Ok(read);
+            }
+        }
+        self.read(from)
     }
 
     fn receipt(&self) -> Result<ReceiptRead> {

@@ -63,6 +63,16 @@ pub trait Store: Send + Sync {
     /// Rows from `from` to the end, with the last seq and floor of the same moment.
     fn read(&self, from: ReadFrom) -> Result<RowsRead>;
 
+    /// What a writer reads back right after its own append returned `appended`: the rows
+    /// from `from` through that batch at least (every row committed before it), as one
+    /// consistent cut; rows another writer committed after it may or may not be there.
+    /// A store that knows its rows up to the batch answers without reading them again
+    /// (PostgreSQL: no round trip); by default, [`read`](Self::read).
+    fn read_after_append(&self, from: ReadFrom, appended: &AppendResult) -> Result<RowsRead> {
+        let _ = appended;
+        self.read(from)
+    }
+
     /// The append receipt (epoch, last seq, floor) as stored.
     fn receipt(&self) -> Result<ReceiptRead>;
 
@@ -153,6 +163,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn read(&self, from: ReadFrom) -> Result<RowsRead> {
         (**self).read(from)
+    }
+
+    fn read_after_append(&self, from: ReadFrom, appended: &AppendResult) -> Result<RowsRead> {
+        (**self).read_after_append(from, appended)
     }
 
     fn receipt(&self) -> Result<ReceiptRead> {

@@ -375,13 +375,35 @@ impl WindowFold {
     /// them parsed. A fold that starts this way knows the current window and everything
     /// after; windows before it are `session_history`'s to read.
     pub fn catch_up(&mut self, store: &dyn crate::store::Store) -> crate::store::Result<Vec<Row>> {
-        use crate::store::ReadFrom;
-        let from = if self.is_empty() {
-            ReadFrom::CurrentWindow
+        let read = store.read(self.next_read())?;
+        Ok(self.absorb(&read))
+    }
+
+    /// [`catch_up`](Self::catch_up) right after this writer's own append returned
+    /// `appended`: the rows through that batch at least, which a store that knows them
+    /// gives without reading them again ([`Store::read_after_append`]).
+    ///
+    /// [`Store::read_after_append`]: crate::store::Store::read_after_append
+    pub fn catch_up_after(
+        &mut self,
+        store: &dyn crate::store::Store,
+        appended: &crate::store::AppendResult,
+    ) -> crate::store::Result<Vec<Row>> {
+        let read = store.read_after_append(self.next_read(), appended)?;
+        Ok(self.absorb(&read))
+    }
+
+    /// Where a catch-up reads from.
+    fn next_read(&self) -> crate::store::ReadFrom {
+        if self.is_empty() {
+            crate::store::ReadFrom::CurrentWindow
         } else {
-            ReadFrom::Seq(self.last_seq + 1)
-        };
-        let read = store.read(from)?;
+            crate::store::ReadFrom::Seq(self.last_seq + 1)
+        }
+    }
+
+    /// Notes the rows of `read` and its floor and last seq; returns them parsed.
+    fn absorb(&mut self, read: &crate::store::RowsRead) -> Vec<Row> {
         let mut rows = Vec::with_capacity(read.rows.len());
         for stored in &read.rows {
             let Some(seq) = stored.seq else { continue };
@@ -393,6 +415,6 @@ impl WindowFold {
         }
         self.raise_floor(read.floor_seq);
         self.skip_to(read.last_seq);
-        Ok(rows)
+        rows
     }
 }
