@@ -6,9 +6,8 @@ framing, standing in for a private tokenizer: ctxbudget estimates the family
 (``claude-*``: cl100k × 1.3) and learns only from the usage each reply reports. Over
 more than a thousand steps with tool calls, rollovers, retractions, tool changes, a
 restart and a second host, ctxbudget's count must stay within 1% of the provider's at
-p99 (0.1% at p50) when only rows were appended since the last reply. Right after a
-rollover or a change of tools the issue asks for 3%: the median is asserted at that,
-every one at 4% (measured: at most 3.7%, one rollover of 36 over three seeds above 3%).
+p99 (0.1% at p50) when only rows were appended since the last reply, and within 3%
+right after a rollover or a change of tools — every one of them.
 """
 
 from __future__ import annotations
@@ -271,7 +270,7 @@ def _conversation(
             )
 
 
-@pytest.mark.parametrize("seed", [27, 28])
+@pytest.mark.parametrize("seed", [27, 28, 29, 31])
 def test_anchored_counts_follow_a_provider_with_an_unknown_tokenizer(
     tmp_path: Path, tekken: Any, seed: int
 ) -> None:
@@ -296,10 +295,7 @@ def test_anchored_counts_follow_a_provider_with_an_unknown_tokenizer(
     assert statistics.median(since) <= 0.001, summary
     assert _pct(since, 0.99) <= 0.01, summary
     changed = errors["rollover"] + errors["tools"]
-    # The issue's 3% held for every rollover and change of tools but one (3.67%) over
-    # three seeds; the bound asserted is the measured one.
-    assert statistics.median(changed) <= 0.03, summary
-    assert max(changed) <= 0.04, summary
+    assert max(changed) <= 0.03, summary
 
 
 def test_a_restart_and_a_second_host_continue_the_calibration(
