@@ -273,6 +273,10 @@ def _conversation(
             )
 
 
+# Seed 30 is left out only because it changes tools once (the test wants two); its
+# errors are within the bounds too. Over seeds 27-60 right after a rollover: p99 2.4%,
+# worst 2.8%; after a change of tools: p99 1.6%, worst 3.1% (seed 41, a small window
+# whose text the estimate prices 7% off; see docs/decisions.md).
 @pytest.mark.parametrize("seed", [27, 28, 29, 31])
 def test_anchored_counts_follow_a_provider_with_an_unknown_tokenizer(
     tmp_path: Path, tekken: Any, seed: int
