@@ -64,6 +64,7 @@ __all__ = [
     "_panic_for_test",
     "_reset_failpoints",
     "anchor_plausible",
+    "calibration_head",
     "calibration_ratios_bp",
     "claims_of_rows",
     "context_window",
@@ -148,13 +149,14 @@ def count_split(
     overhead: int,
     messages: int,
     estimated_family: bool,
-    sums: tuple[int, int, int, int, int],
+    sums: tuple[int, int, int, int, int, int, int],
 ) -> tuple[int, int, int, int]: ...
 def guard_margin(estimated: int) -> int: ...
 def anchor_plausible(reported: int, profile: int) -> bool: ...
 def calibration_ratios_bp(
-    sums: tuple[int, int, int, int, int],
+    sums: tuple[int, int, int, int, int, int, int],
 ) -> tuple[int | None, int | None, int | None]: ...
+def calibration_head(reported: int, estimated: int, overhead: int) -> tuple[int, int, int]: ...
 
 @final
 class Encoding:

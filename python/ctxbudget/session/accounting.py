@@ -119,11 +119,19 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-CALIBRATION_KEYS = ("reported", "estimated", "overhead", "step_reported", "step_estimated")
+CALIBRATION_KEYS = (
+    "reported",
+    "estimated",
+    "step_reported",
+    "step_estimated",
+    "head_reported",
+    "head_messages",
+    "head_overhead",
+)
 """The calibration sums, in the order the core takes them (``ctxbudget::anchor``)."""
 
-Sums = tuple[int, int, int, int, int]
-_NO_SUMS: Sums = (0, 0, 0, 0, 0)
+Sums = tuple[int, int, int, int, int, int, int]
+_NO_SUMS: Sums = (0, 0, 0, 0, 0, 0, 0)
 
 
 def carried_calibration(meta: Mapping[str, Any]) -> Sums:
@@ -134,8 +142,8 @@ def carried_calibration(meta: Mapping[str, Any]) -> Sums:
     values = [cal.get(k, 0) for k in CALIBRATION_KEYS]
     if not all(_count(v) for v in values):
         return _NO_SUMS
-    r, e, o, sr, se = (int(v) for v in values)
-    return (r, e, o, sr, se)
+    r, e, sr, se, hr, hm, ho = (int(v) for v in values)
+    return (r, e, sr, se, hr, hm, ho)
 
 
 class WindowTokens:
@@ -222,27 +230,29 @@ class WindowTokens:
     def calibration(self) -> Sums:
         """The calibration sums (:data:`CALIBRATION_KEYS`) over the conversation's
         anchored requests: those the window's boundary carried in, plus its visible
-        replies' — each request, and each step between consecutive requests of one
-        prefix (the same fingerprint, more rows, nothing shrunk)."""
+        replies' — each request, each step between consecutive requests of one prefix
+        (the same fingerprint, more rows, nothing shrunk), and each prefix's head (its
+        first request, weighted by the core)."""
         key = (len(self._anchors), next(reversed(self._anchors), 0), self._carried)
         if self._calibration is not None and self._calibration[0] == key:
             return self._calibration[1]
-        r, e, o, sr, se = self._carried
+        r, e, sr, se, hr, hm, ho = self._carried
         previous: Anchor | None = None
         for a in self._anchors.values():
             if a.reported and a.profile:
-                r, e, o = r + a.reported, e + a.profile, o + a.overhead
-                if (
-                    previous is not None
-                    and previous.fingerprint == a.fingerprint
-                    and a.rows > previous.rows
+                r, e = r + a.reported, e + a.profile
+                if previous is None or previous.fingerprint != a.fingerprint:
+                    dr, dm, do = _ctxbudget.calibration_head(a.reported, a.profile, a.overhead)
+                    hr, hm, ho = hr + dr, hm + dm, ho + do
+                elif (
+                    a.rows > previous.rows
                     and a.reported > previous.reported
                     and a.profile > previous.profile
                 ):
                     sr += a.reported - previous.reported
                     se += a.profile - previous.profile
                 previous = a
-        sums = (r, e, o, sr, se)
+        sums = (r, e, sr, se, hr, hm, ho)
         self._calibration = (key, sums)
         return sums
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CountRequest", "Counting", "Measured", "RequestCounter", "Sent"]
 
-_NO_SUMS: Sums = (0, 0, 0, 0, 0)
+_NO_SUMS: Sums = (0, 0, 0, 0, 0, 0, 0)
 _NONE: tuple[None, int] = (None, 0)
 _CACHE_SIZE = 16
 """Count-endpoint results kept per session (the requests of the last few steps)."""

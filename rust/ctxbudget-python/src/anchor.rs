@@ -6,19 +6,29 @@ use pyo3::prelude::*;
 
 use crate::errors::no_panic;
 
-/// The calibration sums as the session passes them: `(reported, estimated, overhead,
-/// step_reported, step_estimated)`.
-type Sums = (u64, u64, u64, u64, u64);
+/// The calibration sums as the session passes them: `(reported, estimated,
+/// step_reported, step_estimated, head_reported, head_messages, head_overhead)`.
+type Sums = (u64, u64, u64, u64, u64, u64, u64);
 
 fn calibration(
-    (reported, estimated, overhead, step_reported, step_estimated): Sums,
+    (
+        reported,
+        estimated,
+        step_reported,
+        step_estimated,
+        head_reported,
+        head_messages,
+        head_overhead,
+    ): Sums,
 ) -> Calibration {
     Calibration {
         reported,
         estimated,
-        overhead,
         step_reported,
         step_estimated,
+        head_reported,
+        head_messages,
+        head_overhead,
     }
 }
 
@@ -73,7 +83,21 @@ pub(crate) fn calibration_ratios_bp(
     })
 }
 
-/// Registers the functions and the bounds.
+/// What one prefix head adds to the sums `(head_reported, head_messages,
+/// head_overhead)`: its figures weighted by its overhead share (`Calibration::with_head`).
+#[pyfunction]
+pub(crate) fn calibration_head(
+    py: Python<'_>,
+    reported: u64,
+    estimated: u64,
+    overhead: u64,
+) -> PyResult<(u64, u64, u64)> {
+    no_panic(py, "calibration_head()", || {
+        let c = Calibration::default().with_head(reported, estimated, overhead);
+        (c.head_reported, c.head_messages, c.head_overhead)
+    })
+}
+
 /// Whether a reported figure can be the provider's count of a request the profile
 /// counted at `profile` (`ctxbudget::anchor::plausible`).
 #[pyfunction]
@@ -81,11 +105,13 @@ pub(crate) fn anchor_plausible(reported: u64, profile: u64) -> bool {
     anchor::plausible(reported, profile)
 }
 
+/// Registers the functions and the bounds.
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(anchor_plausible, m)?)?;
     m.add_function(wrap_pyfunction!(count_split, m)?)?;
     m.add_function(wrap_pyfunction!(guard_margin, m)?)?;
     m.add_function(wrap_pyfunction!(calibration_ratios_bp, m)?)?;
+    m.add_function(wrap_pyfunction!(calibration_head, m)?)?;
     m.add("CALIBRATION_MIN_BP", anchor::CALIBRATION_MIN_BP)?;
     m.add("CALIBRATION_MAX_BP", anchor::CALIBRATION_MAX_BP)?;
     m.add("ESTIMATE_MARGIN_BP", anchor::ESTIMATE_MARGIN_BP)?;

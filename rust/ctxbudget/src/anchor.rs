@@ -18,8 +18,10 @@
 //! use ctxbudget::anchor::{Calibration, CountSplit};
 //!
 //! // An estimated family: the provider reported 1_000 for a request estimated at 1_250
-//! // (250 of it system text and tools).
-//! let calibration = Calibration::default().with_sample(1_000, 1_250, 250);
+//! // (250 of it system text and tools), the window's first.
+//! let calibration = Calibration::default()
+//!     .with_sample(1_000, 1_250)
+//!     .with_head(1_000, 1_250, 250);
 //! assert_eq!(calibration.ratio_bp(), Some(8_000));
 //! // The next request: the anchor plus 100 estimated tokens appended since, calibrated.
 //! let split = CountSplit::counted(Some(1_000), 100, 250, 1_100, true, calibration);
@@ -44,22 +46,33 @@ pub const ESTIMATE_MARGIN_BP: u32 = 500;
 /// system text, tool definitions — a provider renders tools its own way) and the
 /// *messages*. Messages are calibrated by the ratio of the steps between consecutive
 /// anchored requests of one prefix (what was appended, reported against estimated),
-/// which is what an anchored count adds; the overhead by what remains of the reported
-/// figures once their messages are accounted for. Without steps yet, both use the
-/// plain reported ÷ estimated ratio. Every ratio is held within
-/// [`CALIBRATION_MIN_BP`]..=[`CALIBRATION_MAX_BP`].
+/// which is what an anchored count adds. The overhead is calibrated by each prefix's
+/// *head* — its first anchored request, the one with the fewest messages — what its
+/// reported figure leaves once its messages are calibrated, over its overhead. A head's
+/// share of error is the message ratio's error times its messages, so each head is
+/// weighted by its overhead's share of its request (see [`Self::with_head`]): a window's
+/// first request (mostly overhead) decides, a tool change late in a long window barely
+/// counts. Without steps yet, both use the plain reported ÷ estimated ratio. Every
+/// ratio is held within [`CALIBRATION_MIN_BP`]..=[`CALIBRATION_MAX_BP`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Calibration {
     /// Input tokens the provider reported, summed.
     pub reported: u64,
     /// The profile's counts of the same requests, summed.
     pub estimated: u64,
-    /// The overhead part of those counts (frame, system text, tools), summed.
-    pub overhead: u64,
     /// Reported tokens added between consecutive anchored requests of one prefix.
     pub step_reported: u64,
     /// The profile's tokens added between the same requests.
     pub step_estimated: u64,
+    /// Reported tokens of each prefix's head, weighted by its overhead share, summed
+    /// (in [`HEAD_UNITS_PER_TOKEN`]).
+    pub head_reported: u64,
+    /// The profile's message tokens of the same heads, weighted alike, summed (in
+    /// [`HEAD_UNITS_PER_TOKEN`]).
+    pub head_messages: u64,
+    /// The profile's overhead tokens of the same heads, weighted alike, summed (in
+    /// [`HEAD_UNITS_PER_TOKEN`]).
+    pub head_overhead: u64,
 }
 
 fn ratio(reported: u128, estimated: u128) -> Option<u32> {
@@ -74,19 +87,32 @@ fn ratio(reported: u128, estimated: u128) -> Option<u32> {
     .ok()
 }
 
+/// The head sums' unit: thousandths of a token (a head's weight is a fraction, and
+/// whole tokens would round a small head's figures by up to a tenth of a percent).
+pub const HEAD_UNITS_PER_TOKEN: u64 = 1_000;
+
+/// `value × overhead / estimated` in [`HEAD_UNITS_PER_TOKEN`], rounded to the nearest
+/// unit, saturating (`estimated > 0`).
+fn weighted(value: u64, overhead: u64, estimated: u64) -> u64 {
+    let (value, overhead, estimated) = (
+        u128::from(value) * u128::from(HEAD_UNITS_PER_TOKEN),
+        u128::from(overhead),
+        u128::from(estimated),
+    );
+    u64::try_from((value * overhead + estimated / 2) / estimated).unwrap_or(u64::MAX)
+}
+
 impl Calibration {
     /// The calibration with one more anchored request: `reported` by the provider,
-    /// `estimated` by the profile, `overhead` of which was the request's overhead. A
-    /// sample with either of the first two zero is ignored.
+    /// `estimated` by the profile. A sample with either zero is ignored.
     #[must_use]
-    pub fn with_sample(self, reported: u64, estimated: u64, overhead: u64) -> Calibration {
+    pub fn with_sample(self, reported: u64, estimated: u64) -> Calibration {
         if reported == 0 || estimated == 0 {
             return self;
         }
         Calibration {
             reported: self.reported.saturating_add(reported),
             estimated: self.estimated.saturating_add(estimated),
-            overhead: self.overhead.saturating_add(overhead.min(estimated)),
             ..self
         }
     }
@@ -105,15 +131,46 @@ impl Calibration {
         }
     }
 
+    /// The calibration with one more prefix head: the first anchored request of a
+    /// prefix (a window's first, or the first after its system text or tools changed),
+    /// `reported` by the provider, `estimated` by the profile, `overhead` of which was
+    /// the request's overhead. Its figures are weighted by `overhead ÷ estimated`: the
+    /// overhead it implies errs by the message ratio's error times its messages, so a
+    /// head that is mostly messages says little about the overhead. (Not a sample:
+    /// add it with [`Self::with_sample`] too.) A head with either of the first two zero
+    /// is ignored.
+    #[must_use]
+    pub fn with_head(self, reported: u64, estimated: u64, overhead: u64) -> Calibration {
+        if reported == 0 || estimated == 0 {
+            return self;
+        }
+        let overhead = overhead.min(estimated);
+        let messages = estimated - overhead;
+        Calibration {
+            head_reported: self
+                .head_reported
+                .saturating_add(weighted(reported, overhead, estimated)),
+            head_messages: self
+                .head_messages
+                .saturating_add(weighted(messages, overhead, estimated)),
+            head_overhead: self
+                .head_overhead
+                .saturating_add(weighted(overhead, overhead, estimated)),
+            ..self
+        }
+    }
+
     /// Both calibrations' sums added (saturating).
     #[must_use]
     pub fn merged(self, other: Calibration) -> Calibration {
         Calibration {
             reported: self.reported.saturating_add(other.reported),
             estimated: self.estimated.saturating_add(other.estimated),
-            overhead: self.overhead.saturating_add(other.overhead),
             step_reported: self.step_reported.saturating_add(other.step_reported),
             step_estimated: self.step_estimated.saturating_add(other.step_estimated),
+            head_reported: self.head_reported.saturating_add(other.head_reported),
+            head_messages: self.head_messages.saturating_add(other.head_messages),
+            head_overhead: self.head_overhead.saturating_add(other.head_overhead),
         }
     }
 
@@ -123,29 +180,34 @@ impl Calibration {
         ratio(u128::from(self.reported), u128::from(self.estimated))
     }
 
-    /// The ratio for messages: over the steps, else [`Self::ratio_bp`].
-    pub fn message_ratio_bp(&self) -> Option<u32> {
+    /// The ratio over the steps alone (bounded); `None` without steps.
+    fn step_ratio_bp(&self) -> Option<u32> {
         ratio(
             u128::from(self.step_reported),
             u128::from(self.step_estimated),
         )
-        .or_else(|| self.ratio_bp())
     }
 
-    /// The ratio for the overhead: what the reported figures leave once their messages
-    /// are calibrated by [`Self::message_ratio_bp`], over the overhead estimated; else
-    /// [`Self::ratio_bp`].
+    /// The ratio for messages: over the steps, else [`Self::ratio_bp`].
+    pub fn message_ratio_bp(&self) -> Option<u32> {
+        self.step_ratio_bp().or_else(|| self.ratio_bp())
+    }
+
+    /// The ratio for the overhead: what the heads' reported figures leave once their
+    /// messages are calibrated by the step ratio, over their overhead; else (no steps
+    /// or no heads yet) [`Self::ratio_bp`].
     pub fn overhead_ratio_bp(&self) -> Option<u32> {
         let whole = self.ratio_bp()?;
-        let messages = self.message_ratio_bp().unwrap_or(whole);
-        if self.overhead == 0 || messages == whole {
+        let Some(messages) = self.step_ratio_bp() else {
+            return Some(whole);
+        };
+        if self.head_overhead == 0 {
             return Some(whole);
         }
-        let message_tokens = u128::from(self.estimated.saturating_sub(self.overhead));
-        let left = (u128::from(self.reported) * 10_000)
-            .saturating_sub(message_tokens * u128::from(messages));
+        let left = (u128::from(self.head_reported) * 10_000)
+            .saturating_sub(u128::from(self.head_messages) * u128::from(messages));
         // `left` is in tokens × 10_000: the ratio is left / overhead, already scaled.
-        let overhead = u128::from(self.overhead);
+        let overhead = u128::from(self.head_overhead);
         let r = (left + overhead / 2) / overhead;
         u32::try_from(r.clamp(
             u128::from(CALIBRATION_MIN_BP),
@@ -295,16 +357,17 @@ mod tests {
         assert_eq!(none.ratio_bp(), None);
         assert_eq!(none.apply(123), 123);
         assert_eq!(none.apply_request(20, 103), 123);
-        assert_eq!(none.with_sample(0, 5, 1).ratio_bp(), None);
+        assert_eq!(none.with_sample(0, 5).ratio_bp(), None);
+        assert_eq!(none.with_head(0, 5, 1), none);
         assert_eq!(
-            none.with_sample(1, 100, 10).ratio_bp(),
+            none.with_sample(1, 100).ratio_bp(),
             Some(CALIBRATION_MIN_BP)
         );
         assert_eq!(
-            none.with_sample(900, 100, 10).ratio_bp(),
+            none.with_sample(900, 100).ratio_bp(),
             Some(CALIBRATION_MAX_BP)
         );
-        let c = none.with_sample(770, 1_000, 0).with_sample(230, 250, 0);
+        let c = none.with_sample(770, 1_000).with_sample(230, 250);
         assert_eq!(c.ratio_bp(), Some(8_000));
         assert_eq!(c.apply(101), 81);
     }
@@ -315,8 +378,9 @@ mod tests {
         let (o, m1, m2) = (1_000_u64, 2_000_u64, 3_000_u64);
         let truth = |m: u64| o * 3 / 2 + m * 4 / 5;
         let c = Calibration::default()
-            .with_sample(truth(m1), o + m1, o)
-            .with_sample(truth(m2), o + m2, o)
+            .with_sample(truth(m1), o + m1)
+            .with_head(truth(m1), o + m1, o)
+            .with_sample(truth(m2), o + m2)
             .with_step(truth(m2) - truth(m1), m2 - m1);
         assert_eq!(c.message_ratio_bp(), Some(8_000));
         assert_eq!(c.overhead_ratio_bp(), Some(15_000));
@@ -326,8 +390,48 @@ mod tests {
     }
 
     #[test]
+    fn the_overhead_is_calibrated_by_the_heads_not_by_what_long_requests_leave() {
+        // A window's first request is all overhead, reported at 1.2 × its estimate;
+        // then 10_000 estimated tokens are appended that cost 0.9 of it, and 2_000 that
+        // cost 0.6: the steps' ratio (0.85) is right on average, not for the first
+        // 10_000 the later requests all carry. What their reported figures leave after
+        // it (the overhead ratio before heads) was 1.37; the head says 1.2.
+        let c = Calibration::default()
+            .with_sample(1_200, 1_000)
+            .with_head(1_200, 1_000, 1_000)
+            .with_sample(10_200, 11_000)
+            .with_step(9_000, 10_000)
+            .with_sample(11_400, 13_000)
+            .with_step(1_200, 2_000);
+        assert_eq!(c.message_ratio_bp(), Some(8_500));
+        assert_eq!(c.overhead_ratio_bp(), Some(12_000));
+        // The next window's first request: its overhead and 100 tokens of lead-in.
+        assert_eq!(c.apply_request(1_000, 100), 1_200 + 85);
+    }
+
+    #[test]
+    fn a_head_that_is_mostly_messages_barely_moves_the_overhead() {
+        let first = Calibration::default()
+            .with_sample(1_285, 1_100)
+            .with_head(1_285, 1_100, 1_000)
+            .with_sample(9_785, 11_100)
+            .with_step(8_500, 10_000);
+        assert_eq!(first.overhead_ratio_bp(), Some(12_000));
+        // A tool change late in the window: a prefix whose head is 1_000 overhead tokens
+        // that cost 1.2 of their estimate and 20_000 message tokens that cost 0.86 (not
+        // the 0.85 the steps say). Weighted by 1_000 / 21_000, it moves the ratio by
+        // 0.8%; unweighted, by 8%.
+        let changed = first
+            .with_sample(18_400, 21_000)
+            .with_head(18_400, 21_000, 1_000);
+        assert_eq!(changed.overhead_ratio_bp(), Some(12_100));
+    }
+
+    #[test]
     fn exact_families_are_never_calibrated() {
-        let c = Calibration::default().with_sample(500, 1_000, 100);
+        let c = Calibration::default()
+            .with_sample(500, 1_000)
+            .with_head(500, 1_000, 100);
         let split = CountSplit::counted(None, 0, 100, 900, false, c);
         assert_eq!(split, CountSplit::endpoint(1_000));
         assert_eq!(split.guard_margin(), 0);
@@ -345,7 +449,8 @@ mod tests {
             for since in [0, 1, 7, 10_000] {
                 for bp in [0, 1, 4_000, 10_000, 40_000] {
                     let c = Calibration::default()
-                        .with_sample(bp, 10_000, 3_000)
+                        .with_sample(bp, 10_000)
+                        .with_head(bp, 10_000, 3_000)
                         .with_step(bp / 3 + 1, 2_000);
                     for family in [false, true] {
                         let s = CountSplit::counted(anchor, since, 100, since, family, c);
