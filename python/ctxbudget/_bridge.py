@@ -1,25 +1,26 @@
-"""Runs synchronous ctxbudget code on the event loop's thread without blocking the loop.
+"""Runs synchronous ctxbudget code from a coroutine without blocking the event loop.
 
-:func:`run` executes a function (a :class:`~ctxbudget.Session` method, say) in a worker
-greenlet on the loop's own thread (workers are kept for later calls). Every blocking
-core call it makes — an append and its ``fdatasync``, a read, a ``session_history``
-scan, a tokenizer load — passes one chokepoint in the binding (``offload::blocking``):
-inside such a greenlet the call is queued to the binding's I/O pool (plain Rust threads
-that never take the GIL) and the greenlet suspends here, in :func:`_wait`. The loop
-watches the pool's completion socket (``loop.add_reader``); when the job is done the
-greenlet resumes where it stopped and the result becomes Python objects on the loop's
-thread. No Python thread other than the loop's runs, so nothing competes with the loop
-for the GIL.
+:func:`run` is shaped like SQLAlchemy's greenlet bridge: the awaiting task switches
+into a new greenlet that runs the function (a :class:`~ctxbudget.Session` method, say)
+on the loop's thread. Every blocking core call the function makes passes one chokepoint
+in the binding (``offload::blocking``): there the work is queued to the binding's I/O
+pool (Rust threads that never take the GIL) and the greenlet switches back to the task
+with the job's ticket (:func:`_wait`). The task awaits a future for that ticket, so the
+loop goes on. A finished job is announced on the loop's completion socket, which the
+loop watches (``loop.add_reader``); the loop completes the job's future, the task wakes
+and switches back into the greenlet, which takes the result where it stopped. No Python
+thread other than the loop's runs, nothing competes with the loop for the GIL, and the
+loop is held only for the Python code between two blocking calls.
 
-A call that waits for a session's lock (``session/lock.py``) held by another thread or
-loop suspends the same way, on a ticket that the lock's release posts to this loop's
-completion queue; each call is the lock's owner while it holds it, so the lock knows
-which loop must resume it (and that a closed loop never will).
+A call that waits for a session's lock (``session/lock.py``) held by another thread,
+task or loop suspends the same way, on a ticket that the lock's release posts to this
+loop's completion socket. Each call is the lock's owner while it holds it, so the lock
+knows which loop must resume it (and that a closed loop never will).
 
 A call that is cancelled while its I/O is in flight finishes first (its write is either
 complete, and later calls see it, or it never started) and then raises
-``CancelledError``; one cancelled before it started, or while it waits for a session's
-lock holding none, stops there (nothing done) and raises it.
+``CancelledError``; one cancelled while it waits for a session's lock holding none stops
+there (nothing done) and raises it.
 """
 
 from __future__ import annotations
@@ -27,9 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-import time
 import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -45,50 +44,21 @@ _R = TypeVar("_R")
 
 
 class _Call:
-    """One bridged call: what to run, its outcome once it ran, and the future its task
-    awaits (a new one after the task is cancelled while the call still runs).
+    """One bridged call as the session locks see it (``session/lock.py``,
+    :class:`AwaitedCall`): while it holds a lock and suspends, the lock knows which
+    event loop must resume it, so a call whose loop was closed never keeps a session.
 
-    It is also an owner of a session's lock (``session/lock.py``, :class:`AwaitedCall`):
-    while it holds one and suspends, the lock knows which event loop must resume it, so
-    that a call whose loop was closed never keeps a session.
+    It refers to neither its greenlet nor its task, and to its loop only weakly: a lock
+    may keep a call after its loop was closed, and must not keep the loop with it."""
 
-    The future and the loop are held weakly: the future leads to its task and loop, and
-    the bridges map keeps bridges (and their calls) alive, so a strong reference would
-    keep a closed loop."""
+    __slots__ = ("cancelled", "holding", "loop", "lost", "parked", "thread")
 
-    __slots__ = (
-        "cancelled",
-        "ctx",
-        "done",
-        "error",
-        "fn",
-        "holding",
-        "loop",
-        "lost",
-        "parked",
-        "result",
-        "thread",
-        "waiter",
-    )
-
-    def __init__(
-        self,
-        fn: Callable[[], Any],
-        waiter: asyncio.Future[None],
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        # The awaiting task's context variables, as asyncio.to_thread passes them.
-        self.ctx = contextvars.copy_context()
-        self.fn = fn
-        self.waiter = weakref.ref(waiter)
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = weakref.ref(loop)
         self.thread = threading.current_thread()
-        """The thread the call last ran on (its greenlet can resume on no other)."""
+        """The thread its greenlet was made on (it can resume on no other)."""
         self.lost = False
-        """It can never resume (its loop moved to another thread while it waited)."""
-        self.done = False
-        self.error: BaseException | None = None
-        self.result: Any = None
+        """It can never resume (its loop went on in another thread while it waited)."""
         self.holding = 0
         self.cancelled = False
         """Its task was cancelled: a wait for a session's lock (while it holds none)
@@ -127,7 +97,7 @@ class _Call:
         timer = self._poll_timer(wake, poll)
         self.parked = wake
         try:
-            _wait(wake.ticket)
+            _suspend(wake.ticket)
         finally:
             self.parked = None
             handle = timer() if timer is not None else None
@@ -140,7 +110,7 @@ class _Call:
     ) -> weakref.ref[asyncio.TimerHandle] | None:
         """Schedules ``wake`` in ``poll`` seconds. The handle is held weakly (the loop
         holds it while it is due): nothing in a parked call's frame may lead to its
-        loop, or a closed loop would stay alive through the bridges map."""
+        loop, or a closed loop would stay alive through its suspended greenlet."""
         loop = self.loop()
         if loop is None or poll is None:
             return None
@@ -172,244 +142,116 @@ class _Wake:
         self.completions.post(self.ticket)
 
 
-class _Finished:
-    """What a worker hands back when its call returned or raised (a job id otherwise)."""
+class _Suspended:
+    """What a bridged greenlet hands its task when it suspends: the ticket to wait for
+    and the greenlet to switch back into (the call's own, or a helper greenlet that the
+    called code made and switched to)."""
 
-    __slots__ = ()
+    __slots__ = ("resume", "ticket")
 
-
-_FINISHED = _Finished()
-
-
-class _Worker(greenlet.greenlet):
-    """A greenlet that runs bridged calls one after another: kept between calls, so a
-    call does not pay for a new greenlet and its Python stack (an ``mmap`` and a
-    ``munmap`` each). A blocking core call suspends it in :func:`_wait`."""
-
-    __slots__ = ("inner", "next_call")
-
-    def __init__(self) -> None:
-        super().__init__(_serve)
-        self.next_call: _Call | None = None
-        """The call to run when next switched to with no job pending (handed over as
-        an attribute: switch arguments of a greenlet's start live as long as it)."""
-        self.inner: greenlet.greenlet | None = None
-        """The greenlet of the call that waits for a job, when it is not the worker
-        itself (one that the called code made and switched to): resumed instead."""
+    def __init__(self, ticket: int, resume: greenlet.greenlet) -> None:
+        self.ticket = ticket
+        self.resume = resume
 
 
-class _Running(threading.local):
-    """What the bridge resumes on this thread right now (None between resumes)."""
+class _Raised:
+    """A ``GreenletExit`` raised by the called function: a greenlet would return it as
+    its result, so it is carried to the task in this and raised there."""
 
-    worker: _Worker | None = None
-    target: greenlet.greenlet | None = None
+    __slots__ = ("error",)
 
-
-_running = _Running()
-
-
-def _suspend(to: greenlet.greenlet, value: object) -> None:
-    """Switches to ``to`` (the bridge) with ``value`` and returns once the bridge
-    resumes the current greenlet. Anything else that switches to it — a greenlet that
-    an earlier call made (so its parent is this worker) ending after that call — is
-    handed on to the bridge's side, as it would be had the worker ended: a kept worker
-    must behave as the greenlet per call that it replaces."""
-    while True:
-        value = to.switch(value)
-        if greenlet.getcurrent() is _running.target:
-            return
-        to = cast(greenlet.greenlet, greenlet.getcurrent().parent)
+    def __init__(self, error: greenlet.GreenletExit) -> None:
+        self.error = error
 
 
-def _serve() -> None:
-    while True:
-        # Nothing is held across the switch below: an idle worker that its bridge drops
-        # is freed at once (no reference cycle through its own frame).
-        worker = cast(_Worker, greenlet.getcurrent())
-        call = worker.next_call
-        worker.next_call = None
-        # Nor is the worker held while the call runs (and the call does not refer to
-        # it): a bridge dropped with the call in flight frees (and so ends) the worker.
-        del worker
-        assert call is not None
-        try:
-            call.result = call.ctx.run(call.fn)
-        except greenlet.GreenletExit as exc:
-            # Raised by the call, or thrown in to discard the worker: either way the
-            # worker ends (the bridge sees it dead) and the call raises it.
-            call.error, call.done = exc, True
-            raise
-        except BaseException as exc:  # handed to the awaiting task, never swallowed
-            call.error = exc
-        call.done = True
-        parent = greenlet.getcurrent().parent
-        del call
-        assert parent is not None
-        _suspend(parent, _FINISHED)
-        del parent
+class _Driver(threading.local):
+    """The greenlet of the task that is switched into a bridged call on this thread
+    right now (None between switches)."""
+
+    task: greenlet.greenlet | None = None
+
+
+_driver = _Driver()
+
+
+def _suspend(ticket: int) -> None:
+    """Switches back to the task that drives the current call; returns once the task
+    saw ``ticket`` completed and switched back in."""
+    task = _driver.task
+    if task is None:  # pragma: no cover - the binding calls it inside bridged calls only
+        raise RuntimeError("ctxbudget's async bridge was entered outside a bridged call")
+    task.switch(_Suspended(ticket, greenlet.getcurrent()))
 
 
 def _wait(job: int) -> None:
-    """Called by the binding inside a bridged call after it queued ``job``: hands the
-    job to the loop's bridge and returns once it is done."""
-    worker = _running.worker
-    if worker is None or worker.parent is None:  # pragma: no cover
-        raise RuntimeError("ctxbudget's async bridge was entered outside a bridged call")
-    current = greenlet.getcurrent()
-    # A greenlet that the call itself switched to (its helper) waits as the call does.
-    worker.inner = None if current is worker else current
-    parent = worker.parent
-    del worker, current
-    _suspend(parent, job)
+    """Called by the binding inside a bridged call after it queued ``job`` to the I/O
+    pool: returns once the job is done (the loop ran other tasks meanwhile)."""
+    _suspend(job)
 
 
 # Once per process, under the import lock (so threads cannot race to it).
 _ctxbudget._offload_register(_wait)
 
 
-_SLICE = 0.0002
-"""Seconds of bridged work one turn of the event loop runs before it lets timers and
-other callbacks in (the rest continues on the next turn)."""
-
-_IDLE_WORKERS = 64
-"""Idle workers a loop keeps (more concurrent calls make more; the extra ones end)."""
+def _body(fn: Callable[[], Any]) -> Any:
+    """What a bridged greenlet runs."""
+    try:
+        return fn()
+    except greenlet.GreenletExit as exc:
+        # Raised by the call, or thrown in as the greenlet is collected unfinished
+        # (then nobody reads this).
+        return _Raised(exc)
 
 
 class _LoopBridge:
-    """One event loop's completion queue and the bridged calls it drives.
+    """One event loop's completion socket and the futures its tasks await on it.
 
-    Calls run in worker greenlets resumed from loop callbacks, never from the awaiting
-    task: a call becomes runnable when it starts and each time its job finishes;
-    :meth:`_step` runs runnable calls for at most :data:`_SLICE` per loop turn, so many
-    conversations that become ready together cannot hold the loop for long."""
+    The futures are held weakly: a future leads to its task and loop, and the bridges
+    map keeps bridges alive as long as their loop, so a strong reference would keep a
+    closed loop (and its suspended calls) forever."""
 
-    __slots__ = (
-        "__weakref__",
-        "completions",
-        "idle",
-        "loop",
-        "runnable",
-        "scheduled",
-        "waiting",
-    )
+    __slots__ = ("__weakref__", "completions", "early", "waiting")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.completions = _ctxbudget.Completions()
-        # Calls with their workers (None before they start).
-        self.runnable: deque[tuple[_Call, _Worker | None]] = deque()
-        self.waiting: dict[int, tuple[_Call, _Worker]] = {}
-        self.idle: list[_Worker] = []
-        self.scheduled = False
-        # Weak: the loop owns this bridge (through its reader), not the other way round.
-        self.loop = weakref.ref(loop)
+        self.waiting: dict[int, weakref.ref[asyncio.Future[None]]] = {}
+        self.early: set[int] = set()
+        """Tickets completed while their future was cancelled with its task (the task
+        waits for them again, see :meth:`again`)."""
         loop.add_reader(self.completions.fileno(), self._ready)
 
-    def start(
-        self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any], waiter: asyncio.Future[None]
-    ) -> _Call:
-        call = _Call(fn, waiter, loop)
-        self.runnable.append((call, None))
-        if not self.scheduled:
-            self.scheduled = True
-            loop.call_soon(self._step)
-        return call
+    def expect(self, loop: asyncio.AbstractEventLoop, ticket: int) -> asyncio.Future[None]:
+        """A future that the loop completes once ``ticket`` is."""
+        future: asyncio.Future[None] = loop.create_future()
+        self.waiting[ticket] = weakref.ref(future)
+        return future
+
+    def again(
+        self, loop: asyncio.AbstractEventLoop, ticket: int, future: asyncio.Future[None]
+    ) -> asyncio.Future[None]:
+        """What a task whose wait for ``ticket`` was interrupted by its cancellation
+        awaits instead: ``future`` if it was not cancelled with the task (it is done),
+        else a new one (done if the ticket already was)."""
+        if not future.cancelled():
+            return future
+        if ticket in self.early:
+            self.early.discard(ticket)
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
+        return self.expect(loop, ticket)
 
     def _ready(self) -> None:
-        for job in self.completions.drain():
-            waiting = self.waiting.pop(job, None)
-            if waiting is not None:
-                self.runnable.append(waiting)
-        if not self.scheduled:
-            self._step()
-
-    def _step(self) -> None:
-        self.scheduled = False
-        runnable = self.runnable
-        end = time.perf_counter() + _SLICE
-        try:
-            while runnable:
-                self._resume(*runnable.popleft())
-                if time.perf_counter() >= end:
-                    break
-        finally:
-            loop = self.loop()
-            if runnable and not self.scheduled and loop is not None:
-                self.scheduled = True
-                loop.call_soon(self._step)
-
-    def _take_worker(self, current: greenlet.greenlet) -> _Worker:
-        idle = self.idle
-        while idle:
-            worker = idle.pop()
-            try:
-                worker.parent = current
-                return worker
-            except ValueError:
-                # Made in another thread, where this loop ran before: none can run here.
-                idle.clear()
-        return _Worker()
-
-    def _resume(self, call: _Call, worker: _Worker | None) -> None:
-        current = greenlet.getcurrent()
-        if worker is None:
-            if call.cancelled:  # its task was cancelled before it started: it never runs
-                _fail(call, asyncio.CancelledError("cancelled before it started"))
-                return
-            worker = self._take_worker(current)
-            worker.next_call = call
-        else:
-            try:
-                worker.parent = current
-            except ValueError:  # suspended in a thread the loop no longer runs in
-                call.lost = True  # so a session's lock it holds is free (see gone())
-                _fail(
-                    call,
-                    RuntimeError(
-                        "the event loop moved to another thread while a ctxbudget call "
-                        "waited for its I/O; it cannot go on there (its write, if it "
-                        "had started, is in the store, and the session reads its state "
-                        "again)"
-                    ),
-                )
-                return
-        target = worker.inner or worker
-        worker.inner = None
-        running = _running
-        running.worker, running.target = worker, target
-        call.thread = threading.current_thread()
-        owner = _session_lock.current
-        previous, owner.call = owner.call, call
-        try:
-            outcome = self.completions.resume(target)
-        except BaseException as exc:  # pragma: no cover - the worker itself failed
-            _fail(call, exc)
-            raise
-        finally:
-            running.worker = running.target = None
-            owner.call = previous
-        if worker.dead:  # it ended with GreenletExit (see _serve), which it recorded
-            _fail(call, call.error or RuntimeError("ctxbudget's async bridge lost a call"))
-        elif outcome is _FINISHED:
-            if len(self.idle) < _IDLE_WORKERS:
-                self.idle.append(worker)
-            _wake(call)
-            if isinstance(call.error, (KeyboardInterrupt, SystemExit)):
-                raise call.error
-        else:
-            self.waiting[cast(int, outcome)] = (call, worker)
-
-
-def _fail(call: _Call, error: BaseException) -> None:
-    """Ends ``call`` with ``error`` (raised to its task)."""
-    call.error, call.done = error, True
-    _wake(call)
-
-
-def _wake(call: _Call) -> None:
-    waiter = call.waiter()
-    # Done: its task was cancelled and takes a new one; gone: so is its task.
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)
+        waiting = self.waiting
+        for ticket in self.completions.drain():
+            ref = waiting.pop(ticket, None)
+            future = ref() if ref is not None else None
+            if future is None:  # posted twice, or its task is gone
+                continue
+            if future.cancelled():
+                self.early.add(ticket)
+            elif not future.done():
+                future.set_result(None)
 
 
 _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
@@ -424,28 +266,75 @@ def _bridge_for(loop: asyncio.AbstractEventLoop) -> _LoopBridge:
     return bridge
 
 
+_MOVED = (
+    "the event loop moved to another thread while a ctxbudget call waited for its I/O; "
+    "it cannot go on there (its write, if it had started, is in the store, and the "
+    "session reads its state again)"
+)
+
+
+def _switch(
+    completions: _ctxbudget.Completions,
+    call: _Call,
+    glet: greenlet.greenlet,
+    target: greenlet.greenlet,
+    *args: Any,
+) -> Any:
+    """Switches from the task into ``target`` (``glet``, the call's greenlet, or a
+    helper greenlet of the call) until the call suspends or ends, with the loop's
+    completions as the bridge of its blocking calls and ``call`` as the session locks'
+    owner."""
+    if call.thread is not threading.current_thread():
+        call.lost = True  # so a session's lock it holds is free (see gone())
+        raise RuntimeError(_MOVED)
+    task = greenlet.getcurrent()
+    if glet.parent is not task:  # the task runs in another greenlet than last time
+        glet.parent = task  # where the call returns when it ends
+    driver, owner = _driver, _session_lock.current
+    previous_task, previous_call = driver.task, owner.call
+    driver.task, owner.call = task, call
+    try:
+        return completions.resume(target, *args)
+    finally:
+        driver.task, owner.call = previous_task, previous_call
+
+
 async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-    """Runs ``fn(*args, **kwargs)`` on this thread, in the awaiting task's context
-    variables; its blocking core calls run in the I/O pool while the loop goes on.
-    Exceptions propagate unchanged. Cancelling the awaiting task lets the call finish,
-    then raises ``CancelledError``."""
+    """Runs ``fn(*args, **kwargs)`` on this thread, in a copy of the awaiting task's
+    context variables (as ``asyncio.to_thread`` does); its blocking core calls run on
+    the I/O pool while the loop goes on. Exceptions propagate unchanged. Cancelling the
+    awaiting task lets the call finish, then raises ``CancelledError``."""
     loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[None] = loop.create_future()
-    call = _bridge_for(loop).start(loop, lambda: fn(*args, **kwargs), waiter)
+    bridge = _bridge_for(loop)
+    completions = bridge.completions
+    call = _Call(loop)
+    context = contextvars.copy_context()
+    glet = greenlet.greenlet(_body)
     cancelled = False
-    while not call.done:
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            # The call goes on (its write completes or never starts): wait for it. One
-            # that has not started, or waits for a session's lock holding none, stops.
-            cancelled = True
-            call.cancel()
-            if not call.done:
-                waiter = loop.create_future()
-                call.waiter = weakref.ref(waiter)
+    try:
+        outcome = _switch(completions, call, glet, glet, lambda: context.run(fn, *args, **kwargs))
+        while isinstance(outcome, _Suspended):
+            ticket = outcome.ticket
+            future = bridge.expect(loop, ticket)
+            while True:
+                try:
+                    await future
+                    break
+                except asyncio.CancelledError:
+                    # The call goes on (its write completes or never starts): wait for
+                    # it. One that waits for a session's lock holding none stops.
+                    cancelled = True
+                    call.cancel()
+                    future = bridge.again(loop, ticket, future)
+            outcome = _switch(completions, call, glet, outcome.resume)
+    except BaseException as exc:
+        if cancelled and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise asyncio.CancelledError from exc
+        raise
+    if not glet.dead:  # pragma: no cover - the called code switched here itself
+        raise RuntimeError("a ctxbudget call switched to its task's greenlet directly")
     if cancelled:
-        raise asyncio.CancelledError from call.error
-    if call.error is not None:
-        raise call.error
-    return cast(_R, call.result)
+        raise asyncio.CancelledError
+    if isinstance(outcome, _Raised):
+        raise outcome.error
+    return cast(_R, outcome)
