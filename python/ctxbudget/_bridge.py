@@ -1,7 +1,7 @@
 """Runs synchronous ctxbudget code from a coroutine without blocking the event loop.
 
 :func:`run` is shaped like SQLAlchemy's greenlet bridge: the awaiting task switches
-into a new greenlet that runs the function (a :class:`~ctxbudget.Session` method, say)
+into a greenlet that runs the function (a :class:`~ctxbudget.Session` method, say)
 on the loop's thread. Every blocking core call the function makes passes one chokepoint
 in the binding (``offload::blocking``): there the work is queued to the binding's I/O
 pool (Rust threads that never take the GIL) and the greenlet switches back to the task
@@ -10,7 +10,10 @@ loop goes on. A finished job is announced on the loop's completion socket, which
 loop watches (``loop.add_reader``); the loop completes the job's future, the task wakes
 and switches back into the greenlet, which takes the result where it stopped. No Python
 thread other than the loop's runs, nothing competes with the loop for the GIL, and the
-loop is held only for the Python code between two blocking calls.
+loop is held only for the Python code between two blocking calls. Those stretches share
+each loop turn (:data:`_SLICE`): past it, a call that becomes ready waits for a later
+turn, so many conversations ready at once cannot hold the loop. Calls run in greenlets
+that each loop keeps for later calls (:class:`_Runner`).
 
 A call that waits for a session's lock (``session/lock.py``) held by another thread,
 task or loop suspends the same way, on a ticket that the lock's release posts to this
@@ -28,7 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -143,8 +148,8 @@ class _Wake:
 
 
 class _Suspended:
-    """What a bridged greenlet hands its task when it suspends: the ticket to wait for
-    and the greenlet to switch back into (the call's own, or a helper greenlet that the
+    """What a call hands its task when it suspends: the ticket to wait for and the
+    greenlet to switch back into (the call's runner, or a helper greenlet that the
     called code made and switched to)."""
 
     __slots__ = ("resume", "ticket")
@@ -154,30 +159,87 @@ class _Suspended:
         self.resume = resume
 
 
-class _Raised:
-    """A ``GreenletExit`` raised by the called function: a greenlet would return it as
-    its result, so it is carried to the task in this and raised there."""
+class _Done:
+    """How a call ended: its result, or the exception it raised."""
 
-    __slots__ = ("error",)
+    __slots__ = ("error", "result")
 
-    def __init__(self, error: greenlet.GreenletExit) -> None:
+    def __init__(self, result: Any, error: BaseException | None) -> None:
+        self.result = result
         self.error = error
 
 
-class _Driver(threading.local):
-    """The greenlet of the task that is switched into a bridged call on this thread
-    right now (None between switches)."""
+class _Runner(greenlet.greenlet):
+    """A greenlet that runs calls one after another, each driven by the task that
+    awaits it. Kept between calls (per loop): a new greenlet costs an ``mmap`` and a
+    ``munmap`` of its Python stack, about 40 µs of the loop's time. The call and its
+    outcome are handed over in attributes, never as switch arguments (those stay on a
+    suspended greenlet's stack), so an idle runner holds nothing of its last call."""
+
+    __slots__ = ("call", "outcome")
+
+    def __init__(self) -> None:
+        super().__init__(_serve)
+        self.call: Callable[[], Any] | None = None
+        self.outcome: _Done | None = None
+
+
+class _Thread(threading.local):
+    """The task switched into a call on this thread right now and the runner it
+    switched into (None between switches)."""
 
     task: greenlet.greenlet | None = None
+    runner: _Runner | None = None
 
 
-_driver = _Driver()
+_here = _Thread()
+
+_IDLE_RUNNERS = 64
+"""Idle runners a loop keeps (more concurrent calls make more; the extra ones end)."""
+
+
+def _serve() -> None:
+    while True:
+        runner = cast(_Runner, greenlet.getcurrent())
+        fn, runner.call = runner.call, None
+        del runner  # nothing of the call, nor the runner itself, stays in this frame
+        assert fn is not None
+        try:
+            outcome = _Done(fn(), None)
+        except greenlet.GreenletExit as exc:
+            # Raised by the call, or thrown in as the runner is collected: either way
+            # the runner ends (its task sees it dead) and the call raises it.
+            cast(_Runner, greenlet.getcurrent()).outcome = _Done(None, exc)
+            return
+        except BaseException as exc:  # handed to the awaiting task, never swallowed
+            outcome = _Done(None, exc)
+        del fn
+        cast(_Runner, greenlet.getcurrent()).outcome = outcome
+        del outcome
+        _idle()
+
+
+def _idle() -> None:
+    """Switches back to the task whose call just ended; returns when a task switches in
+    with the next call. Anything else that switches in — a greenlet that an earlier
+    call made (its parent is this runner) ending after that call — is handed on to the
+    task's side, as it would be had the runner ended."""
+    value: Any = None
+    while True:
+        me = greenlet.getcurrent()
+        parent = me.parent
+        del me
+        assert parent is not None
+        value = parent.switch(value)
+        del parent
+        if _here.runner is greenlet.getcurrent():
+            return
 
 
 def _suspend(ticket: int) -> None:
     """Switches back to the task that drives the current call; returns once the task
     saw ``ticket`` completed and switched back in."""
-    task = _driver.task
+    task = _here.task
     if task is None:  # pragma: no cover - the binding calls it inside bridged calls only
         raise RuntimeError("ctxbudget's async bridge was entered outside a bridged call")
     task.switch(_Suspended(ticket, greenlet.getcurrent()))
@@ -193,24 +255,32 @@ def _wait(job: int) -> None:
 _ctxbudget._offload_register(_wait)
 
 
-def _body(fn: Callable[[], Any]) -> Any:
-    """What a bridged greenlet runs."""
-    try:
-        return fn()
-    except greenlet.GreenletExit as exc:
-        # Raised by the call, or thrown in as the greenlet is collected unfinished
-        # (then nobody reads this).
-        return _Raised(exc)
+_SLICE = 0.0002
+"""Seconds of bridged code one turn of the event loop runs; past it, calls that become
+ready wait for the next turn, so that many conversations ready at once (200 model
+replies due together, say) cannot hold the loop for long."""
 
 
 class _LoopBridge:
-    """One event loop's completion socket and the futures its tasks await on it.
+    """One event loop's completion socket, the futures its tasks await on it, and the
+    share of each loop turn that calls take (:data:`_SLICE`).
 
     The futures are held weakly: a future leads to its task and loop, and the bridges
     map keeps bridges alive as long as their loop, so a strong reference would keep a
     closed loop (and its suspended calls) forever."""
 
-    __slots__ = ("__weakref__", "completions", "early", "waiting")
+    __slots__ = (
+        "__weakref__",
+        "completions",
+        "early",
+        "gated",
+        "idle",
+        "loop",
+        "renewing",
+        "spent",
+        "stretch",
+        "waiting",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.completions = _ctxbudget.Completions()
@@ -218,6 +288,17 @@ class _LoopBridge:
         self.early: set[int] = set()
         """Tickets completed while their future was cancelled with its task (the task
         waits for them again, see :meth:`again`)."""
+        self.spent = 0.0
+        """Seconds calls ran in this turn of the loop."""
+        self.stretch = _SLICE / 4
+        """A call's stretch, on average of late (how many gated calls fit a turn)."""
+        self.gated: deque[weakref.ref[asyncio.Future[None]]] = deque()
+        """Calls ready to run that wait for the next turn, oldest first."""
+        self.renewing = False
+        """A callback that starts the next turn's share is scheduled."""
+        self.idle: list[_Runner] = []
+        # Weak: the loop owns this bridge (through its reader), not the other way round.
+        self.loop = weakref.ref(loop)
         loop.add_reader(self.completions.fileno(), self._ready)
 
     def expect(self, loop: asyncio.AbstractEventLoop, ticket: int) -> asyncio.Future[None]:
@@ -253,6 +334,59 @@ class _LoopBridge:
             elif not future.done():
                 future.set_result(None)
 
+    def runner(self) -> _Runner:
+        """An idle runner of this loop, or a new one."""
+        idle = self.idle
+        while idle:
+            runner = idle.pop()
+            try:
+                runner.parent = greenlet.getcurrent()
+                return runner
+            except ValueError:
+                # Made in another thread, where this loop ran before: none can run here.
+                idle.clear()
+        return _Runner()
+
+    def keep(self, runner: _Runner) -> None:
+        """Keeps ``runner`` for a later call, unless it ended or enough are kept."""
+        if not runner.dead and len(self.idle) < _IDLE_RUNNERS:
+            self.idle.append(runner)
+
+    # ----- the share of each loop turn ---------------------------------------------------
+
+    def gate(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """A future completed in a later turn, when this turn's share is spent: the
+        call may run once it is (without asking again)."""
+        future: asyncio.Future[None] = loop.create_future()
+        self.gated.append(weakref.ref(future))
+        self._renew(loop)
+        return future
+
+    def ran_for(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        """Counts a stretch of a call against this turn's share."""
+        self.spent += seconds
+        self.stretch += (seconds - self.stretch) / 16
+        self._renew(loop)
+
+    def _renew(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self.renewing:
+            self.renewing = True
+            loop.call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        """A new share: the oldest gated calls go on, as many as fit it by their average
+        stretch (at least one), and the share is theirs (their tasks run next turn)."""
+        self.spent, self.renewing = 0.0, False
+        gated = self.gated
+        while gated and (self.spent == 0.0 or self.spent + self.stretch <= _SLICE):
+            future = gated.popleft()()
+            if future is not None and not future.done():
+                future.set_result(None)
+                self.spent += self.stretch
+        loop = self.loop()
+        if gated and loop is not None:
+            self._renew(loop)
+
 
 _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
     weakref.WeakKeyDictionary()
@@ -274,29 +408,36 @@ _MOVED = (
 
 
 def _switch(
-    completions: _ctxbudget.Completions,
+    bridge: _LoopBridge,
+    loop: asyncio.AbstractEventLoop,
     call: _Call,
-    glet: greenlet.greenlet,
+    runner: _Runner,
     target: greenlet.greenlet,
-    *args: Any,
-) -> Any:
-    """Switches from the task into ``target`` (``glet``, the call's greenlet, or a
-    helper greenlet of the call) until the call suspends or ends, with the loop's
-    completions as the bridge of its blocking calls and ``call`` as the session locks'
-    owner."""
+) -> _Suspended | None:
+    """Switches from the task into ``target`` (``runner``, or a helper greenlet of the
+    call) until the call suspends (its ticket) or ends (None: ``runner.outcome``), with
+    the loop's completions as the bridge of its blocking calls and ``call`` as the
+    session locks' owner."""
     if call.thread is not threading.current_thread():
         call.lost = True  # so a session's lock it holds is free (see gone())
         raise RuntimeError(_MOVED)
     task = greenlet.getcurrent()
-    if glet.parent is not task:  # the task runs in another greenlet than last time
-        glet.parent = task  # where the call returns when it ends
-    driver, owner = _driver, _session_lock.current
-    previous_task, previous_call = driver.task, owner.call
-    driver.task, owner.call = task, call
+    if runner.parent is not task:  # the task runs in another greenlet than last time
+        runner.parent = task  # where the call returns when it ends
+    here, owner = _here, _session_lock.current
+    previous = here.task, here.runner, owner.call
+    here.task, here.runner, owner.call = task, runner, call
+    started = time.perf_counter()
     try:
-        return completions.resume(target, *args)
+        outcome = bridge.completions.resume(target)
     finally:
-        driver.task, owner.call = previous_task, previous_call
+        here.task, here.runner, owner.call = previous
+        bridge.ran_for(loop, time.perf_counter() - started)
+    if isinstance(outcome, _Suspended) and not runner.dead:
+        return outcome
+    if runner.outcome is None:  # pragma: no cover - the called code switched here itself
+        raise RuntimeError("a ctxbudget call switched to its task's greenlet directly")
+    return None
 
 
 async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -306,19 +447,23 @@ async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _
     awaiting task lets the call finish, then raises ``CancelledError``."""
     loop = asyncio.get_running_loop()
     bridge = _bridge_for(loop)
-    completions = bridge.completions
+    if bridge.spent >= _SLICE:  # this loop turn's share is spent: wait for a later one
+        await bridge.gate(loop)  # cancelled here, the call never starts
     call = _Call(loop)
     context = contextvars.copy_context()
-    glet = greenlet.greenlet(_body)
+    runner = bridge.runner()
+    runner.call = lambda: context.run(fn, *args, **kwargs)
     cancelled = False
     try:
-        outcome = _switch(completions, call, glet, glet, lambda: context.run(fn, *args, **kwargs))
-        while isinstance(outcome, _Suspended):
-            ticket = outcome.ticket
+        suspended = _switch(bridge, loop, call, runner, runner)
+        while suspended is not None:
+            ticket = suspended.ticket
             future = bridge.expect(loop, ticket)
             while True:
                 try:
                     await future
+                    if bridge.spent >= _SLICE and not cancelled:
+                        await bridge.gate(loop)
                     break
                 except asyncio.CancelledError:
                     # The call goes on (its write completes or never starts): wait for
@@ -326,15 +471,16 @@ async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _
                     cancelled = True
                     call.cancel()
                     future = bridge.again(loop, ticket, future)
-            outcome = _switch(completions, call, glet, outcome.resume)
+            suspended = _switch(bridge, loop, call, runner, suspended.resume)
     except BaseException as exc:
         if cancelled and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise asyncio.CancelledError from exc
         raise
-    if not glet.dead:  # pragma: no cover - the called code switched here itself
-        raise RuntimeError("a ctxbudget call switched to its task's greenlet directly")
-    if cancelled:
-        raise asyncio.CancelledError
-    if isinstance(outcome, _Raised):
-        raise outcome.error
-    return cast(_R, outcome)
+    done, runner.outcome = runner.outcome, None
+    bridge.keep(runner)
+    assert done is not None
+    if cancelled and not isinstance(done.error, (KeyboardInterrupt, SystemExit)):
+        raise asyncio.CancelledError from done.error
+    if done.error is not None:
+        raise done.error
+    return cast(_R, done.result)
