@@ -186,3 +186,33 @@ def _texts(ws: Path) -> list[str]:
         for p in r.parts
         if p.get("type") == "text"
     ]
+
+
+@pytest.mark.parametrize("kind", ["plain", "async"])
+def test_a_count_endpoint_is_called_off_the_event_loop(tmp_path: Path, kind: str) -> None:
+    """The filter's ``prepare()`` counts with the session's count endpoint as an
+    ``AsyncSession`` does: a plain callable in a worker thread (never on the loop's
+    thread, which its network call would block), a coroutine function awaited."""
+    import threading
+
+    threads: list[int] = []
+
+    def plain(request: Any) -> int:
+        threads.append(threading.get_ident())
+        return 4321
+
+    async def awaited(request: Any) -> int:
+        return plain(request)
+
+    counter = plain if kind == "plain" else awaited
+    s = AgentsSession.open("s", tmp_path / "ws", model="gpt-4o", counter=counter)
+
+    async def main() -> int:
+        model = testing.ScriptedModel([[testing.assistant_message("ok")]])
+        agent = agents.Agent(name="a", model=model)
+        await agents.Runner.run(agent, "Hi", session=s, run_config=s.run_config())
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert s.last_turn is not None and s.last_turn.count.exact == 4321
+    assert threads and (loop_thread not in threads) == (kind == "plain")

@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
 import greenlet
@@ -46,6 +46,7 @@ __all__ = ["run"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 class _Call:
@@ -148,15 +149,18 @@ class _Wake:
 
 
 class _Suspended:
-    """What a call hands its task when it suspends: the ticket to wait for and the
-    greenlet to switch back into (the call's runner, or a helper greenlet that the
-    called code made and switched to)."""
+    """What a call hands its task when it suspends: the ticket to wait for (or an
+    awaitable for the task to await, see :func:`await_only`) and the greenlet to switch
+    back into (the call's runner, or a helper greenlet that the called code made)."""
 
-    __slots__ = ("resume", "ticket")
+    __slots__ = ("awaitable", "resume", "ticket")
 
-    def __init__(self, ticket: int, resume: greenlet.greenlet) -> None:
+    def __init__(
+        self, ticket: int, resume: greenlet.greenlet, awaitable: Awaitable[Any] | None = None
+    ) -> None:
         self.ticket = ticket
         self.resume = resume
+        self.awaitable = awaitable
 
 
 class _Done:
@@ -243,6 +247,19 @@ def _suspend(ticket: int) -> None:
     if task is None:  # pragma: no cover - the binding calls it inside bridged calls only
         raise RuntimeError("ctxbudget's async bridge was entered outside a bridged call")
     task.switch(_Suspended(ticket, greenlet.getcurrent()))
+
+
+def await_only(awaitable: Awaitable[_T]) -> _T:
+    """Inside a call of :func:`run`: has the call's task await ``awaitable`` (the loop
+    goes on meanwhile) and returns its result, or raises its exception (the task's
+    cancellation included). A host's count endpoint is awaited so."""
+    task = _here.task
+    if task is None:
+        raise RuntimeError("await_only() works inside ctxbudget._bridge.run() calls only")
+    done = cast(_Done, task.switch(_Suspended(0, greenlet.getcurrent(), awaitable)))
+    if done.error is not None:
+        raise done.error
+    return cast(_T, done.result)
 
 
 def _wait(job: int) -> None:
@@ -413,6 +430,7 @@ def _switch(
     call: _Call,
     runner: _Runner,
     target: greenlet.greenlet,
+    *args: Any,
 ) -> _Suspended | None:
     """Switches from the task into ``target`` (``runner``, or a helper greenlet of the
     call) until the call suspends (its ticket) or ends (None: ``runner.outcome``), with
@@ -429,7 +447,7 @@ def _switch(
     here.task, here.runner, owner.call = task, runner, call
     started = time.perf_counter()
     try:
-        outcome = bridge.completions.resume(target)
+        outcome = bridge.completions.resume(target, *args)
     finally:
         here.task, here.runner, owner.call = previous
         bridge.ran_for(loop, time.perf_counter() - started)
@@ -457,6 +475,17 @@ async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _
     try:
         suspended = _switch(bridge, loop, call, runner, runner)
         while suspended is not None:
+            if suspended.awaitable is not None:
+                try:
+                    awaited = _Done(await suspended.awaitable, None)
+                except BaseException as exc:  # raised in the call, where it awaited
+                    if isinstance(exc, asyncio.CancelledError):
+                        cancelled = True
+                        call.cancel()
+                    awaited = _Done(None, exc)
+                suspended = _switch(bridge, loop, call, runner, suspended.resume, awaited)
+                del awaited
+                continue
             ticket = suspended.ticket
             future = bridge.expect(loop, ticket)
             while True:

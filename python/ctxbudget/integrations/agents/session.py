@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ... import _bridge
+from ...aio import _prepare_in_call
 from ...errors import ConflictError, CtxBudgetError, InvalidArgumentError
 from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
@@ -470,7 +471,7 @@ class AgentsSession:
         if unsaved:
             self._append_items(unsaved, mark)
             mark.pending.extend(unsaved)
-        turn = s.prepare()
+        turn = _prepare_in_call(s)  # a count endpoint is called off the loop
         self.last_turn = turn
         if turn.status != "send":
             raise NotSentError(turn)
