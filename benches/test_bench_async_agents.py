@@ -91,9 +91,7 @@ def test_agents_sessions_loop_stall(benchmark: Any) -> None:
         threaded = asyncio.run(_measure(lambda: _threaded(threaded_sessions, turns)))
         on_loop = asyncio.run(_measure(lambda: _on_loop(loop_sessions, turns)))
     benchmark.pedantic(lambda: None, rounds=1)
-    benchmark.extra_info.update(
-        turns=turns, rows={"I/O pool": threaded, "on the loop": on_loop}
-    )
+    benchmark.extra_info.update(turns=turns, rows={"I/O pool": threaded, "on the loop": on_loop})
 
 
 def table(results: list[Result]) -> str:
