@@ -1,6 +1,7 @@
 """50 ``AgentsSession``s in one event loop, as a Runner drives them: the loop's longest
-stall with the store calls in worker threads (as shipped) beside the very same calls made
-synchronously inside the coroutines (what an integration without worker threads does)."""
+stall with the store calls' I/O on ctxbudget's I/O pool (as shipped) beside the very same
+calls made synchronously inside the coroutines (what an integration without offloading
+does)."""
 
 from __future__ import annotations
 
@@ -90,9 +91,7 @@ def test_agents_sessions_loop_stall(benchmark: Any) -> None:
         threaded = asyncio.run(_measure(lambda: _threaded(threaded_sessions, turns)))
         on_loop = asyncio.run(_measure(lambda: _on_loop(loop_sessions, turns)))
     benchmark.pedantic(lambda: None, rounds=1)
-    benchmark.extra_info.update(
-        turns=turns, rows={"worker thread": threaded, "on the loop": on_loop}
-    )
+    benchmark.extra_info.update(turns=turns, rows={"I/O pool": threaded, "on the loop": on_loop})
 
 
 def table(results: list[Result]) -> str:
@@ -120,9 +119,10 @@ BENCHMARK = Benchmark(
     about=(
         "50 `AgentsSession`s × 20 turns (5 in short mode), each turn `add_items` (user), "
         "`add_items` (assistant) and `get_items(limit=4)` with `fsync` durability, all "
-        "concurrent on one loop; a 1 ms ticker measures the gaps. *worker thread* is "
-        "`AgentsSession` as shipped, *on the loop* makes the same store calls (two appends, "
-        "a read of the window) synchronously inside the coroutines."
+        "concurrent on one loop; a 1 ms ticker measures the gaps. *I/O pool* is "
+        "`AgentsSession` as shipped (its I/O on ctxbudget's I/O pool), *on the loop* makes "
+        "the same store calls (two appends, a read of the window) synchronously inside the "
+        "coroutines."
     ),
     table=table,
 )

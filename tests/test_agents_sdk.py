@@ -144,3 +144,75 @@ def test_session_protocol_is_append_only(tmp_path: Path) -> None:
     kinds = [r.kind for r in rows]
     assert kinds == ["message", "message", "retraction", "boundary"], "nothing rewritten"
     assert rows[-1].meta["boundary_kind"] == "reset"
+
+
+def test_an_add_items_cancelled_in_flight_finishes_its_write_then_raises(
+    tmp_path: Path,
+) -> None:
+    """Cancelled while its append waits for the store, ``add_items`` neither returns at
+    once (the write would still be running behind the caller's back) nor drops the
+    write: the items are stored, then the task ends with ``CancelledError``."""
+    import fcntl
+
+    ws = tmp_path / "ws"
+    s = AgentsSession(Session.open(ws, model="gpt-4o", durability="none"), "s")
+
+    async def main() -> tuple[bool, bool, list[str]]:
+        with open(ws / "history" / "lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            task = asyncio.create_task(
+                s.add_items([{"role": "user", "content": "cancelled mid-write"}])
+            )
+            await asyncio.sleep(0.05)  # the append waits for the store's lock
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.2)
+            ended_while_writing = task.done()
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        await asyncio.wait({task})
+        return ended_while_writing, task.cancelled(), _texts(ws)
+
+    ended_while_writing, cancelled, texts = asyncio.run(main())
+    assert not ended_while_writing
+    assert cancelled
+    assert texts == ["cancelled mid-write"]
+    assert [i["content"] for i in asyncio.run(s.get_items())] == ["cancelled mid-write"]
+
+
+def _texts(ws: Path) -> list[str]:
+    return [
+        p["text"]
+        for r in History.open(ws).rows()
+        if r.kind == "message"
+        for p in r.parts
+        if p.get("type") == "text"
+    ]
+
+
+@pytest.mark.parametrize("kind", ["plain", "async"])
+def test_a_count_endpoint_is_called_off_the_event_loop(tmp_path: Path, kind: str) -> None:
+    """The filter's ``prepare()`` counts with the session's count endpoint as an
+    ``AsyncSession`` does: a plain callable in a worker thread (never on the loop's
+    thread, which its network call would block), a coroutine function awaited."""
+    import threading
+
+    threads: list[int] = []
+
+    def plain(request: Any) -> int:
+        threads.append(threading.get_ident())
+        return 4321
+
+    async def awaited(request: Any) -> int:
+        return plain(request)
+
+    counter = plain if kind == "plain" else awaited
+    s = AgentsSession.open("s", tmp_path / "ws", model="gpt-4o", counter=counter)
+
+    async def main() -> int:
+        model = testing.ScriptedModel([[testing.assistant_message("ok")]])
+        agent = agents.Agent(name="a", model=model)
+        await agents.Runner.run(agent, "Hi", session=s, run_config=s.run_config())
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert s.last_turn is not None and s.last_turn.count.exact == 4321
+    assert threads and (loop_thread not in threads) == (kind == "plain")

@@ -531,26 +531,31 @@ def test_sdk_session_conventions(tmp_path: Path) -> None:
 
 
 def test_store_io_runs_off_the_event_loop(tmp_path: Path) -> None:
+    """Every read of the store the session makes runs inside a bridged call, whose
+    blocking core calls go to the I/O pool (never on the loop's thread)."""
+    from ctxbudget import _ctxbudget
+
     s = _open(tmp_path)
-    threads: set[int] = set()
+    bridged: list[bool] = []
     sync = s.session._sync
 
     def spy(full: bool = False) -> None:
-        threads.add(threading.get_ident())
+        bridged.append(_ctxbudget._offload_active())
         sync(full)
 
     s.session._sync = spy  # type: ignore[method-assign]
 
-    async def run() -> int:
+    async def run() -> None:
         model = testing.ScriptedModel([[testing.function_call("read_file", {"n": 1}, call_id="c")]])
         model.extend([_reply("ok")])
         await _drive(_agent(model), "Hi", mode="streamed", session=s, run_config=s.run_config())
         await s.pop_item()
         await s.clear_session()
-        return threading.get_ident()
 
-    loop_thread = asyncio.run(run())
-    assert threads and loop_thread not in threads
+    jobs = _ctxbudget.offload_pool()[2]
+    asyncio.run(run())
+    assert bridged and all(bridged)
+    assert _ctxbudget.offload_pool()[2] - jobs >= len(bridged)
 
 
 async def _max_stall(work: Awaitable[Any]) -> float:

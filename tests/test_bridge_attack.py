@@ -1,5 +1,6 @@
-"""Attacks on the async bridge's reused worker greenlets (``ctxbudget._bridge``): each
-test is one defect found, and names the behaviour it expects. A call that would hang
+"""Attacks on the async bridge's greenlets (``ctxbudget._bridge``): each test is one
+defect found (most in the scheduler with kept worker greenlets that the task-driven
+bridge replaced), and names the behaviour it expects. A call that would hang
 is given a deadline instead of hanging the test run."""
 
 from __future__ import annotations

@@ -428,11 +428,19 @@ def test_calls_run_in_the_awaiting_tasks_context_variables(tmp_path: Path) -> No
 
 
 def test_a_finished_call_is_not_kept_alive_by_the_bridge(tmp_path: Path) -> None:
-    """Calls run in reused worker greenlets; an idle worker holds nothing of the call it
-    ran (its arguments, its result), and few workers serve many calls."""
+    """Calls run in reused runner greenlets; an idle runner holds nothing of the call it
+    ran (its arguments, its result), few runners serve many calls, and they go with
+    their loop."""
 
     class Payload:
         pass
+
+    def runners() -> int:
+        """Runners alive (other tests' loops that are still open keep theirs)."""
+        gc.collect()
+        return sum(isinstance(o, _bridge._Runner) for o in gc.get_objects())
+
+    before = runners()
 
     async def main() -> tuple[list[weakref.ref[Payload]], int]:
         refs: list[weakref.ref[Payload]] = []
@@ -446,15 +454,12 @@ def test_a_finished_call_is_not_kept_alive_by_the_bridge(tmp_path: Path) -> None
         for _ in range(50):
             await _bridge.run(make, Payload())
         await asyncio.gather(*(_bridge.run(make, Payload()) for _ in range(8)))
-        gc.collect()
-        workers = sum(isinstance(o, _bridge._Worker) for o in gc.get_objects())
-        return refs, workers
+        return refs, runners()
 
-    refs, workers = asyncio.run(main())
-    assert refs and all(r() is None for r in refs)
-    assert 1 <= workers <= 8
-    gc.collect()
-    assert not any(isinstance(o, _bridge._Worker) for o in gc.get_objects())
+    refs, during = asyncio.run(main())
+    assert len(refs) == 116 and all(r() is None for r in refs)
+    assert 1 <= during - before <= 8
+    assert runners() == before
 
 
 def test_keyboard_interrupt_in_a_call_stops_the_loop_as_it_would_unbridged() -> None:

@@ -1,25 +1,29 @@
-"""Runs synchronous ctxbudget code on the event loop's thread without blocking the loop.
+"""Runs synchronous ctxbudget code from a coroutine without blocking the event loop.
 
-:func:`run` executes a function (a :class:`~ctxbudget.Session` method, say) in a worker
-greenlet on the loop's own thread (workers are kept for later calls). Every blocking
-core call it makes — an append and its ``fdatasync``, a read, a ``session_history``
-scan, a tokenizer load — passes one chokepoint in the binding (``offload::blocking``):
-inside such a greenlet the call is queued to the binding's I/O pool (plain Rust threads
-that never take the GIL) and the greenlet suspends here, in :func:`_wait`. The loop
-watches the pool's completion socket (``loop.add_reader``); when the job is done the
-greenlet resumes where it stopped and the result becomes Python objects on the loop's
-thread. No Python thread other than the loop's runs, so nothing competes with the loop
-for the GIL.
+:func:`run` is shaped like SQLAlchemy's greenlet bridge: the awaiting task switches
+into a greenlet that runs the function (a :class:`~ctxbudget.Session` method, say)
+on the loop's thread. Every blocking core call the function makes passes one chokepoint
+in the binding (``offload::blocking``): there the work is queued to the binding's I/O
+pool (Rust threads that never take the GIL) and the greenlet switches back to the task
+with the job's ticket (:func:`_wait`). The task awaits a future for that ticket, so the
+loop goes on. A finished job is announced on the loop's completion socket, which the
+loop watches (``loop.add_reader``); the loop completes the job's future, the task wakes
+and switches back into the greenlet, which takes the result where it stopped. No Python
+thread other than the loop's runs, nothing competes with the loop for the GIL, and the
+loop is held only for the Python code between two blocking calls. Those stretches share
+each loop turn (:data:`_SLICE`): past it, a call that becomes ready waits for a later
+turn, so many conversations ready at once cannot hold the loop. Calls run in greenlets
+that each loop keeps for later calls (:class:`_Runner`).
 
-A call that waits for a session's lock (``session/lock.py``) held by another thread or
-loop suspends the same way, on a ticket that the lock's release posts to this loop's
-completion queue; each call is the lock's owner while it holds it, so the lock knows
-which loop must resume it (and that a closed loop never will).
+A call that waits for a session's lock (``session/lock.py``) held by another thread,
+task or loop suspends the same way, on a ticket that the lock's release posts to this
+loop's completion socket. Each call is the lock's owner while it holds it, so the lock
+knows which loop must resume it (and that a closed loop never will).
 
 A call that is cancelled while its I/O is in flight finishes first (its write is either
 complete, and later calls see it, or it never started) and then raises
-``CancelledError``; one cancelled before it started, or while it waits for a session's
-lock holding none, stops there (nothing done) and raises it.
+``CancelledError``; one cancelled while it waits for a session's lock holding none stops
+there (nothing done) and raises it.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
 import greenlet
@@ -42,53 +46,25 @@ __all__ = ["run"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 class _Call:
-    """One bridged call: what to run, its outcome once it ran, and the future its task
-    awaits (a new one after the task is cancelled while the call still runs).
+    """One bridged call as the session locks see it (``session/lock.py``,
+    :class:`AwaitedCall`): while it holds a lock and suspends, the lock knows which
+    event loop must resume it, so a call whose loop was closed never keeps a session.
 
-    It is also an owner of a session's lock (``session/lock.py``, :class:`AwaitedCall`):
-    while it holds one and suspends, the lock knows which event loop must resume it, so
-    that a call whose loop was closed never keeps a session.
+    It refers to neither its greenlet nor its task, and to its loop only weakly: a lock
+    may keep a call after its loop was closed, and must not keep the loop with it."""
 
-    The future and the loop are held weakly: the future leads to its task and loop, and
-    the bridges map keeps bridges (and their calls) alive, so a strong reference would
-    keep a closed loop."""
+    __slots__ = ("cancelled", "holding", "loop", "lost", "parked", "thread")
 
-    __slots__ = (
-        "cancelled",
-        "ctx",
-        "done",
-        "error",
-        "fn",
-        "holding",
-        "loop",
-        "lost",
-        "parked",
-        "result",
-        "thread",
-        "waiter",
-    )
-
-    def __init__(
-        self,
-        fn: Callable[[], Any],
-        waiter: asyncio.Future[None],
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        # The awaiting task's context variables, as asyncio.to_thread passes them.
-        self.ctx = contextvars.copy_context()
-        self.fn = fn
-        self.waiter = weakref.ref(waiter)
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = weakref.ref(loop)
         self.thread = threading.current_thread()
-        """The thread the call last ran on (its greenlet can resume on no other)."""
+        """The thread its greenlet was made on (it can resume on no other)."""
         self.lost = False
-        """It can never resume (its loop moved to another thread while it waited)."""
-        self.done = False
-        self.error: BaseException | None = None
-        self.result: Any = None
+        """It can never resume (its loop went on in another thread while it waited)."""
         self.holding = 0
         self.cancelled = False
         """Its task was cancelled: a wait for a session's lock (while it holds none)
@@ -127,7 +103,7 @@ class _Call:
         timer = self._poll_timer(wake, poll)
         self.parked = wake
         try:
-            _wait(wake.ticket)
+            _suspend(wake.ticket)
         finally:
             self.parked = None
             handle = timer() if timer is not None else None
@@ -140,7 +116,7 @@ class _Call:
     ) -> weakref.ref[asyncio.TimerHandle] | None:
         """Schedules ``wake`` in ``poll`` seconds. The handle is held weakly (the loop
         holds it while it is due): nothing in a parked call's frame may lead to its
-        loop, or a closed loop would stay alive through the bridges map."""
+        loop, or a closed loop would stay alive through its suspended greenlet."""
         loop = self.loop()
         if loop is None or poll is None:
             return None
@@ -172,95 +148,124 @@ class _Wake:
         self.completions.post(self.ticket)
 
 
-class _Finished:
-    """What a worker hands back when its call returned or raised (a job id otherwise)."""
+class _Suspended:
+    """What a call hands its task when it suspends: the ticket to wait for (or an
+    awaitable for the task to await, see :func:`await_only`) and the greenlet to switch
+    back into (the call's runner, or a helper greenlet that the called code made)."""
 
-    __slots__ = ()
+    __slots__ = ("awaitable", "resume", "ticket")
+
+    def __init__(
+        self, ticket: int, resume: greenlet.greenlet, awaitable: Awaitable[Any] | None = None
+    ) -> None:
+        self.ticket = ticket
+        self.resume = resume
+        self.awaitable = awaitable
 
 
-_FINISHED = _Finished()
+class _Done:
+    """How a call ended: its result, or the exception it raised."""
+
+    __slots__ = ("error", "result")
+
+    def __init__(self, result: Any, error: BaseException | None) -> None:
+        self.result = result
+        self.error = error
 
 
-class _Worker(greenlet.greenlet):
-    """A greenlet that runs bridged calls one after another: kept between calls, so a
-    call does not pay for a new greenlet and its Python stack (an ``mmap`` and a
-    ``munmap`` each). A blocking core call suspends it in :func:`_wait`."""
+class _Runner(greenlet.greenlet):
+    """A greenlet that runs calls one after another, each driven by the task that
+    awaits it. Kept between calls (per loop): a new greenlet costs an ``mmap`` and a
+    ``munmap`` of its Python stack, about 40 µs of the loop's time. The call and its
+    outcome are handed over in attributes, never as switch arguments (those stay on a
+    suspended greenlet's stack), so an idle runner holds nothing of its last call."""
 
-    __slots__ = ("inner", "next_call")
+    __slots__ = ("call", "outcome")
 
     def __init__(self) -> None:
         super().__init__(_serve)
-        self.next_call: _Call | None = None
-        """The call to run when next switched to with no job pending (handed over as
-        an attribute: switch arguments of a greenlet's start live as long as it)."""
-        self.inner: greenlet.greenlet | None = None
-        """The greenlet of the call that waits for a job, when it is not the worker
-        itself (one that the called code made and switched to): resumed instead."""
+        self.call: Callable[[], Any] | None = None
+        self.outcome: _Done | None = None
 
 
-class _Running(threading.local):
-    """What the bridge resumes on this thread right now (None between resumes)."""
+class _Thread(threading.local):
+    """The task switched into a call on this thread right now and the runner it
+    switched into (None between switches)."""
 
-    worker: _Worker | None = None
-    target: greenlet.greenlet | None = None
-
-
-_running = _Running()
+    task: greenlet.greenlet | None = None
+    runner: _Runner | None = None
 
 
-def _suspend(to: greenlet.greenlet, value: object) -> None:
-    """Switches to ``to`` (the bridge) with ``value`` and returns once the bridge
-    resumes the current greenlet. Anything else that switches to it — a greenlet that
-    an earlier call made (so its parent is this worker) ending after that call — is
-    handed on to the bridge's side, as it would be had the worker ended: a kept worker
-    must behave as the greenlet per call that it replaces."""
-    while True:
-        value = to.switch(value)
-        if greenlet.getcurrent() is _running.target:
-            return
-        to = cast(greenlet.greenlet, greenlet.getcurrent().parent)
+_here = _Thread()
+
+_IDLE_RUNNERS = 64
+"""Idle runners a loop keeps (more concurrent calls make more; the extra ones end)."""
 
 
 def _serve() -> None:
     while True:
-        # Nothing is held across the switch below: an idle worker that its bridge drops
-        # is freed at once (no reference cycle through its own frame).
-        worker = cast(_Worker, greenlet.getcurrent())
-        call = worker.next_call
-        worker.next_call = None
-        # Nor is the worker held while the call runs (and the call does not refer to
-        # it): a bridge dropped with the call in flight frees (and so ends) the worker.
-        del worker
-        assert call is not None
+        runner = cast(_Runner, greenlet.getcurrent())
+        fn, runner.call = runner.call, None
+        del runner  # nothing of the call, nor the runner itself, stays in this frame
+        assert fn is not None
         try:
-            call.result = call.ctx.run(call.fn)
+            outcome = _Done(fn(), None)
         except greenlet.GreenletExit as exc:
-            # Raised by the call, or thrown in to discard the worker: either way the
-            # worker ends (the bridge sees it dead) and the call raises it.
-            call.error, call.done = exc, True
-            raise
+            # Raised by the call, or thrown in as the runner is collected: either way
+            # the runner ends (its task sees it dead) and the call raises it.
+            cast(_Runner, greenlet.getcurrent()).outcome = _Done(None, exc)
+            return
         except BaseException as exc:  # handed to the awaiting task, never swallowed
-            call.error = exc
-        call.done = True
-        parent = greenlet.getcurrent().parent
-        del call
+            outcome = _Done(None, exc)
+        del fn
+        cast(_Runner, greenlet.getcurrent()).outcome = outcome
+        del outcome
+        _idle()
+
+
+def _idle() -> None:
+    """Switches back to the task whose call just ended; returns when a task switches in
+    with the next call. Anything else that switches in — a greenlet that an earlier
+    call made (its parent is this runner) ending after that call — is handed on to the
+    task's side, as it would be had the runner ended."""
+    value: Any = None
+    while True:
+        me = greenlet.getcurrent()
+        parent = me.parent
+        del me
         assert parent is not None
-        _suspend(parent, _FINISHED)
+        value = parent.switch(value)
         del parent
+        if _here.runner is greenlet.getcurrent():
+            return
+
+
+def _suspend(ticket: int) -> None:
+    """Switches back to the task that drives the current call; returns once the task
+    saw ``ticket`` completed and switched back in."""
+    task = _here.task
+    if task is None:  # pragma: no cover - the binding calls it inside bridged calls only
+        raise RuntimeError("ctxbudget's async bridge was entered outside a bridged call")
+    task.switch(_Suspended(ticket, greenlet.getcurrent()))
+
+
+def await_only(awaitable: Awaitable[_T]) -> _T:
+    """Inside a call of :func:`run`: has the call's task await ``awaitable`` (the loop
+    goes on meanwhile) and returns its result, or raises its exception (the task's
+    cancellation included). A host's count endpoint is awaited so."""
+    task = _here.task
+    if task is None:
+        raise RuntimeError("await_only() works inside ctxbudget._bridge.run() calls only")
+    done = cast(_Done, task.switch(_Suspended(0, greenlet.getcurrent(), awaitable)))
+    if done.error is not None:
+        raise done.error
+    return cast(_T, done.result)
 
 
 def _wait(job: int) -> None:
-    """Called by the binding inside a bridged call after it queued ``job``: hands the
-    job to the loop's bridge and returns once it is done."""
-    worker = _running.worker
-    if worker is None or worker.parent is None:  # pragma: no cover
-        raise RuntimeError("ctxbudget's async bridge was entered outside a bridged call")
-    current = greenlet.getcurrent()
-    # A greenlet that the call itself switched to (its helper) waits as the call does.
-    worker.inner = None if current is worker else current
-    parent = worker.parent
-    del worker, current
-    _suspend(parent, job)
+    """Called by the binding inside a bridged call after it queued ``job`` to the I/O
+    pool: returns once the job is done (the loop ran other tasks meanwhile)."""
+    _suspend(job)
 
 
 # Once per process, under the import lock (so threads cannot race to it).
@@ -268,148 +273,136 @@ _ctxbudget._offload_register(_wait)
 
 
 _SLICE = 0.0002
-"""Seconds of bridged work one turn of the event loop runs before it lets timers and
-other callbacks in (the rest continues on the next turn)."""
-
-_IDLE_WORKERS = 64
-"""Idle workers a loop keeps (more concurrent calls make more; the extra ones end)."""
+"""Seconds of bridged code one turn of the event loop runs; past it, calls that become
+ready wait for the next turn, so that many conversations ready at once (200 model
+replies due together, say) cannot hold the loop for long."""
 
 
 class _LoopBridge:
-    """One event loop's completion queue and the bridged calls it drives.
+    """One event loop's completion socket, the futures its tasks await on it, and the
+    share of each loop turn that calls take (:data:`_SLICE`).
 
-    Calls run in worker greenlets resumed from loop callbacks, never from the awaiting
-    task: a call becomes runnable when it starts and each time its job finishes;
-    :meth:`_step` runs runnable calls for at most :data:`_SLICE` per loop turn, so many
-    conversations that become ready together cannot hold the loop for long."""
+    The futures are held weakly: a future leads to its task and loop, and the bridges
+    map keeps bridges alive as long as their loop, so a strong reference would keep a
+    closed loop (and its suspended calls) forever."""
 
     __slots__ = (
         "__weakref__",
         "completions",
+        "early",
+        "gated",
         "idle",
         "loop",
-        "runnable",
-        "scheduled",
+        "renewing",
+        "spent",
+        "stretch",
         "waiting",
     )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.completions = _ctxbudget.Completions()
-        # Calls with their workers (None before they start).
-        self.runnable: deque[tuple[_Call, _Worker | None]] = deque()
-        self.waiting: dict[int, tuple[_Call, _Worker]] = {}
-        self.idle: list[_Worker] = []
-        self.scheduled = False
+        self.waiting: dict[int, weakref.ref[asyncio.Future[None]]] = {}
+        self.early: set[int] = set()
+        """Tickets completed while their future was cancelled with its task (the task
+        waits for them again, see :meth:`again`)."""
+        self.spent = 0.0
+        """Seconds calls ran in this turn of the loop."""
+        self.stretch = _SLICE / 4
+        """A call's stretch, on average of late (how many gated calls fit a turn)."""
+        self.gated: deque[weakref.ref[asyncio.Future[None]]] = deque()
+        """Calls ready to run that wait for the next turn, oldest first."""
+        self.renewing = False
+        """A callback that starts the next turn's share is scheduled."""
+        self.idle: list[_Runner] = []
         # Weak: the loop owns this bridge (through its reader), not the other way round.
         self.loop = weakref.ref(loop)
         loop.add_reader(self.completions.fileno(), self._ready)
 
-    def start(
-        self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any], waiter: asyncio.Future[None]
-    ) -> _Call:
-        call = _Call(fn, waiter, loop)
-        self.runnable.append((call, None))
-        if not self.scheduled:
-            self.scheduled = True
-            loop.call_soon(self._step)
-        return call
+    def expect(self, loop: asyncio.AbstractEventLoop, ticket: int) -> asyncio.Future[None]:
+        """A future that the loop completes once ``ticket`` is."""
+        future: asyncio.Future[None] = loop.create_future()
+        self.waiting[ticket] = weakref.ref(future)
+        return future
+
+    def again(
+        self, loop: asyncio.AbstractEventLoop, ticket: int, future: asyncio.Future[None]
+    ) -> asyncio.Future[None]:
+        """What a task whose wait for ``ticket`` was interrupted by its cancellation
+        awaits instead: ``future`` if it was not cancelled with the task (it is done),
+        else a new one (done if the ticket already was)."""
+        if not future.cancelled():
+            return future
+        if ticket in self.early:
+            self.early.discard(ticket)
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
+        return self.expect(loop, ticket)
 
     def _ready(self) -> None:
-        for job in self.completions.drain():
-            waiting = self.waiting.pop(job, None)
-            if waiting is not None:
-                self.runnable.append(waiting)
-        if not self.scheduled:
-            self._step()
+        waiting = self.waiting
+        for ticket in self.completions.drain():
+            ref = waiting.pop(ticket, None)
+            future = ref() if ref is not None else None
+            if future is None:  # posted twice, or its task is gone
+                continue
+            if future.cancelled():
+                self.early.add(ticket)
+            elif not future.done():
+                future.set_result(None)
 
-    def _step(self) -> None:
-        self.scheduled = False
-        runnable = self.runnable
-        end = time.perf_counter() + _SLICE
-        try:
-            while runnable:
-                self._resume(*runnable.popleft())
-                if time.perf_counter() >= end:
-                    break
-        finally:
-            loop = self.loop()
-            if runnable and not self.scheduled and loop is not None:
-                self.scheduled = True
-                loop.call_soon(self._step)
-
-    def _take_worker(self, current: greenlet.greenlet) -> _Worker:
+    def runner(self) -> _Runner:
+        """An idle runner of this loop, or a new one."""
         idle = self.idle
         while idle:
-            worker = idle.pop()
+            runner = idle.pop()
             try:
-                worker.parent = current
-                return worker
+                runner.parent = greenlet.getcurrent()
+                return runner
             except ValueError:
                 # Made in another thread, where this loop ran before: none can run here.
                 idle.clear()
-        return _Worker()
+        return _Runner()
 
-    def _resume(self, call: _Call, worker: _Worker | None) -> None:
-        current = greenlet.getcurrent()
-        if worker is None:
-            if call.cancelled:  # its task was cancelled before it started: it never runs
-                _fail(call, asyncio.CancelledError("cancelled before it started"))
-                return
-            worker = self._take_worker(current)
-            worker.next_call = call
-        else:
-            try:
-                worker.parent = current
-            except ValueError:  # suspended in a thread the loop no longer runs in
-                call.lost = True  # so a session's lock it holds is free (see gone())
-                _fail(
-                    call,
-                    RuntimeError(
-                        "the event loop moved to another thread while a ctxbudget call "
-                        "waited for its I/O; it cannot go on there (its write, if it "
-                        "had started, is in the store, and the session reads its state "
-                        "again)"
-                    ),
-                )
-                return
-        target = worker.inner or worker
-        worker.inner = None
-        running = _running
-        running.worker, running.target = worker, target
-        call.thread = threading.current_thread()
-        owner = _session_lock.current
-        previous, owner.call = owner.call, call
-        try:
-            outcome = self.completions.resume(target)
-        except BaseException as exc:  # pragma: no cover - the worker itself failed
-            _fail(call, exc)
-            raise
-        finally:
-            running.worker = running.target = None
-            owner.call = previous
-        if worker.dead:  # it ended with GreenletExit (see _serve), which it recorded
-            _fail(call, call.error or RuntimeError("ctxbudget's async bridge lost a call"))
-        elif outcome is _FINISHED:
-            if len(self.idle) < _IDLE_WORKERS:
-                self.idle.append(worker)
-            _wake(call)
-            if isinstance(call.error, (KeyboardInterrupt, SystemExit)):
-                raise call.error
-        else:
-            self.waiting[cast(int, outcome)] = (call, worker)
+    def keep(self, runner: _Runner) -> None:
+        """Keeps ``runner`` for a later call, unless it ended or enough are kept."""
+        if not runner.dead and len(self.idle) < _IDLE_RUNNERS:
+            self.idle.append(runner)
 
+    # ----- the share of each loop turn ---------------------------------------------------
 
-def _fail(call: _Call, error: BaseException) -> None:
-    """Ends ``call`` with ``error`` (raised to its task)."""
-    call.error, call.done = error, True
-    _wake(call)
+    def gate(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """A future completed in a later turn, when this turn's share is spent: the
+        call may run once it is (without asking again)."""
+        future: asyncio.Future[None] = loop.create_future()
+        self.gated.append(weakref.ref(future))
+        self._renew(loop)
+        return future
 
+    def ran_for(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        """Counts a stretch of a call against this turn's share."""
+        self.spent += seconds
+        self.stretch += (seconds - self.stretch) / 16
+        self._renew(loop)
 
-def _wake(call: _Call) -> None:
-    waiter = call.waiter()
-    # Done: its task was cancelled and takes a new one; gone: so is its task.
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)
+    def _renew(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self.renewing:
+            self.renewing = True
+            loop.call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        """A new share: the oldest gated calls go on, as many as fit it by their average
+        stretch (at least one), and the share is theirs (their tasks run next turn)."""
+        self.spent, self.renewing = 0.0, False
+        gated = self.gated
+        while gated and (self.spent == 0.0 or self.spent + self.stretch <= _SLICE):
+            future = gated.popleft()()
+            if future is not None and not future.done():
+                future.set_result(None)
+                self.spent += self.stretch
+        loop = self.loop()
+        if gated and loop is not None:
+            self._renew(loop)
 
 
 _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
@@ -424,28 +417,99 @@ def _bridge_for(loop: asyncio.AbstractEventLoop) -> _LoopBridge:
     return bridge
 
 
+_MOVED = (
+    "the event loop moved to another thread while a ctxbudget call waited for its I/O; "
+    "it cannot go on there (its write, if it had started, is in the store, and the "
+    "session reads its state again)"
+)
+
+
+def _switch(
+    bridge: _LoopBridge,
+    loop: asyncio.AbstractEventLoop,
+    call: _Call,
+    runner: _Runner,
+    target: greenlet.greenlet,
+    *args: Any,
+) -> _Suspended | None:
+    """Switches from the task into ``target`` (``runner``, or a helper greenlet of the
+    call) until the call suspends (its ticket) or ends (None: ``runner.outcome``), with
+    the loop's completions as the bridge of its blocking calls and ``call`` as the
+    session locks' owner."""
+    if call.thread is not threading.current_thread():
+        call.lost = True  # so a session's lock it holds is free (see gone())
+        raise RuntimeError(_MOVED)
+    task = greenlet.getcurrent()
+    if runner.parent is not task:  # the task runs in another greenlet than last time
+        runner.parent = task  # where the call returns when it ends
+    here, owner = _here, _session_lock.current
+    previous = here.task, here.runner, owner.call
+    here.task, here.runner, owner.call = task, runner, call
+    started = time.perf_counter()
+    try:
+        outcome = bridge.completions.resume(target, *args)
+    finally:
+        here.task, here.runner, owner.call = previous
+        bridge.ran_for(loop, time.perf_counter() - started)
+    if isinstance(outcome, _Suspended) and not runner.dead:
+        return outcome
+    if runner.outcome is None:  # pragma: no cover - the called code switched here itself
+        raise RuntimeError("a ctxbudget call switched to its task's greenlet directly")
+    return None
+
+
 async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-    """Runs ``fn(*args, **kwargs)`` on this thread, in the awaiting task's context
-    variables; its blocking core calls run in the I/O pool while the loop goes on.
-    Exceptions propagate unchanged. Cancelling the awaiting task lets the call finish,
-    then raises ``CancelledError``."""
+    """Runs ``fn(*args, **kwargs)`` on this thread, in a copy of the awaiting task's
+    context variables (as ``asyncio.to_thread`` does); its blocking core calls run on
+    the I/O pool while the loop goes on. Exceptions propagate unchanged. Cancelling the
+    awaiting task lets the call finish, then raises ``CancelledError``."""
     loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[None] = loop.create_future()
-    call = _bridge_for(loop).start(loop, lambda: fn(*args, **kwargs), waiter)
+    bridge = _bridge_for(loop)
+    if bridge.spent >= _SLICE:  # this loop turn's share is spent: wait for a later one
+        await bridge.gate(loop)  # cancelled here, the call never starts
+    call = _Call(loop)
+    context = contextvars.copy_context()
+    runner = bridge.runner()
+    runner.call = lambda: context.run(fn, *args, **kwargs)
     cancelled = False
-    while not call.done:
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            # The call goes on (its write completes or never starts): wait for it. One
-            # that has not started, or waits for a session's lock holding none, stops.
-            cancelled = True
-            call.cancel()
-            if not call.done:
-                waiter = loop.create_future()
-                call.waiter = weakref.ref(waiter)
-    if cancelled:
-        raise asyncio.CancelledError from call.error
-    if call.error is not None:
-        raise call.error
-    return cast(_R, call.result)
+    try:
+        suspended = _switch(bridge, loop, call, runner, runner)
+        while suspended is not None:
+            if suspended.awaitable is not None:
+                try:
+                    awaited = _Done(await suspended.awaitable, None)
+                except BaseException as exc:  # raised in the call, where it awaited
+                    if isinstance(exc, asyncio.CancelledError):
+                        cancelled = True
+                        call.cancel()
+                    awaited = _Done(None, exc)
+                suspended = _switch(bridge, loop, call, runner, suspended.resume, awaited)
+                del awaited
+                continue
+            ticket = suspended.ticket
+            future = bridge.expect(loop, ticket)
+            while True:
+                try:
+                    await future
+                    if bridge.spent >= _SLICE and not cancelled:
+                        await bridge.gate(loop)
+                    break
+                except asyncio.CancelledError:
+                    # The call goes on (its write completes or never starts): wait for
+                    # it. One that waits for a session's lock holding none stops.
+                    cancelled = True
+                    call.cancel()
+                    future = bridge.again(loop, ticket, future)
+            suspended = _switch(bridge, loop, call, runner, suspended.resume)
+    except BaseException as exc:
+        if cancelled and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise asyncio.CancelledError from exc
+        raise
+    done, runner.outcome = runner.outcome, None
+    bridge.keep(runner)
+    assert done is not None
+    if cancelled and not isinstance(done.error, (KeyboardInterrupt, SystemExit)):
+        raise asyncio.CancelledError from done.error
+    if done.error is not None:
+        raise done.error
+    return cast(_R, done.result)

@@ -115,6 +115,23 @@ async def _count_off_loop(counter: Callable[[Any], Any], request: Any) -> object
         return exc
 
 
+def _prepare_in_call(s: Session) -> Turn:
+    """:meth:`Session.prepare` inside a bridged call: with a count endpoint plugged in
+    (``open(counter=...)``), the request is counted first by the call's task, off the
+    event loop (:func:`_count_off_loop`); a request that changes within the call (an
+    advisory appended) counts from that result plus what was appended."""
+    from . import _bridge  # imported by the bridged call that runs this
+
+    counter = s._counting.counter
+    if counter is not None:
+        wanted = s._count_wanted()
+        if wanted is not None:
+            key, request, profile = wanted
+            result = _bridge.await_only(_count_off_loop(counter, request))
+            s._count_store(key, profile, result)
+    return s._prepare_counted()
+
+
 class _Turns:
     """The order of one event loop's calls on an :class:`AsyncSession`: first awaited,
     first run (a turn passes straight to the next waiter). Used on its loop's thread
@@ -278,15 +295,7 @@ class AsyncSession:
         awaitable the counter returns is awaited, a plain callable runs in a worker
         thread; a request that changes within the call (an advisory appended) counts
         from that result plus what was appended."""
-        s = self._session
-        counter = s._counting.counter
-        if counter is not None:
-            wanted = await self._call(s._count_wanted)
-            if wanted is not None:
-                key, request, profile = wanted
-                result = await _count_off_loop(counter, request)
-                await self._call(s._count_store, key, profile, result)
-        return await self._call(s._prepare_counted)
+        return await self._call(_prepare_in_call, self._session)
 
     async def add_user(self, content: str | Sequence[Mapping[str, Any]]) -> str:
         """See :meth:`Session.add_user`."""

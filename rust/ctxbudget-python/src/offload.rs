@@ -1,16 +1,17 @@
-//! The I/O pool of the async API (`ctxbudget.aio`).
+//! The I/O pool of the async API (`ctxbudget.aio`, `ctxbudget._bridge`).
 //!
 //! Blocking core work (an append and its `fdatasync`, a read, a scan, a cold tokenizer
 //! load) normally runs right here with the GIL released ([`blocking`] without a bridge).
 //! When the calling code runs inside a *bridged* greenlet — synchronous `Session` code
-//! that `ctxbudget.aio` drives on the event loop's thread — the work is instead queued
-//! to a small pool of plain Rust threads that never take the GIL, and the greenlet
-//! suspends (the Python `wait` function registered with [`_offload_register`] switches
-//! to the event loop). A finished job records its id in the loop's [`PyCompletions`] and
+//! that an awaiting task switched into on the event loop's thread — the work is instead
+//! queued to a small pool of plain Rust threads that never take the GIL, and the
+//! greenlet switches back to its task (the Python `wait` function registered with
+//! [`_offload_register`]), which awaits a future for the job. The pool only announces
+//! what it finished: a finished job records its id in the loop's [`PyCompletions`] and
 //! writes one byte to a socket that the loop watches (`loop.add_reader`); the loop
-//! drains the ids, resumes each greenlet, and the result is converted to Python objects
-//! on the loop's thread. So no Python thread other than the loop's runs, and nothing
-//! competes with the loop for the GIL.
+//! drains the ids and completes their futures, and each task switches back into its
+//! greenlet, where the result becomes Python objects on the loop's thread. So no Python
+//! thread other than the loop's runs, and nothing competes with the loop for the GIL.
 //!
 //! The pool starts threads on demand (at most [`set_max_threads`] of them) and a thread
 //! that stays idle for [`IDLE_EXIT`] ends. After `fork()` the child starts a fresh pool
@@ -194,7 +195,8 @@ pub(crate) fn offload_count(bytes: usize) -> bool {
 static WAIT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// Runs `job` without the GIL and returns its result: here, or — inside a bridged
-/// greenlet — on the pool while the event loop runs other tasks. A panic in `job` is
+/// greenlet — on the pool while the greenlet's task awaits it and the event loop runs
+/// other tasks. A panic in `job` is
 /// resumed here, so the caller's panic guard turns it into a Python exception.
 pub(crate) fn blocking<T: Send + 'static>(
     py: Python<'_>,
@@ -232,7 +234,8 @@ pub(crate) fn blocking<T: Send + 'static>(
     }
 }
 
-/// The completion queue of one event loop (see `ctxbudget.aio`).
+/// The completion socket of one event loop: finished job ids (and posted tickets) that
+/// the loop turns into completed futures (see `ctxbudget._bridge`).
 #[pyclass(module = "ctxbudget._ctxbudget", name = "Completions", frozen)]
 pub(crate) struct PyCompletions {
     signal: Arc<Signal>,
@@ -286,8 +289,9 @@ impl PyCompletions {
         self.signal.complete(id);
     }
 
-    /// `greenlet.switch(*args)` with this queue as the bridge of the blocking calls the
-    /// greenlet makes until it next suspends or ends.
+    /// `greenlet.switch(*args)` with this loop's completions as the bridge of the
+    /// blocking calls the greenlet makes until it next suspends or ends (the awaiting
+    /// task calls it to run its call's next stretch).
     #[pyo3(signature = (glet, *args))]
     fn resume<'py>(
         &self,
@@ -301,7 +305,8 @@ impl PyCompletions {
     }
 }
 
-/// Registers the function that suspends a bridged greenlet until a job is done.
+/// Registers the function that suspends a bridged greenlet until a job is done (it
+/// switches back to the greenlet's task, which awaits the job's future).
 #[pyfunction]
 pub(crate) fn _offload_register(py: Python<'_>, wait: Py<PyAny>) -> PyResult<()> {
     WAIT.set(py, wait)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import os
-import threading
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -15,9 +13,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ... import _bridge
+from ...aio import _prepare_in_call
 from ...errors import ConflictError, CtxBudgetError, InvalidArgumentError
 from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
+from ...session.lock import SessionLock, locked
 from ...tokens import RequestProfile, profile_for
 from .._common import NotSentError
 from .items import (
@@ -118,8 +119,11 @@ class AgentsSession:
 
     ``session_settings`` work as in the SDK's sessions (``limit`` = the latest N items,
     with tool calls and their results kept together in what the model sees). Every
-    method that reads or writes the store runs in a worker thread, so the event loop is
-    never blocked on disk I/O; calls on one ``AgentsSession`` are serialized.
+    method that reads or writes the store runs as an :class:`~ctxbudget.AsyncSession`
+    call does: on the loop's thread, its I/O on ctxbudget's I/O pool, so the event loop
+    is never blocked on disk I/O. Calls on one ``AgentsSession`` are serialized, and a
+    call cancelled while its write is in flight finishes the write, then raises
+    ``CancelledError``.
     """
 
     session_id: str
@@ -145,13 +149,14 @@ class AgentsSession:
             else SessionSettings()
         )
         self.last_turn: Turn | None = None
-        self._lock = threading.Lock()
+        # Owned by a thread or an awaited call (it suspends waiting, never blocks the loop).
+        self._lock = SessionLock()
         self._closed = False
         # The mark of a run without session= (no get_items binds one).
         self._loose_mark: _RunMark | None = None
         # Items of each row (by seq), for the current window only.
         self._row_items: dict[int, list[dict[str, Any]]] = {}
-        self._cache_window = session.window_id
+        self._cache_window: str | None = session.window_id
         # The host's own system text (Session.open(system=)): sent after the agent's
         # instructions, unless it repeats them.
         self._host_system = session.system_prompt
@@ -209,8 +214,7 @@ class AgentsSession:
     def close(self) -> None:
         """Closes the session: later calls raise :class:`SessionClosedError`. Every
         write was durable when its call returned, so there is nothing to flush."""
-        with self._lock:
-            self._closed = True
+        self._closed = True  # a call in flight finishes; later ones see it
 
     async def __aenter__(self) -> AgentsSession:
         return self
@@ -235,17 +239,21 @@ class AgentsSession:
         self.close()
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Runs ``fn`` in a worker thread under the session's lock."""
+        """Runs ``fn`` under this session's lock through the async bridge (its store
+        I/O on the I/O pool; cancelled in flight, it finishes, then raises)."""
+        return await _bridge.run(self._locked, fn, *args)
 
-        def locked() -> _T:
-            with self._lock:
-                if self._closed:
-                    raise SessionClosedError(
-                        f"AgentsSession {self.session_id!r} is closed; open a new one"
-                    )
-                return fn(*args)
+    @locked
+    def _locked(self, fn: Callable[..., _T], *args: Any) -> _T:
+        if self._closed:
+            raise SessionClosedError(f"AgentsSession {self.session_id!r} is closed; open a new one")
+        return fn(*args)
 
-        return await asyncio.to_thread(locked)
+    def _recover(self) -> None:
+        """After a call of this session was abandoned halfway (its event loop closed):
+        the items cached by row may be those of a half-done read."""
+        self._row_items.clear()
+        self._cache_window = None
 
     # ----- the mark of the run in progress --------------------------------------------
 
@@ -397,7 +405,7 @@ class AgentsSession:
 
     def tools(self) -> list[Any]:
         """``session_history``, ``memory`` and ``new_context`` (as offered) as the SDK's
-        function tools (run in a worker thread)."""
+        function tools (run as the other calls: their I/O on the I/O pool)."""
         from agents import FunctionTool
 
         def make(definition: Mapping[str, Any]) -> Any:
@@ -463,7 +471,7 @@ class AgentsSession:
         if unsaved:
             self._append_items(unsaved, mark)
             mark.pending.extend(unsaved)
-        turn = s.prepare()
+        turn = _prepare_in_call(s)  # a count endpoint is called off the loop
         self.last_turn = turn
         if turn.status != "send":
             raise NotSentError(turn)
