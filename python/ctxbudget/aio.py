@@ -279,14 +279,13 @@ class AsyncSession:
         thread; a request that changes within the call (an advisory appended) counts
         from that result plus what was appended."""
         s = self._session
-        counter = s._counting.counter
+        counter = s.counter
         if counter is not None:
-            wanted = await self._call(s._count_wanted)
-            if wanted is not None:
-                key, request, profile = wanted
-                result = await _count_off_loop(counter, request)
-                await self._call(s._count_store, key, profile, result)
-        return await self._call(s._prepare_counted)
+            pending = await self._call(s.pending_count)
+            if pending is not None:
+                result = await _count_off_loop(counter, pending.request)
+                await self._call(s.store_count, pending, result)
+        return await self._call(s.prepare, count=False)
 
     async def add_user(self, content: str | Sequence[Mapping[str, Any]]) -> str:
         """See :meth:`Session.add_user`."""

@@ -94,12 +94,32 @@ class WindowFold:
     """The core's window fold over ``history``, with the current window's rows kept as
     :class:`~ctxbudget.Row` objects (each row read once)."""
 
-    __slots__ = ("_calls", "_core", "_rows")
+    __slots__ = ("_calls", "_core", "_facts", "_rows")
 
     def __init__(self, history: History) -> None:
         self._core = _ctxbudget.WindowFold(history._core)
         self._rows: dict[int, Row] = {}
         self._calls: tuple[OpenCall, ...] | None = ()
+        # What the core said since it last read a row (each read of the core is a call
+        # that takes its lock without the GIL; a decision reads these several times).
+        self._facts: dict[str, Any] = {}
+
+    @classmethod
+    def detached(cls) -> WindowFold:
+        """A fold over no store, moved by :meth:`note`: the window state a decision is
+        tested on without a store, read by the core's own rule."""
+        fold = cls.__new__(cls)
+        fold._core = _ctxbudget.WindowFold.detached()
+        fold._rows = {}
+        fold._calls = ()
+        fold._facts = {}
+        return fold
+
+    def note(self, rows: Sequence[Row]) -> WindowChange:
+        """Notes ``rows`` handed in, in order (a :meth:`detached` fold; each row's
+        ``window`` as the store would have stamped it)."""
+        changed = self._core.note(rows)
+        return self._note(list(rows), changed)
 
     def advance(self) -> WindowChange:
         """Reads the rows appended since the last step (the current window's rows on the
@@ -121,6 +141,7 @@ class WindowFold:
         if not rows and not changed:
             return WindowChange(False, (), False, False)
         self._calls = None
+        self._facts = {}
         if changed:
             self._rows = {}
         window = self._core.window_id
@@ -140,15 +161,27 @@ class WindowFold:
 
     @property
     def window_id(self) -> str:
-        return self._core.window_id
+        try:
+            found: str = self._facts["window_id"]
+        except KeyError:
+            found = self._facts["window_id"] = self._core.window_id
+        return found
 
     @property
     def previous_window_id(self) -> str | None:
-        return self._core.previous_window_id
+        try:
+            found: str | None = self._facts["previous_window_id"]
+        except KeyError:
+            found = self._facts["previous_window_id"] = self._core.previous_window_id
+        return found
 
     @property
     def last_seq(self) -> int:
-        return self._core.last_seq
+        try:
+            found: int = self._facts["last_seq"]
+        except KeyError:
+            found = self._facts["last_seq"] = self._core.last_seq
+        return found
 
     @property
     def floor(self) -> int:
@@ -156,8 +189,12 @@ class WindowFold:
 
     @property
     def claims(self) -> Claims:
-        warning, handoff, final = self._core.claims
-        return Claims(warning, handoff, final)
+        try:
+            found: Claims = self._facts["claims"]
+        except KeyError:
+            warning, handoff, final = self._core.claims
+            found = self._facts["claims"] = Claims(warning, handoff, final)
+        return found
 
     @property
     def open_calls(self) -> tuple[OpenCall, ...]:
@@ -173,11 +210,18 @@ class WindowFold:
 
     @property
     def new_context_scheduled(self) -> bool:
-        return self._core.new_context_requested
+        try:
+            found: bool = self._facts["new_context"]
+        except KeyError:
+            found = self._facts["new_context"] = self._core.new_context_requested
+        return found
 
     @property
     def last_user(self) -> Row | None:
-        seq = self._core.last_user_seq
+        try:
+            seq: int | None = self._facts["last_user_seq"]
+        except KeyError:
+            seq = self._facts["last_user_seq"] = self._core.last_user_seq
         return None if seq is None else self._rows.get(seq)
 
     def opening_row(self) -> Row | None:
