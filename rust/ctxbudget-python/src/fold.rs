@@ -37,7 +37,9 @@ impl PyWindowFold {
             raise(
                 py,
                 "InvalidArgumentError",
-                format!("{what} needs a store: this fold is detached (it notes rows given to note())"),
+                format!(
+                    "{what} needs a store: this fold is detached (it notes rows given to note())"
+                ),
                 &[],
             )
         })
