@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from . import _ctxbudget
 from .history import AppendResult, History, Row
@@ -90,6 +90,10 @@ class WindowChange:
     """Whether this step read any row."""
 
 
+_UNREAD = object()
+"""A fact the fold has not asked its core since it last read a row."""
+
+
 class WindowFold:
     """The core's window fold over ``history``, with the current window's rows kept as
     :class:`~ctxbudget.Row` objects (each row read once)."""
@@ -161,27 +165,24 @@ class WindowFold:
 
     @property
     def window_id(self) -> str:
-        try:
-            found: str = self._facts["window_id"]
-        except KeyError:
+        found = self._facts.get("window_id", _UNREAD)
+        if found is _UNREAD:
             found = self._facts["window_id"] = self._core.window_id
-        return found
+        return cast("str", found)
 
     @property
     def previous_window_id(self) -> str | None:
-        try:
-            found: str | None = self._facts["previous_window_id"]
-        except KeyError:
+        found = self._facts.get("previous_window_id", _UNREAD)
+        if found is _UNREAD:
             found = self._facts["previous_window_id"] = self._core.previous_window_id
-        return found
+        return cast("str | None", found)
 
     @property
     def last_seq(self) -> int:
-        try:
-            found: int = self._facts["last_seq"]
-        except KeyError:
+        found = self._facts.get("last_seq", _UNREAD)
+        if found is _UNREAD:
             found = self._facts["last_seq"] = self._core.last_seq
-        return found
+        return cast("int", found)
 
     @property
     def floor(self) -> int:
@@ -189,12 +190,11 @@ class WindowFold:
 
     @property
     def claims(self) -> Claims:
-        try:
-            found: Claims = self._facts["claims"]
-        except KeyError:
+        found = self._facts.get("claims", _UNREAD)
+        if found is _UNREAD:
             warning, handoff, final = self._core.claims
             found = self._facts["claims"] = Claims(warning, handoff, final)
-        return found
+        return cast(Claims, found)
 
     @property
     def open_calls(self) -> tuple[OpenCall, ...]:
@@ -210,19 +210,17 @@ class WindowFold:
 
     @property
     def new_context_scheduled(self) -> bool:
-        try:
-            found: bool = self._facts["new_context"]
-        except KeyError:
+        found = self._facts.get("new_context", _UNREAD)
+        if found is _UNREAD:
             found = self._facts["new_context"] = self._core.new_context_requested
-        return found
+        return cast("bool", found)
 
     @property
     def last_user(self) -> Row | None:
-        try:
-            seq: int | None = self._facts["last_user_seq"]
-        except KeyError:
+        seq = self._facts.get("last_user_seq", _UNREAD)
+        if seq is _UNREAD:
             seq = self._facts["last_user_seq"] = self._core.last_user_seq
-        return None if seq is None else self._rows.get(seq)
+        return None if seq is None else self._rows.get(cast(int, seq))
 
     def opening_row(self) -> Row | None:
         """The boundary row that opened the current window, if it was read (``None``

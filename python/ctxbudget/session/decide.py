@@ -94,9 +94,10 @@ def decide(
             )
         )
     if not progress.rolled_over:
-        left_open = tuple(c for c in open_calls if c.id in state.left_open)
-        if left_open and inputs.open_calls == "interrupt":
-            return Plan(write=steps.Interrupt(left_open))
+        if open_calls and inputs.open_calls == "interrupt":
+            left_open = tuple(c for c in open_calls if c.id in state.left_open)
+            if left_open:
+                return Plan(steps.Interrupt(left_open))
 
         # A request that could not fit even in a fresh window is quarantined first.
         last_user = fold.last_user
@@ -151,7 +152,7 @@ def decide(
             turn=TurnPlan("send", decision),
             checked=checked,
         )
-    return Plan(turn=TurnPlan("send", decision, measured=measured), checked=checked)
+    return Plan(None, TurnPlan("send", decision, None, measured), checked)
 
 
 def evaluate(state: WindowState, inputs: Inputs, measured: Measured) -> Decision:

@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Session"]
 
+_STARTED = Progress()
+"""Nothing written yet in this ``prepare`` call."""
+
 _OPEN_CALL_POLICIES: tuple[OpenCallPolicy, ...] = get_args(OpenCallPolicy)
 _T = TypeVar("_T")
 _MAX_RESYNCS = 64
@@ -821,7 +824,7 @@ class Session:
         state = self._state
         inputs = self._inputs()  # one snapshot of the hooks for this turn
         count_first = count and state.counting.counter is not None
-        progress = Progress()
+        progress = _STARTED
         while True:
             plan = decide(state, inputs, progress, count_first=count_first)
             if plan.checked is not None:
