@@ -824,17 +824,20 @@ class Session:
         state = self._state
         inputs = self._inputs()  # one snapshot of the hooks for this turn
         count_first = count and state.counting.counter is not None
+        ask = count_first  # the endpoint counts each request once, failed or not
         progress = _STARTED
         while True:
-            plan = decide(state, inputs, progress, count_first=count_first)
+            plan = decide(state, inputs, progress, count_first=ask)
             if plan.checked is not None:
                 state.fresh_checked.add(plan.checked)
             write = plan.write
             if isinstance(write, CountFirst):
                 state.counting.count(write.key, write.request, write.profile)
+                ask = False
                 continue
             if write is not None:
                 events.extend(self._apply_write(write))
+                ask = count_first  # the write changed the request
                 if isinstance(write, steps.Rollover):
                     progress = progress._replace(rolled_over=(*progress.rolled_over, write.reason))
             if plan.turn is not None:
