@@ -220,7 +220,7 @@ def test_new_context_call_reads_only_new_rows(
         _step(s, n)
     read = [0]
     real_fold = _ctxbudget.WindowFold
-    s._fold._core = _CountingFold(s._fold._core, read)
+    s._state.fold._core = _CountingFold(s._state.fold._core, read)
     monkeypatch.setattr(
         _ctxbudget, "WindowFold", lambda history: _CountingFold(real_fold(history), read)
     )
@@ -229,14 +229,14 @@ def test_new_context_call_reads_only_new_rows(
         raise AssertionError("run_tool read the transcript through History.rows")
 
     monkeypatch.setattr(History, "rows", refuse)
-    seen = s._fold.last_seq
+    seen = s._state.fold.last_seq
     s.add_assistant(None, [{"id": "nc", "name": "new_context", "arguments": {}}])
     for expected in ({"ok": True, "status": "scheduled"}, None):
         before = read[0]
         result = s.run_tool("new_context", {})
-        appended = s._fold.last_seq - seen
+        appended = s._state.fold.last_seq - seen
         assert read[0] - before <= appended, "run_tool read rows it had read before"
-        seen = s._fold.last_seq
+        seen = s._state.fold.last_seq
         if expected is not None:
             assert result == expected
             s.add_tool_results([{"call_id": "nc", "name": "new_context", "output": result}])

@@ -183,7 +183,7 @@ def test_the_next_count_is_the_reported_figure_plus_what_was_appended(tmp_path: 
     assert turn.count.anchored == reported and turn.count.estimated == 0
     # The exact part is the profile's count of the rows since: the whole profile count
     # minus what the anchored request counted.
-    profile = s._counting.measure(s, count_inline=False).profile
+    profile = s._state.counting.measure(s._state, s._inputs()).profile
     first_profile = view.rows[1].meta["request"]["profile"]
     assert turn.count.exact == profile - first_profile
     assert len(appended) == 2
@@ -273,7 +273,7 @@ def test_estimated_families_are_calibrated_within_bounds(tmp_path: Path) -> None
     s.add_assistant("hi", usage=Usage(estimate * 10))  # far beyond the bound
     s.set_request(system="changed")  # no anchor: the calibrated estimate alone
     turn = s.prepare()
-    profile = s._counting.measure(s, count_inline=False).profile
+    profile = s._state.counting.measure(s._state, s._inputs()).profile
     assert turn.count.estimated <= 2 * profile + 1
     assert turn.count.margin == -(-turn.count.estimated * 500 // 10_000)
     # An exact family is never calibrated.

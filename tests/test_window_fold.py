@@ -5,12 +5,13 @@ come from one fold in Rust, advanced by the rows appended since its last step.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from history_helpers import msg
 from stores import StoreUnderTest
 
-from ctxbudget import History, Row, _ctxbudget
+from ctxbudget import History, InvalidArgumentError, Row, _ctxbudget
 
 
 @pytest.fixture
@@ -119,8 +120,38 @@ def test_rows_are_built_in_rust_as_row_objects(history: History) -> None:
 
 
 def test_the_python_row_kinds_are_the_core_vocabulary() -> None:
-    from ctxbudget.history import RowKind
+    from ctxbudget.history import Role, RowKind
 
     assert [k.value for k in RowKind] == _ctxbudget.ROW_KINDS
+    assert [r.value for r in Role] == _ctxbudget.ROLES
     assert _ctxbudget.ROLES == ["user", "assistant", "system", "tool"]
     assert _ctxbudget.PART_TYPES == ["text", "tool_call", "tool_result", "media"]
+
+
+def test_a_detached_fold_reads_rows_handed_in_as_a_store_fold_does(tmp_path: Path) -> None:
+    from ctxbudget.window import WindowFold
+
+    h = History.open(tmp_path / "ws", durability="none")
+    h.append(
+        [
+            {"kind": "message", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
+            {
+                "kind": "message",
+                "role": "assistant",
+                "parts": [{"type": "tool_call", "id": "c1", "name": "f", "arguments": {}}],
+            },
+            {"kind": "retraction", "role": "system", "meta": {"retracts": 1}},
+        ]
+    )
+    stored = WindowFold(h)
+    stored.advance()
+    detached = WindowFold.detached()
+    change = detached.note(list(h.rows()))
+    assert change.read and not change.reset
+    for read in ("window_id", "last_seq", "claims", "open_calls", "visible_rows", "last_user"):
+        got = getattr(detached, read)
+        want = getattr(stored, read)
+        assert (got() if callable(got) else got) == (want() if callable(want) else want), read
+    assert detached.is_retracted(1) and stored.is_retracted(1)
+    with pytest.raises(InvalidArgumentError, match="detached"):
+        detached.advance()

@@ -7,7 +7,8 @@ alternately in one session so that machine noise hits both alike:
 (its ``python/`` directory after ``maturin develop``, or a copy of it); both run on this
 interpreter. Each round runs, in a fresh process per build: the 1,000-step session of
 ``benches/test_bench_session.py`` (128k window, ``fsync``, a 200-line tool result per
-step, two forced rollovers) timing every ``Session.prepare()``, and
+step, two forced rollovers) timing every ``Session.prepare()`` (wall time, and the
+thread's CPU time, which a loaded machine's preemptions do not reach), and
 ``Budget.evaluate`` under ``timeit`` (best of 5). Prints the median over rounds per
 build and the NEW ÷ OLD ratio. Timing only: it never fails.
 """
@@ -30,15 +31,19 @@ with tempfile.TemporaryDirectory() as ws:
     s = Session.open(ws, model="gpt-4o", context_window=128_000, durability="fsync",
                      system="You are a careful code auditor.")
     s.add_user("Audit the billing code and report risky loops.")
-    times = []
+    times, cpu = [], []
     for n in range(1000):
-        t = time.perf_counter(); s.prepare(); times.append(time.perf_counter() - t)
+        t, c = time.perf_counter(), time.thread_time()
+        s.prepare()
+        cpu.append(time.thread_time() - c); times.append(time.perf_counter() - t)
         s.add_assistant(None, [{"id": f"c{n}", "name": "read_file", "arguments": {"n": n}}])
         s.add_tool_results([{"call_id": f"c{n}", "name": "read_file",
                              "output": OUTPUT.format(n=n)}])
-    times.sort()
+    times.sort(); cpu.sort()
     out["Session.prepare p50"] = times[len(times) // 2]
     out["Session.prepare p99"] = times[int(len(times) * 0.99)]
+    out["Session.prepare p50, thread CPU"] = cpu[len(cpu) // 2]
+    out["Session.prepare p99, thread CPU"] = cpu[int(len(cpu) * 0.99)]
 b, c = Budget(128_000, 0.7), Claims(warning=True)
 t = timeit.Timer("b.evaluate(95_000, c, True)", globals={"b": b, "c": c})
 n, _ = t.autorange()

@@ -527,6 +527,11 @@ class WindowFold:
     window's rows on the first call) in one store call, without the GIL."""
 
     def __new__(cls, history: History) -> WindowFold: ...
+    @staticmethod
+    def detached() -> WindowFold:
+        """A fold over no store: it notes the rows handed to ``note()``."""
+    def note(self, rows: Iterable[object]) -> bool:
+        """Notes ``rows`` (``Row`` objects or dicts) in order; ``window changed``."""
     def advance(self) -> tuple[list[Row], bool]:
         """``(new rows, window changed)``."""
     def append(

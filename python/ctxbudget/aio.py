@@ -122,14 +122,13 @@ def _prepare_in_call(s: Session) -> Turn:
     advisory appended) counts from that result plus what was appended."""
     from . import _bridge  # imported by the bridged call that runs this
 
-    counter = s._counting.counter
+    counter = s.counter
     if counter is not None:
-        wanted = s._count_wanted()
-        if wanted is not None:
-            key, request, profile = wanted
-            result = _bridge.await_only(_count_off_loop(counter, request))
-            s._count_store(key, profile, result)
-    return s._prepare_counted()
+        pending = s.pending_count()
+        if pending is not None:
+            result = _bridge.await_only(_count_off_loop(counter, pending.request))
+            s.store_count(pending, result)
+    return s.prepare(count=False)
 
 
 class _Turns:

@@ -32,6 +32,7 @@ __all__ = [
     "PruneReport",
     "Receipt",
     "RecoveryReport",
+    "Role",
     "RotateReport",
     "Row",
     "RowKind",
@@ -64,6 +65,16 @@ class RowKind(str, Enum):
     CONTINUATION = "continuation"
     REJECTED = "rejected"
     RETRACTION = "retraction"
+
+
+class Role(str, Enum):
+    """Who a transcript row speaks for (:attr:`Row.role`): the core's vocabulary
+    (``_ctxbudget.ROLES``, which a test keeps equal to this enum)."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from . import _ctxbudget
 from .history import AppendResult, History, Row
@@ -90,16 +90,40 @@ class WindowChange:
     """Whether this step read any row."""
 
 
+_UNREAD = object()
+"""A fact the fold has not asked its core since it last read a row."""
+
+
 class WindowFold:
     """The core's window fold over ``history``, with the current window's rows kept as
     :class:`~ctxbudget.Row` objects (each row read once)."""
 
-    __slots__ = ("_calls", "_core", "_rows")
+    __slots__ = ("_calls", "_core", "_facts", "_rows")
 
     def __init__(self, history: History) -> None:
         self._core = _ctxbudget.WindowFold(history._core)
         self._rows: dict[int, Row] = {}
         self._calls: tuple[OpenCall, ...] | None = ()
+        # What the core said since it last read a row (each read of the core is a call
+        # that takes its lock without the GIL; a decision reads these several times).
+        self._facts: dict[str, Any] = {}
+
+    @classmethod
+    def detached(cls) -> WindowFold:
+        """A fold over no store, moved by :meth:`note`: the window state a decision is
+        tested on without a store, read by the core's own rule."""
+        fold = cls.__new__(cls)
+        fold._core = _ctxbudget.WindowFold.detached()
+        fold._rows = {}
+        fold._calls = ()
+        fold._facts = {}
+        return fold
+
+    def note(self, rows: Sequence[Row]) -> WindowChange:
+        """Notes ``rows`` handed in, in order (a :meth:`detached` fold; each row's
+        ``window`` as the store would have stamped it)."""
+        changed = self._core.note(rows)
+        return self._note(list(rows), changed)
 
     def advance(self) -> WindowChange:
         """Reads the rows appended since the last step (the current window's rows on the
@@ -121,6 +145,7 @@ class WindowFold:
         if not rows and not changed:
             return WindowChange(False, (), False, False)
         self._calls = None
+        self._facts = {}
         if changed:
             self._rows = {}
         window = self._core.window_id
@@ -140,15 +165,24 @@ class WindowFold:
 
     @property
     def window_id(self) -> str:
-        return self._core.window_id
+        found = self._facts.get("window_id", _UNREAD)
+        if found is _UNREAD:
+            found = self._facts["window_id"] = self._core.window_id
+        return cast("str", found)
 
     @property
     def previous_window_id(self) -> str | None:
-        return self._core.previous_window_id
+        found = self._facts.get("previous_window_id", _UNREAD)
+        if found is _UNREAD:
+            found = self._facts["previous_window_id"] = self._core.previous_window_id
+        return cast("str | None", found)
 
     @property
     def last_seq(self) -> int:
-        return self._core.last_seq
+        found = self._facts.get("last_seq", _UNREAD)
+        if found is _UNREAD:
+            found = self._facts["last_seq"] = self._core.last_seq
+        return cast("int", found)
 
     @property
     def floor(self) -> int:
@@ -156,8 +190,11 @@ class WindowFold:
 
     @property
     def claims(self) -> Claims:
-        warning, handoff, final = self._core.claims
-        return Claims(warning, handoff, final)
+        found = self._facts.get("claims", _UNREAD)
+        if found is _UNREAD:
+            warning, handoff, final = self._core.claims
+            found = self._facts["claims"] = Claims(warning, handoff, final)
+        return cast(Claims, found)
 
     @property
     def open_calls(self) -> tuple[OpenCall, ...]:
@@ -173,12 +210,17 @@ class WindowFold:
 
     @property
     def new_context_scheduled(self) -> bool:
-        return self._core.new_context_requested
+        found = self._facts.get("new_context", _UNREAD)
+        if found is _UNREAD:
+            found = self._facts["new_context"] = self._core.new_context_requested
+        return cast("bool", found)
 
     @property
     def last_user(self) -> Row | None:
-        seq = self._core.last_user_seq
-        return None if seq is None else self._rows.get(seq)
+        seq = self._facts.get("last_user_seq", _UNREAD)
+        if seq is _UNREAD:
+            seq = self._facts["last_user_seq"] = self._core.last_user_seq
+        return None if seq is None else self._rows.get(cast(int, seq))
 
     def opening_row(self) -> Row | None:
         """The boundary row that opened the current window, if it was read (``None``

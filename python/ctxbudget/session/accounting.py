@@ -288,11 +288,14 @@ class WindowTokens:
 
 
 class _Owner(Protocol):
-    """What a request is assembled from (the session's public settings)."""
+    """What a request is assembled from (the host's settings of the decision)."""
 
-    mode_active: bool
-    system_prompt: str
-    prompts: Prompts
+    @property
+    def mode_active(self) -> bool: ...
+    @property
+    def system_prompt(self) -> str: ...
+    @property
+    def prompts(self) -> Prompts: ...
 
 
 class Requests:

@@ -24,12 +24,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from .. import _ctxbudget, providers
 from ..policy import CountSplit
 from ..usage import Usage
-from .accounting import CALIBRATION_KEYS, Anchor, Sums
+from .accounting import CALIBRATION_KEYS, Anchor, Sums, WindowTokens
 
 if TYPE_CHECKING:
-    from .loop import Session
+    from .state import Inputs, WindowState
 
-__all__ = ["CountRequest", "Counting", "Measured", "RequestCounter", "Sent"]
+__all__ = [
+    "CountRequest",
+    "Counting",
+    "Measured",
+    "PendingCount",
+    "RequestCounter",
+    "Sent",
+    "measure",
+]
 
 _NO_SUMS: Sums = (0, 0, 0, 0, 0, 0, 0)
 _NONE: tuple[None, int] = (None, 0)
@@ -72,6 +80,19 @@ class RequestCounter(Protocol):
     ``count_endpoint_failed:<reason>``."""
 
     def __call__(self, request: CountRequest, /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class PendingCount:
+    """A request the session's count endpoint has not counted yet
+    (:meth:`Session.pending_count`): count :attr:`request`, then hand the result to
+    :meth:`Session.store_count`."""
+
+    key: tuple[str, int, int]
+    """What identifies the request (its prefix fingerprint, last seq and rows)."""
+    request: CountRequest
+    profile: tuple[int, int]
+    """The profile's own count of the request and of its overhead."""
 
 
 class Sent(NamedTuple):
@@ -158,26 +179,31 @@ class Counting:
         self._cache: OrderedDict[tuple[str, int, int], Anchor] = OrderedDict()
         self.events: list[str] = []
 
-    def key(self, s: Session, fingerprint: str) -> tuple[str, int, int]:
+    @staticmethod
+    def key(state: WindowState, fingerprint: str) -> tuple[str, int, int]:
         """What identifies the request the session would send now."""
-        return (fingerprint, s._fold.last_seq, s._window.rows)
+        return (fingerprint, state.fold.last_seq, state.tokens.rows)
 
     def wanted(
-        self, s: Session
+        self, state: WindowState, inputs: Inputs
     ) -> tuple[tuple[str, int, int], CountRequest, tuple[int, int]] | None:
         """The request to count (its key, the request and its profile count) when a
         counter is plugged in and has not counted it yet."""
-        if self.counter is None or any(not h.context_only for h in s._hooks):
+        hooks = inputs.hooks
+        if self.counter is None or any(not h.context_only for h in hooks):
             return None
-        system = s._requests.system(s, s._fold, s._hooks)
-        fp = s._requests.fingerprint(system, s._fold.window_id, s.model)
-        key = self.key(s, fp)
+        requests, fold = state.requests, state.fold
+        system = requests.system(inputs, fold, hooks)
+        fp = requests.fingerprint(system, fold.window_id, inputs.model)
+        key = self.key(state, fp)
         if key in self._cache:
             return None
-        request = s._requests.assemble(s, s._fold, s._window, s._hooks)
-        overhead = s._requests.overhead(system)
-        counted = CountRequest(s.model, request["system"], request["messages"], request["tools"])
-        return key, counted, (overhead + s._window.tokens, overhead)
+        request = requests.assemble(inputs, fold, state.tokens, hooks)
+        overhead = requests.overhead(system)
+        counted = CountRequest(
+            inputs.model, request["system"], request["messages"], request["tools"]
+        )
+        return key, counted, (overhead + state.tokens.tokens, overhead)
 
     def store(self, key: tuple[str, int, int], profile: tuple[int, int], result: object) -> None:
         """Keeps what the counter returned for ``key`` (or notes why it failed)."""
@@ -193,13 +219,19 @@ class Counting:
         while len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)
 
-    def call(self, s: Session) -> None:
+    def call(self, state: WindowState, inputs: Inputs) -> None:
         """Counts the current request with the counter, on this thread (plain
         :class:`Session`); failures fall back with an event."""
-        wanted = self.wanted(s)
-        if wanted is None or self.counter is None:
+        wanted = self.wanted(state, inputs)
+        if wanted is not None:
+            self.count(*wanted)
+
+    def count(
+        self, key: tuple[str, int, int], request: CountRequest, profile: tuple[int, int]
+    ) -> None:
+        """Counts ``request`` with the counter, on this thread, and keeps the result."""
+        if self.counter is None:
             return
-        key, request, profile = wanted
         try:
             result: object = self.counter(request)
         except Exception as exc:  # the host's endpoint: any failure falls back
@@ -212,29 +244,32 @@ class Counting:
             result = TypeError("a plain Session needs a synchronous counter")
         self.store(key, profile, result)
 
-    def measure(self, s: Session, *, count_inline: bool, before_hooks: bool = False) -> Measured:
+    def measure(
+        self, state: WindowState, inputs: Inputs, *, before_hooks: bool = False
+    ) -> Measured:
         """The next request's count, split into its exact, anchored and estimated
-        parts (``before_hooks``: of the request before unrestricted hooks)."""
-        fold, window, hooks = s._fold, s._window, s._hooks
+        parts (``before_hooks``: of the request before unrestricted hooks). Calls no
+        counter: results it already has count exactly."""
+        fold, window, requests, hooks = state.fold, state.tokens, state.requests, inputs.hooks
         estimated = self.estimated
         cal = window.calibration() if estimated else _NO_SUMS
         if hooks and not before_hooks and any(not h.context_only for h in hooks):
             # An unrestricted hook could change anything: counted whole, never anchored.
-            request = s._requests.assemble(s, fold, window, hooks)
-            full = s.count_request(request["system"], request["messages"], request["tools"])
-            overhead = min(full, s._requests.overhead(request["system"]))
+            request = requests.assemble(inputs, fold, window, hooks)
+            full = requests.count(request["system"], request["messages"], request["tools"])
+            overhead = min(full, requests.overhead(request["system"]))
             split = _split(None, 0, overhead, full - overhead, estimated, cal)
             return Measured(request, split, full, overhead, None)
-        if count_inline and self.counter is not None:
-            self.call(s)
-        system = s._requests.system(s, fold, hooks)
-        overhead = s._requests.overhead(system)
+        system = requests.system(inputs, fold, hooks)
+        overhead = requests.overhead(system)
         full = overhead + window.tokens
-        fp = s._requests.fingerprint(system, fold.window_id, s.model)
-        exact = self._cache.get(self.key(s, fp)) if self._cache else None
+        fp = requests.fingerprint(system, fold.window_id, inputs.model)
+        exact = self._cache.get(self.key(state, fp)) if self._cache else None
         if exact is not None:
             return Measured(None, split_of(exact.reported), full, overhead, fp)
-        anchor, since = self._anchor(window.latest_anchor(), fp, s) if window.anchored else _NONE
+        anchor, since = (
+            self._anchor(window.latest_anchor(), fp, window) if window.anchored else _NONE
+        )
         endpoint = self._latest_endpoint(fp) if self._cache else None
         if endpoint is not None and (anchor is None or endpoint.last_seq > anchor.last_seq):
             e_since = window.since(endpoint)
@@ -253,10 +288,10 @@ class Counting:
         return Measured(None, split, full, overhead, fp)
 
     @staticmethod
-    def _anchor(anchor: Anchor | None, fp: str, s: Session) -> tuple[Anchor | None, int]:
+    def _anchor(anchor: Anchor | None, fp: str, window: WindowTokens) -> tuple[Anchor | None, int]:
         if anchor is None or anchor.fingerprint != fp:
             return None, 0
-        since = s._window.since(anchor)
+        since = window.since(anchor)
         return (None, 0) if since is None else (anchor, since)
 
     def _latest_endpoint(self, fp: str) -> Anchor | None:
@@ -265,12 +300,15 @@ class Counting:
                 return anchor
         return None
 
-    def fresh(self, s: Session, profile: int) -> CountSplit:
+    def fresh(self, state: WindowState, inputs: Inputs, profile: int) -> CountSplit:
         """The count of a fresh window's first request, counted ``profile`` by the
         profile: nothing anchors it; an estimate is calibrated."""
         estimated = self.estimated
-        cal = s._window.calibration() if estimated else _NO_SUMS
-        overhead = min(profile, s._requests.overhead(s._requests.system(s, s._fold, s._hooks)))
+        cal = state.tokens.calibration() if estimated else _NO_SUMS
+        requests = state.requests
+        overhead = min(
+            profile, requests.overhead(requests.system(inputs, state.fold, inputs.hooks))
+        )
         return _split(None, 0, overhead, profile - overhead, estimated, cal)
 
     def drain(self) -> list[str]:
@@ -293,12 +331,17 @@ def _tokens_of(result: object) -> int | None:
     return None
 
 
-def calibration_meta(s: Session) -> dict[str, dict[str, int]]:
+def measure(state: WindowState, inputs: Inputs, *, before_hooks: bool = False) -> Measured:
+    """The next request's count on ``state``, split (:meth:`Counting.measure`)."""
+    return state.counting.measure(state, inputs, before_hooks=before_hooks)
+
+
+def calibration_meta(state: WindowState) -> dict[str, dict[str, int]]:
     """The calibration sums a rollover's boundary carries into the next window (none
     for an exact family or a conversation without anchored requests)."""
-    if not s._counting.estimated:
+    if not state.counting.estimated:
         return {}
-    sums = s._window.calibration()
+    sums = state.tokens.calibration()
     if not sums[0] or not sums[1]:
         return {}
     return {"calibration": dict(zip(CALIBRATION_KEYS, sums, strict=True))}

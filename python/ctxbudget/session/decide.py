@@ -1,88 +1,252 @@
 """What :meth:`Session.prepare` decides, in SPEC §2's order: resolve calls a stopped
 process left open, quarantine a message that cannot fit even a fresh window, perform a
 rollover the model asked for, evaluate the budget on the measured request, roll over at
-the usable limit, publish a due advisory — each write one step of :mod:`.steps`."""
+the usable limit, publish a due advisory.
+
+:func:`decide` is a function of the window state and the inputs: it writes nothing and
+calls nothing outside the process. It returns a :class:`Plan` — at most one write
+(:mod:`.steps`) and the turn that follows it, or the write alone when the decision
+continues on the state the write leaves (the session applies it, reads, and calls
+:func:`decide` again with the :class:`Progress` so far). :func:`build_turn` makes the
+:class:`Turn` of a plan from the state after its write.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
-from ..policy import Action, Decision
+from ..policy import Action, Claims, Decision
 from . import steps
-from .anchoring import Measured
-from .steps import turn
-from .types import Turn
+from .anchoring import CountRequest, Measured, Sent, calibration_meta, measure
+from .state import Inputs, WindowState
+from .steps import RolloverReason, Write
+from .types import Turn, TurnStatus
 
-if TYPE_CHECKING:
-    from .loop import Session
-
-__all__ = ["decide"]
+__all__ = ["CountFirst", "Plan", "Progress", "TurnPlan", "build_turn", "decide"]
 
 
-def decide(s: Session, events: list[str]) -> Turn:
-    """The turn for the next request (raises ConflictError if another writer appended
-    before one of its writes; the caller re-reads and decides again)."""
-    caps = s._capabilities()
-    fold = s._fold
+class Progress(NamedTuple):
+    """What one :meth:`Session.prepare` call has written so far (a decision continues
+    from it after each write)."""
+
+    rolled_over: tuple[RolloverReason, ...] = ()
+
+
+_STARTED = Progress()
+
+
+class TurnPlan(NamedTuple):
+    """The turn a plan ends in: its status, the decision and why it is not ``send``
+    (a tuple: built on every step)."""
+
+    status: TurnStatus
+    decision: Decision
+    reason: str | None = None
+    measured: Measured | None = None
+    """The measurement a ``send`` carries (``None``: measure after the write)."""
+
+
+@dataclass(frozen=True)
+class CountFirst:
+    """Count the request with the host's count endpoint before deciding (its result
+    is an exact source for the decision)."""
+
+    key: tuple[str, int, int]
+    request: CountRequest
+    profile: tuple[int, int]
+
+
+class Plan(NamedTuple):
+    """What to do next: apply ``write`` (if any), then end in ``turn`` (if any; else
+    decide again on the state the write leaves). ``checked`` is a user message found to
+    fit a fresh window (not checked again). A tuple: built on every step."""
+
+    write: Write | CountFirst | None = None
+    turn: TurnPlan | None = None
+    checked: int | None = None
+
+
+def decide(
+    state: WindowState,
+    inputs: Inputs,
+    progress: Progress = _STARTED,
+    *,
+    count_first: bool = False,
+) -> Plan:
+    """The next step of the decision on ``state``. ``count_first``: before measuring a
+    request the session's count endpoint has not counted yet, ask for it
+    (:class:`CountFirst`)."""
+    fold = state.fold
+    budget = inputs.budget
     open_calls = fold.open_calls
+    checked = None
 
     # Tool calls left open by a process that stopped mid-step.
-    if open_calls and s._open_call_policy == "wait":
+    if open_calls and inputs.open_calls == "wait":
         ids = ", ".join(c.id for c in open_calls)
-        return turn(
-            s,
-            "pause",
-            s.budget.evaluate(s._projected(), fold.claims, caps.new_context),
-            events,
-            reason=f"tool calls {ids} have no result yet: record them with "
-            "add_tool_results() or resolve them with interrupt_open_calls()",
+        return Plan(
+            turn=TurnPlan(
+                "pause",
+                budget.evaluate(_projected(state, inputs), fold.claims, _new_context(inputs)),
+                reason=f"tool calls {ids} have no result yet: record them with "
+                "add_tool_results() or resolve them with interrupt_open_calls()",
+            )
         )
-    left_open = [c for c in open_calls if c.id in s._left_open]
-    if left_open and s._open_call_policy == "interrupt":
-        events.extend(f"interrupted:{c.id}" for c in steps.interrupt(s, left_open))
+    if not progress.rolled_over:
+        if open_calls and inputs.open_calls == "interrupt":
+            left_open = tuple(c for c in open_calls if c.id in state.left_open)
+            if left_open:
+                return Plan(steps.Interrupt(left_open))
 
-    # A request that could not fit even in a fresh window is quarantined first.
-    last_user = fold.last_user
-    if (
-        last_user is not None
-        and not fold.is_retracted(last_user.seq)
-        and last_user.seq not in s._fresh_checked
-    ):
-        fresh = s._counting.fresh(s, steps.fresh_request_tokens(s, last_user.parts))
-        if fresh.total + fresh.margin >= s.budget.usable_limit:
-            return steps.quarantine(s, last_user, fresh, events)
-        s._fresh_checked.add(last_user.seq)
+        # A request that could not fit even in a fresh window is quarantined first.
+        last_user = fold.last_user
+        if (
+            last_user is not None
+            and last_user.seq not in state.fresh_checked
+            and not fold.is_retracted(last_user.seq)
+        ):
+            fresh = state.counting.fresh(
+                state, inputs, steps.fresh_request_tokens(state, inputs, last_user.parts)
+            )
+            if fresh.total + fresh.margin >= budget.usable_limit:
+                margin = (
+                    f" (with {fresh.margin:,} kept for its estimated part)" if fresh.margin else ""
+                )
+                return Plan(
+                    write=steps.Quarantine(last_user.seq),
+                    turn=TurnPlan(
+                        "reject",
+                        budget.evaluate(fresh.total, Claims(), _new_context(inputs), count=fresh),
+                        reason=f"the message alone needs {fresh.total:,} tokens{margin}; the "
+                        f"usable limit is {budget.usable_limit:,}",
+                    ),
+                )
+            checked = last_user.seq
 
-    # A rollover the model asked for happens once the step has settled.
-    if fold.new_context_scheduled and not fold.open_calls:
-        paused = steps.rollover(s, "new_context", events)
-        if paused is not None:
-            return paused
+        # A rollover the model asked for happens once the step has settled.
+        if fold.new_context_scheduled and not open_calls:
+            return _rollover(state, inputs, "new_context", checked)
 
-    measured = s._measure()
-    decision = _evaluate(s, measured)
+    if count_first:
+        wanted = state.counting.wanted(state, inputs)
+        if wanted is not None:
+            return Plan(write=CountFirst(*wanted), checked=checked)
+    measured = measure(state, inputs)
+    decision = evaluate(state, inputs, measured)
     if decision.action is Action.BLOCK:
-        return turn(s, "block", decision, events, reason="the usable limit is reached")
-    if decision.action is Action.ROLLOVER:
-        if fold.open_calls:
-            return turn(s, "pause", decision, events, reason="a tool step is still open")
-        paused = steps.rollover(s, "usable_limit", events)
-        if paused is not None:
-            return paused
-        measured = s._measure()
-        decision = _evaluate(s, measured)
+        return Plan(
+            turn=TurnPlan("block", decision, reason="the usable limit is reached"),
+            checked=checked,
+        )
+    if decision.action is Action.ROLLOVER and "usable_limit" not in progress.rolled_over:
+        if open_calls:
+            return Plan(
+                turn=TurnPlan("pause", decision, reason="a tool step is still open"),
+                checked=checked,
+            )
+        return _rollover(state, inputs, "usable_limit", checked)
     if decision.is_advisory:
-        steps.publish_advisory(s, decision, caps)
-        events.append(f"advisory:{decision.action.value}")
-        measured = s._measure()
-        decision = replace(decision, projected=measured.split.total, count=measured.split)
-    return turn(s, "send", decision, events, measured=measured)
+        return Plan(
+            write=steps.advisory(fold, inputs, decision),
+            turn=TurnPlan("send", decision),
+            checked=checked,
+        )
+    return Plan(None, TurnPlan("send", decision, None, measured), checked)
 
 
-def _evaluate(s: Session, measured: Measured) -> Decision:
+def evaluate(state: WindowState, inputs: Inputs, measured: Measured) -> Decision:
     """The budget's decision on a measured request (its estimated part guarded)."""
     count = measured.split
-    return s.budget.evaluate(
-        count.total, s._fold.claims, s._capabilities().new_context, count=count
+    return inputs.budget.evaluate(count.total, state.fold.claims, _new_context(inputs), count=count)
+
+
+def _new_context(inputs: Inputs) -> bool:
+    return inputs.capabilities.new_context
+
+
+def _projected(state: WindowState, inputs: Inputs) -> int:
+    """Tokens of the next request (anchored where an anchor holds); with an
+    unrestricted hook registered, of the request before it."""
+    return measure(state, inputs, before_hooks=True).split.total
+
+
+def _rollover(
+    state: WindowState, inputs: Inputs, reason: RolloverReason, checked: int | None
+) -> Plan:
+    """Seal the window (boundary + lead-in + trigger) if admitted, else a ``pause``."""
+    fold = state.fold
+    budget = inputs.budget
+    decision = budget.evaluate(_projected(state, inputs), fold.claims, _new_context(inputs))
+
+    def pause(reason: str) -> Plan:
+        return Plan(turn=TurnPlan("pause", decision, reason=reason), checked=checked)
+
+    if any(not h.context_only for h in inputs.hooks):
+        return pause(
+            "an unrestricted request hook is registered: it could change the "
+            "toolset of the sealed window"
+        )
+    if not inputs.capabilities.history:
+        return pause("session_history is not allowed: sealing the window would lose its context")
+    trigger = steps.trigger(fold)
+    fresh = state.counting.fresh(
+        state, inputs, steps.fresh_request_tokens(state, inputs, trigger["parts"])
     )
+    if fresh.total + fresh.margin >= budget.usable_limit:
+        return pause("the fresh window would not fit the request")
+    figures = {
+        "projected": decision.projected,
+        "budget_tokens": budget.usable_limit,
+        **calibration_meta(state),
+    }
+    return Plan(write=steps.Rollover(reason, trigger, figures, inputs), checked=checked)
+
+
+def build_turn(
+    state: WindowState, inputs: Inputs, plan: TurnPlan, events: list[str]
+) -> tuple[Turn, Sent | None]:
+    """The :class:`Turn` of ``plan`` on ``state`` (after the plan's write), and for a
+    ``send`` the request it sends (the reply's stamp): a ``send`` carries the request
+    (assembled now unless measured already), the others only the system text."""
+    fold = state.fold
+    hooks = inputs.hooks
+    decision = plan.decision
+    measured = plan.measured
+    sent = None
+    if plan.status == "send":
+        if measured is None:
+            # Measured again after the advisory the plan wrote.
+            measured = measure(state, inputs)
+            decision = replace(decision, projected=measured.split.total, count=measured.split)
+        sent = Sent(
+            window=fold.window_id,
+            tokens=decision.projected,
+            profile=measured.profile,
+            overhead=measured.overhead,
+            last_seq=fold.last_seq,
+            rows=state.tokens.rows,
+            fingerprint=measured.fingerprint,
+        )
+        request = measured.request
+        if request is None:
+            request = state.requests.assemble(inputs, fold, state.tokens, hooks)
+    else:
+        request = {
+            "system": state.requests.system(inputs, fold, hooks),
+            "messages": [],
+            "tools": [],
+        }
+    turn = Turn(
+        status=plan.status,
+        decision=decision,
+        window_id=fold.window_id,
+        previous_window_id=fold.previous_window_id,
+        messages=request["messages"],
+        system=request["system"],
+        tools=request["tools"],
+        events=events,
+        reason=plan.reason,
+        hooks=hooks,
+    )
+    return turn, sent

@@ -20,16 +20,17 @@ again, so no stage is published twice and no window is sealed twice.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from .. import providers
 from ..budget_record import record_request_overhead, record_session_budget
 from ..errors import ConflictError, InvalidArgumentError
 from ..history import AppendResult, Durability, History
 from ..policy import Budget
-from ..prompts import DEFAULT_PROMPTS, Capabilities, Prompts
+from ..prompts import DEFAULT_PROMPTS, Prompts
 from ..settings import Settings, Strategy
 from ..tokens import Encoding, RequestProfile, profile_for
 from ..tools import OWN_TOOL_NAMES, ToolPolicy, Toolset
@@ -38,12 +39,13 @@ from ..window import OpenCall, WindowChange, WindowFold, WindowView
 from . import keyed, steps
 from . import rows as make
 from .accounting import Requests, WindowTokens
-from .anchoring import Counting, CountRequest, Measured, RequestCounter, Sent
-from .decide import decide
+from .anchoring import Counting, PendingCount, RequestCounter
+from .decide import CountFirst, Plan, Progress, build_turn, decide
 from .keyed import KeyedMessage, KeyIndex, SyncReport
 from .lock import SessionLock
 from .lock import locked as _locked
 from .lock import locked_brief as _locked_brief
+from .state import Inputs, OpenCallPolicy, WindowState
 from .types import RequestHook, Turn, context_window_for, encoding_for
 
 if TYPE_CHECKING:
@@ -51,7 +53,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Session"]
 
-_OPEN_CALL_POLICIES = ("interrupt", "wait")
+_STARTED = Progress()
+"""Nothing written yet in this ``prepare`` call."""
+
+_OPEN_CALL_POLICIES: tuple[OpenCallPolicy, ...] = get_args(OpenCallPolicy)
+_T = TypeVar("_T")
 _MAX_RESYNCS = 64
 """Conflicts one call re-decides before it gives up (each one means another writer
 made progress, so this bound is only reached by a transcript this session cannot read)."""
@@ -106,7 +112,7 @@ class Session:
         prompts: Prompts,
         read_only: bool,
         tools: Sequence[Mapping[str, Any]] = (),
-        open_calls: str = "interrupt",
+        open_calls: OpenCallPolicy = "interrupt",
         profile: RequestProfile | None = None,
         counter: RequestCounter | None = None,
     ) -> None:
@@ -117,7 +123,7 @@ class Session:
                 f"open_calls must be one of {list(_OPEN_CALL_POLICIES)}, got {open_calls!r}"
             )
         self._lock = SessionLock()
-        self._open_call_policy = open_calls
+        self._open_call_policy: OpenCallPolicy = open_calls
         host_tools = _host_tools(tools)
         self.history = history
         self.model = model
@@ -127,8 +133,7 @@ class Session:
         self.tool_policy = tool_policy
         self.system_prompt = system
         self.prompts = prompts
-        self._hooks: list[RequestHook] = []
-        self._fresh_checked: set[int] = set()
+        self._hooks: tuple[RequestHook, ...] = ()
         self._keys = KeyIndex()
         self._toolset = Toolset(
             history,
@@ -140,26 +145,26 @@ class Session:
         self.session_history = self._toolset.session_history
         self.memory = self._toolset.memory
         self.new_context = self._toolset.new_context
-        # The window: read once by the core's fold, counted once by the accounting.
-        self._fold = WindowFold(history)
         self.profile: RequestProfile = profile if profile is not None else profile_for(model)
-        self._requests = Requests(
-            encoding,
-            self._toolset.capabilities,
-            host_tools,
-            self._toolset.definitions(),
-            profile=self.profile,
+        # The window: read once by the core's fold, counted once by the accounting.
+        self._state = WindowState(
+            WindowFold(history),
+            WindowTokens(encoding, mode_active=mode_active, profile=self.profile),
+            Requests(
+                encoding,
+                self._toolset.capabilities,
+                host_tools,
+                self._toolset.definitions(),
+                profile=self.profile,
+            ),
+            Counting(counter, estimated=encoding.is_estimate),
         )
-        self._window = WindowTokens(encoding, mode_active=mode_active, profile=self.profile)
         self._view: WindowView | None = None
         self._overhead_window: str | None = None
-        self._sent: Sent | None = None
-        """The last request ``prepare`` sent (the reply's stamp)."""
-        self._counting = Counting(counter, estimated=encoding.is_estimate)
         self._sync()
         # Calls already open now were left by a process that stopped mid-step; calls made
         # while this session runs are the host's to answer.
-        self._left_open = {c.id for c in self._fold.open_calls}
+        self._state.left_open = frozenset(c.id for c in self._state.fold.open_calls)
         self._record_overhead(with_budget=True)
 
     @classmethod
@@ -182,7 +187,7 @@ class Session:
         read_only: bool = False,
         tools: Sequence[Mapping[str, Any]] = (),
         encoding: str | Encoding | None = None,
-        open_calls: str = "interrupt",
+        open_calls: OpenCallPolicy = "interrupt",
         profile: RequestProfile | None = None,
         counter: RequestCounter | None = None,
         tokenizer: str | os.PathLike[str] | None = None,
@@ -263,18 +268,18 @@ class Session:
 
     # ----- the window, read back from the transcript ---------------------------------
 
-    @_locked
     def _sync(self, full: bool = False) -> None:
         """Brings the window up to date: the core's fold reads only the rows appended
         since it last looked (by this session or any other writer) and the accounting
         counts only those, so a step costs O(new rows). ``full`` starts over from the
-        current window."""
+        current window. The caller holds the session (every caller is a locked method)."""
+        state = self._state
         if full:
-            self._fold = WindowFold(self.history)
-            self._window = WindowTokens(
+            state.fold = WindowFold(self.history)
+            state.tokens = WindowTokens(
                 self.encoding, mode_active=self.mode_active, profile=self.profile
             )
-        self._apply(self._fold.advance())
+        self._noted(state.read())
 
     def _append(
         self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None = None
@@ -283,24 +288,53 @@ class Session:
         brings the window up to date, this batch included, in one store call: the write
         and the read of what it wrote are one trip to the store (one I/O-pool job for an
         :class:`~ctxbudget.AsyncSession`), not two."""
-        appended, change = self._fold.append(rows, if_last_seq)
-        self._apply(change)
+        appended, change = self._state.append(rows, if_last_seq)
+        self._noted(change)
         return appended
 
-    def _apply(self, change: WindowChange) -> None:
+    def _noted(self, change: WindowChange) -> None:
+        """What the session keeps beside the state after a read: the view is stale, and
+        a new window's request overhead is recorded."""
         if change.read:
-            self._window.apply(change, self._fold)
             self._view = None
             if change.reset and self._overhead_window is not None:
                 self._record_overhead()
+
+    def _until_written(
+        self,
+        attempt: Callable[[int], _T],
+        *,
+        read: Callable[[], None] | None = None,
+        read_first: bool = True,
+        retry: bool = True,
+        on_conflict: Callable[[], None] | None = None,
+    ) -> _T:
+        """Runs ``attempt(n)`` on the window as read now until its conditional write
+        lands: a :class:`~ctxbudget.ConflictError` means another writer appended
+        first, so the session reads their rows (``read``, by default the window) and
+        tries again, at most :data:`_MAX_RESYNCS` times (``retry=False``: the conflict
+        is raised). ``read_first=False`` trusts the window as last read for the first
+        attempt; ``on_conflict`` runs before each retry."""
+        reread = self._sync if read is None else read
+        for n in range(_MAX_RESYNCS + 1):
+            if n or read_first:
+                reread()
+            try:
+                return attempt(n)
+            except ConflictError:
+                if not retry or n == _MAX_RESYNCS:
+                    raise
+                if on_conflict is not None:
+                    on_conflict()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _record_overhead(self, *, with_budget: bool = False) -> None:
         """Keeps the request overhead (frame, system text, tool schemas) this window
         counts in the workspace's budget record, for ``ctxbudget plot``; ``with_budget``
         (on open) records the session's budget in the same write."""
-        fold = self._fold
+        fold, requests = self._state.fold, self._state.requests
         self._overhead_window = fold.window_id
-        tokens = self._requests.overhead(self._requests.system(self, fold))
+        tokens = requests.overhead(requests.system(self, fold))
         if with_budget:
             record_session_budget(self, tokens)
         else:
@@ -316,7 +350,7 @@ class Session:
             self._sync()
         tokens = self._projected()  # hooks may change the system text between calls
         if self._view is None:
-            self._view = self._fold.view(tokens)
+            self._view = self._state.fold.view(tokens)
         elif self._view.tokens != tokens:
             self._view = replace(self._view, tokens=tokens)
         return self._view
@@ -324,32 +358,32 @@ class Session:
     @property
     def window_id(self) -> str:
         """The current window."""
-        return self._fold.window_id
+        return self._state.fold.window_id
 
     @property
     def previous_window_id(self) -> str | None:
         """The window before the current one, from its boundary row."""
-        return self._fold.previous_window_id
+        return self._state.fold.previous_window_id
 
     @property
     @_locked_brief
     def settled(self) -> bool:
         """True when every tool call of the window has its result."""
-        return not self._fold.open_calls
+        return not self._state.fold.open_calls
 
     @property
     @_locked_brief
     def open_calls(self) -> list[OpenCall]:
         """The tool calls of the current window that have no result yet, oldest first
         (as of the rows this session has read; :meth:`refresh` reads new ones)."""
-        return list(self._fold.open_calls)
+        return list(self._state.fold.open_calls)
 
     def _recover(self) -> None:
         """Runs (under the lock) before the next call after an awaited call that held
         the session was abandoned halfway (its event loop was closed while it waited for
         I/O): the window is read again from the transcript, which holds whatever that
         call wrote (see ``lock.py``)."""
-        self._sent = None
+        self._state.sent = None
         self._view = None
         self._sync(full=True)
 
@@ -358,8 +392,18 @@ class Session:
         """Reads rows other writers appended since this session last looked."""
         self._sync()
 
-    def _capabilities(self) -> Capabilities:
-        return self._toolset.capabilities
+    def _inputs(self) -> Inputs:
+        """What a decision takes besides the window state, as set now."""
+        return Inputs(
+            self.budget,
+            self.prompts,
+            self._toolset.capabilities,
+            self.model,
+            self.system_prompt,
+            self.mode_active,
+            self._open_call_policy,
+            self._hooks,
+        )
 
     # ----- what the host sends besides the window ------------------------------------
 
@@ -386,7 +430,7 @@ class Session:
         if own_tools is not None:
             if isinstance(own_tools, (str, bytes)):
                 raise TypeError("own_tools must be a collection of tool names, not a string")
-            known = {t["name"] for t in self._requests.own_tools()}
+            known = {t["name"] for t in self._state.requests.own_tools()}
             unknown = sorted(set(own_tools) - known)
             if unknown:
                 raise InvalidArgumentError(
@@ -397,9 +441,9 @@ class Session:
         if system is not None:
             self.system_prompt = system
         if host_tools is not None:
-            changed = self._requests.set_host_tools(host_tools) or changed
+            changed = self._state.requests.set_host_tools(host_tools) or changed
         if own_tools is not None:
-            changed = self._requests.set_offered(own_tools) or changed
+            changed = self._state.requests.set_offered(own_tools) or changed
         if changed:
             self._record_overhead()
 
@@ -409,14 +453,14 @@ class Session:
     def register_hook(self, fn: Callable[..., Any], *, context_only: bool) -> RequestHook:
         """Registers a request hook; it applies from the next :meth:`prepare` on."""
         hook = RequestHook(fn, bool(context_only))
-        # A new list, never changed in place: a call in flight keeps the one it read.
-        self._hooks = [*self._hooks, hook]
+        # A new tuple, never changed in place: a call in flight keeps the one it read.
+        self._hooks = (*self._hooks, hook)
         return hook
 
     @_locked_brief
     def unregister_hook(self, hook: RequestHook) -> None:
         """Removes a hook (later requests only)."""
-        self._hooks = [h for h in self._hooks if h is not hook]
+        self._hooks = tuple(h for h in self._hooks if h is not hook)
 
     # ----- recording ------------------------------------------------------------------
 
@@ -435,32 +479,26 @@ class Session:
         then the call's result. Calls the batch answers itself, and calls made while this
         session runs, are left to the host. Assistant messages in the batch answer the
         request :meth:`prepare` last sent and carry its size (``meta.request_tokens``)."""
-        rows = self._stamped(rows)
+        stamped = self._stamped(rows)
         # First on the window as last read, conditional on it: when no other writer
         # appended since (the common case) the write is the step's only trip to the
-        # store, not a read and a write; when one did, nothing is written and the
-        # loop below reads their rows and appends as before.
-        try:
-            return self._append_turn(rows, self._fold.last_seq)
-        except ConflictError:
-            pass
-        for attempt in range(_MAX_RESYNCS + 1):
-            self._sync()
-            try:
-                return self._append_turn(rows, None)
-            except ConflictError:
-                if attempt == _MAX_RESYNCS:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        # store, not a read and a write; when one did, nothing is written, and the
+        # retries read their rows and append on the window as read then.
+        first_condition = self._state.fold.last_seq
+        return self._until_written(
+            lambda n: self._append_turn(stamped, None if n else first_condition),
+            read_first=False,
+        )
 
     def _append_turn(self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None) -> list[int]:
         """One attempt of :meth:`append_turn` on the window as last read (conditional on
         ``if_last_seq``, or on the window when calls must be resolved first)."""
         resolve = []
+        fold = self._state.fold
         if self._open_call_policy == "interrupt":
-            resolve = make.calls_a_turn_interrupts(rows, self._fold, self._left_open)
+            resolve = make.calls_a_turn_interrupts(rows, fold, self._state.left_open)
         if resolve:
-            condition = self._fold.last_seq if if_last_seq is None else if_last_seq
+            condition = fold.last_seq if if_last_seq is None else if_last_seq
             r = self._append([*steps.interrupted_rows(resolve), *rows], if_last_seq=condition)
         else:
             r = self._append(list(rows), if_last_seq=if_last_seq)
@@ -500,9 +538,10 @@ class Session:
         Agents SDK's ``on_llm_end``): the next reply recorded carries it. ``False``
         when no request is waiting for its reply."""
         found = usage_of(usage)
-        if found is None or self._sent is None:
+        state = self._state
+        if found is None or state.sent is None:
             return False
-        self._sent = self._sent._replace(usage=found)
+        state.sent = state.sent._replace(usage=found)
         return True
 
     def _stamped(
@@ -523,9 +562,10 @@ class Session:
         ]
         if not replies:
             return list(rows)
-        sent, self._sent = self._sent, None
+        state = self._state
+        sent, state.sent = state.sent, None
         out = list(rows)
-        if sent is None or sent.window != self._fold.window_id:
+        if sent is None or sent.window != state.fold.window_id:
             if usage is not None:
                 meta = dict(out[replies[0]].get("meta") or {})
                 meta["usage"] = usage.to_meta()
@@ -610,7 +650,8 @@ class Session:
         """The window's ID and whether it already scheduled ``new_context``: the only
         tool that answers from the window reads its new rows first."""
         self._sync()
-        return self._fold.window_id, self._fold.new_context_scheduled
+        fold = self._state.fold
+        return fold.window_id, fold.new_context_scheduled
 
     @_locked
     def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> None:
@@ -621,29 +662,23 @@ class Session:
         window (e.g. recorded as interrupted) is an
         :class:`~ctxbudget.InvalidArgumentError` and nothing is written; the check and
         the write are one conditional append, so it holds against other writers too."""
-        for attempt in range(_MAX_RESYNCS + 1):
-            # The write is conditional on the rows the results were checked against, so
-            # the first attempt trusts the window as last read (the write that read it
-            # brought it up to date); another writer's rows make it conflict, and the
-            # next attempt reads them first.
-            if attempt:
-                self._sync()
+
+        def attempt(n: int) -> None:
             try:
-                rows = make.result_rows(results, self._fold)
+                rows = make.result_rows(results, self._state.fold)
             except InvalidArgumentError:
-                if attempt:
+                if n:
                     raise
                 self._sync()  # refused on the window as last read: judge the current one
-                rows = make.result_rows(results, self._fold)
-            if not rows:
-                return
-            try:
-                self._append(rows, if_last_seq=self._fold.last_seq)
-            except ConflictError:
-                if attempt == _MAX_RESYNCS:
-                    raise
-                continue
-            return
+                rows = make.result_rows(results, self._state.fold)
+            if rows:
+                self._append(rows, if_last_seq=self._state.fold.last_seq)
+
+        # The write is conditional on the rows the results were checked against, so the
+        # first attempt trusts the window as last read (the write that read it brought
+        # it up to date); another writer's rows make it conflict, and the next attempt
+        # reads them first.
+        self._until_written(attempt, read_first=False)
 
     @_locked
     def retract(
@@ -665,24 +700,21 @@ class Session:
         reads other writers' rows and checks ``seq`` again until its write lands."""
         if isinstance(seq, bool) or not isinstance(seq, int):
             raise InvalidArgumentError(f"retract() takes a row's seq (an int), got {seq!r}")
-        for attempt in range(_MAX_RESYNCS + 1):
-            self._sync()
-            if seq not in {r.seq for r in self._fold.visible_rows()}:
+
+        def attempt(_: int) -> list[int]:
+            fold = self._state.fold
+            if seq not in {r.seq for r in fold.visible_rows()}:
                 raise InvalidArgumentError(
-                    f"row {seq} is not a row the current window ({self._fold.window_id}) "
+                    f"row {seq} is not a row the current window ({fold.window_id}) "
                     "sends: only those can be retracted; nothing was written"
                 )
             rows = [make.retraction_row(seq), *replace_with]
-            try:
-                r = self._append(
-                    rows, if_last_seq=self._fold.last_seq if if_last_seq is None else if_last_seq
-                )
-            except ConflictError:
-                if if_last_seq is not None or attempt == _MAX_RESYNCS:
-                    raise
-                continue
+            r = self._append(
+                rows, if_last_seq=fold.last_seq if if_last_seq is None else if_last_seq
+            )
             return list(range(r.first_seq, r.last_seq + 1))
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        return self._until_written(attempt, retry=if_last_seq is None)
 
     @_locked
     def sync_messages(self, messages: Sequence[KeyedMessage]) -> SyncReport:
@@ -701,23 +733,26 @@ class Session:
         resolved before a new user message; replies carry the last request's size)."""
         if isinstance(messages, (str, bytes, Mapping)):
             raise InvalidArgumentError("sync_messages takes a sequence of KeyedMessage")
-        for attempt in range(_MAX_RESYNCS + 1):
+        state = self._state
+
+        def read() -> None:
             self._keys.catch_up(self.history)
             self._sync()
-            fresh, report = keyed.plan(self._keys, self._fold, messages)
+
+        def attempt(_: int) -> SyncReport:
+            fresh, report = keyed.plan(self._keys, state.fold, messages)
             if not fresh:
                 return report
-            sent = self._sent
+            sent = state.sent
             rows = self._stamped([keyed.stored_row(m) for m in fresh])
             try:
                 seqs = self._append_turn(rows, if_last_seq=self._keys.last_seq)
             except ConflictError:
-                self._sent = sent  # the reply is stamped when the batch lands
-                if attempt == _MAX_RESYNCS:
-                    raise
-                continue
+                state.sent = sent  # the reply is stamped when the batch lands
+                raise
             return replace(report, recorded=dict(zip((m.key for m in fresh), seqs, strict=True)))
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        return self._until_written(attempt, read=read)
 
     @_locked
     def interrupt_open_calls(self) -> list[OpenCall]:
@@ -725,14 +760,14 @@ class Session:
         window (one batch, only if no other writer appended meanwhile; else re-read and
         retried) and returns the calls it resolved. :meth:`prepare` does this itself
         under the default ``open_calls="interrupt"``."""
-        for attempt in range(_MAX_RESYNCS + 1):
-            self._sync()
-            try:
-                return steps.interrupt(self, list(self._fold.open_calls))
-            except ConflictError:
-                if attempt == _MAX_RESYNCS:
-                    raise
-        return []  # pragma: no cover - the loop returns or raises
+
+        def attempt(_: int) -> list[OpenCall]:
+            calls = list(self._state.fold.open_calls)
+            if calls:
+                self._apply_write(steps.Interrupt(tuple(calls)))
+            return calls
+
+        return self._until_written(attempt)
 
     # ----- counting and deciding ------------------------------------------------------
 
@@ -742,72 +777,125 @@ class Session:
         """Tokens of a request: SPEC §1 framing (8 per message and tool schema, 1 per
         request), text counts, tool-call JSON, media allowances (the rule of
         :func:`ctxbudget.count_messages`)."""
-        return self._requests.count(system, messages, tools)
+        return self._state.requests.count(system, messages, tools)
 
     def _projected(self) -> int:
         """Tokens of the next request (anchored where an anchor holds); with an
         unrestricted hook registered, of the request before it."""
-        return self._counting.measure(self, count_inline=False, before_hooks=True).split.total
+        state = self._state
+        return state.counting.measure(state, self._inputs(), before_hooks=True).split.total
 
-    def _measure(self) -> Measured:
-        """The next request (after unrestricted hooks) and its count, split."""
-        return self._counting.measure(self, count_inline=self._count_inline)
-
-    _count_inline = True
-    """Whether a cache miss calls the count endpoint in place (not inside an awaited
-    call, whose counts were taken off the loop before it started)."""
+    @property
+    def counter(self) -> RequestCounter | None:
+        """The provider's count endpoint plugged in with ``open(counter=...)``, if any."""
+        return self._state.counting.counter
 
     @_locked
-    def _count_wanted(
-        self,
-    ) -> tuple[tuple[str, int, int], CountRequest, tuple[int, int]] | None:
-        """What the count endpoint should count before an awaited :meth:`prepare`."""
+    def pending_count(self) -> PendingCount | None:
+        """The next request, when the count endpoint (:attr:`counter`) has not counted
+        it yet: for a caller that counts it elsewhere (an
+        :class:`~ctxbudget.AsyncSession` awaits the counter off the event loop), hands
+        the result to :meth:`store_count`, then calls ``prepare(count=False)``."""
         self._sync()
-        return self._counting.wanted(self)
+        wanted = self._state.counting.wanted(self._state, self._inputs())
+        return None if wanted is None else PendingCount(*wanted)
 
     @_locked_brief
-    def _count_store(
-        self, key: tuple[str, int, int], profile: tuple[int, int], result: object
-    ) -> None:
-        self._counting.store(key, profile, result)
+    def store_count(self, pending: PendingCount, result: object) -> None:
+        """Keeps what the count endpoint returned for ``pending`` (an exception, or
+        anything but a count, falls back to the estimate with the event
+        ``count_endpoint_failed:<reason>`` in the next turn)."""
+        self._state.counting.store(pending.key, pending.profile, result)
 
     @_locked
-    def prepare(self) -> Turn:
+    def prepare(self, *, count: bool = True) -> Turn:
         """Decides the next provider request (call before every request).
 
         Every write it makes is conditional on the rows it decided on; if another
         writer appended first it reads the new rows and decides again (``resync`` in
-        the turn's events)."""
-        return self._prepare(True)
-
-    @_locked
-    def _prepare_counted(self) -> Turn:
-        """:meth:`prepare` for an awaited call, whose count-endpoint results were
-        taken off the event loop before it started: a miss is not counted in place."""
-        return self._prepare(False)
-
-    def _prepare(self, count_inline: bool) -> Turn:
-        """The decision loop of :meth:`prepare` (the caller holds the session)."""
+        the turn's events). With a count endpoint plugged in, a request it has not
+        counted is counted on this thread; ``count=False`` leaves such a request to the
+        estimate (for a caller that counted it first: :meth:`pending_count`)."""
         events: list[str] = []
-        self._count_inline = count_inline
-        try:
-            for attempt in range(_MAX_RESYNCS + 1):
-                self._sync()
-                try:
-                    return decide(self, events)
-                except ConflictError:
-                    if attempt == _MAX_RESYNCS:
-                        raise
-                    events.append("resync")
-        finally:
-            self._count_inline = True
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def resynced() -> None:
+            events.append("resync")
+
+        return self._until_written(
+            lambda _: self._decide_and_write(events, count), on_conflict=resynced
+        )
+
+    def _decide_and_write(self, events: list[str], count: bool) -> Turn:
+        """One attempt of :meth:`prepare` on the window as read: decides, applies each
+        write the decision asks for and decides on from the state it leaves, until a
+        turn (a :class:`~ctxbudget.ConflictError` from a write ends the attempt)."""
+        state = self._state
+        inputs = self._inputs()  # one snapshot of the hooks for this turn
+        count_first = count and state.counting.counter is not None
+        ask = count_first  # the endpoint counts each request once, failed or not
+        progress = _STARTED
+        while True:
+            plan = decide(state, inputs, progress, count_first=ask)
+            if plan.checked is not None:
+                state.fresh_checked.add(plan.checked)
+            write = plan.write
+            if isinstance(write, CountFirst):
+                state.counting.count(write.key, write.request, write.profile)
+                ask = False
+                continue
+            if write is not None:
+                events.extend(self._apply_write(write))
+                ask = count_first  # the write changed the request
+                if isinstance(write, steps.Rollover):
+                    progress = progress._replace(rolled_over=(*progress.rolled_over, write.reason))
+            if plan.turn is not None:
+                return self._turn(plan, inputs, events, count_first)
+
+    def _turn(self, plan: Plan, inputs: Inputs, events: list[str], count_first: bool) -> Turn:
+        """The turn ``plan`` ends in, on the state its write left; a ``send`` is what
+        the next reply answers."""
+        assert plan.turn is not None
+        state = self._state
+        if count_first and plan.turn.measured is None:
+            state.counting.call(state, inputs)  # the request changed with the write
+        if isinstance(plan.write, steps.Quarantine):
+            events = [*events, "quarantined"]
+        turn, sent = build_turn(state, inputs, plan.turn, [*events, *state.counting.drain()])
+        state.sent = sent
+        return turn
+
+    def _apply_write(self, write: steps.Write) -> list[str]:
+        """Applies one write of a decision (each conditional on the window as the
+        decision read it) and reads the rows it wrote; returns its events."""
+        fold = self._state.fold
+        if isinstance(write, steps.Interrupt):
+            self._append(write.rows(), if_last_seq=fold.last_seq)
+            return [f"interrupted:{c.id}" for c in write.calls]
+        if isinstance(write, steps.Advisory):
+            self._append([write.row], if_last_seq=fold.last_seq)
+            return [f"advisory:{write.row['meta']['stage']}"]
+        if isinstance(write, steps.Quarantine):
+            self.history.quarantine_seq(write.seq, if_last_seq=fold.last_seq)
+            self._sync()
+            return []
+        window = fold.window_id
+        self.history.rollover(
+            rollover_id=f"{window}:{write.reason}:{uuid.uuid4().hex[:12]}",
+            reason=write.reason,
+            requested_by="model" if write.reason == "new_context" else None,
+            lead_in=write.lead_in,
+            trigger=write.trigger,
+            figures=write.figures,
+            if_last_seq=fold.last_seq,
+        )
+        self._sync()
+        return [f"rollover:{window}"]
 
     @property
     def own_tools(self) -> list[dict[str, Any]]:
         """ctxbudget's tools this session offers (``{"name", "description",
         "parameters"}``, fresh copies; fixed for the session)."""
-        return self._requests.own_tools()
+        return self._state.requests.own_tools()
 
     def __repr__(self) -> str:
         return f"Session({self.history.location!r}, window={self.window_id!r})"

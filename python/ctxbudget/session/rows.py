@@ -4,6 +4,7 @@ which calls a new turn must resolve first."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..errors import InvalidArgumentError
@@ -83,7 +84,7 @@ def result_rows(results: Sequence[Mapping[str, Any]], fold: WindowFold) -> list[
 
 
 def calls_a_turn_interrupts(
-    rows: Sequence[Mapping[str, Any]], fold: WindowFold, left_open: set[str]
+    rows: Sequence[Mapping[str, Any]], fold: WindowFold, left_open: AbstractSet[str]
 ) -> list[OpenCall]:
     """The calls left open by a stopped process that ``rows`` would leave behind a new
     user message (those the batch answers itself excepted)."""

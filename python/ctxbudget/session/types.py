@@ -6,7 +6,7 @@ import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .. import _ctxbudget, providers
 from ..errors import InvalidArgumentError, UnknownModelError
@@ -17,6 +17,7 @@ __all__ = [
     "INTERRUPTED_OUTPUT",
     "RequestHook",
     "Turn",
+    "TurnStatus",
     "context_window_for",
     "encoding_for",
 ]
@@ -129,11 +130,17 @@ class RequestHook:
     context_only: bool
 
 
+TurnStatus = Literal["send", "reject", "block", "pause"]
+"""What :meth:`Session.prepare` decided: ``send`` the request, ``reject`` (the input is
+quarantined), ``block`` (Off at the limit) or ``pause`` (admission failed; the window
+stays open)."""
+
+
 @dataclass(frozen=True)
 class Turn:
     """What :meth:`Session.prepare` decided for the next provider request."""
 
-    status: str
+    status: TurnStatus
     """``send``, ``reject`` (input quarantined), ``block`` (Off at the limit) or
     ``pause`` (admission failed; the window stays open)."""
     decision: Decision

@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::pyjson::encode_value;
 
-use crate::errors::{history_error, no_panic, no_panic_store};
+use crate::errors::{history_error, no_panic, no_panic_store, raise};
 use crate::history::PyHistory;
 
 /// `(call_id, name, arguments, seq)` of a tool call without a result.
@@ -21,14 +21,30 @@ fn lock_fold(fold: &Mutex<WindowFold>) -> MutexGuard<'_, WindowFold> {
     fold.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The incremental window fold over one store.
+/// The incremental window fold over one store, or over rows handed in
+/// ([`detached`](PyWindowFold::detached)).
 #[pyclass(module = "ctxbudget._ctxbudget", name = "WindowFold", frozen)]
 pub(crate) struct PyWindowFold {
-    history: Backend,
+    /// `None`: a detached fold, which notes rows handed in and reads no store.
+    history: Option<Backend>,
     fold: Arc<Mutex<WindowFold>>,
 }
 
 impl PyWindowFold {
+    /// The store this fold reads, or an `InvalidArgumentError` for a detached fold.
+    fn store(&self, py: Python<'_>, what: &str) -> PyResult<Backend> {
+        self.history.clone().ok_or_else(|| {
+            raise(
+                py,
+                "InvalidArgumentError",
+                format!(
+                    "{what} needs a store: this fold is detached (it notes rows given to note())"
+                ),
+                &[],
+            )
+        })
+    }
+
     fn state(&self) -> MutexGuard<'_, WindowFold> {
         lock_fold(&self.fold)
     }
@@ -50,9 +66,39 @@ impl PyWindowFold {
     #[new]
     fn new(history: &PyHistory) -> Self {
         PyWindowFold {
-            history: history.inner.clone(),
+            history: Some(history.inner.clone()),
             fold: Arc::new(Mutex::new(WindowFold::new())),
         }
+    }
+
+    /// A fold over no store: it notes the rows handed to [`note`](Self::note), by the
+    /// same rule as a store's fold (what a decision is tested on without a store).
+    #[staticmethod]
+    fn detached() -> Self {
+        PyWindowFold {
+            history: None,
+            fold: Arc::new(Mutex::new(WindowFold::new())),
+        }
+    }
+
+    /// Notes `rows` (`Row` objects or dicts, in order; a row without a `seq` follows
+    /// the last one noted; rows the core does not know are skipped) and returns
+    /// `window_changed` as [`advance`](Self::advance) does.
+    fn note(&self, py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<bool> {
+        no_panic(py, "WindowFold.note()", || {
+            // Parsed first, so that no Python code runs while the fold is locked.
+            let mut parsed = Vec::new();
+            for row in rows.try_iter()? {
+                parsed.extend(core_row(&row?)?);
+            }
+            let mut fold = self.state();
+            let before = fold.window();
+            for (mut row, seq) in parsed {
+                row.seq = seq.unwrap_or(fold.last_seq() + 1);
+                fold.note_row(&row);
+            }
+            Ok(before != fold.window())
+        })?
     }
 
     /// Reads the rows appended since the last call (the current window's rows on the
@@ -61,7 +107,7 @@ impl PyWindowFold {
     /// another one than before the call (a fold starts in `w:0`). Inside an awaited
     /// `AsyncSession` call the read runs on the I/O pool (`offload::blocking`).
     fn advance<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, bool)> {
-        let (fold, history) = (Arc::clone(&self.fold), self.history.clone());
+        let (fold, history) = (Arc::clone(&self.fold), self.store(py, "advance()")?);
         let (rows, changed) = no_panic_store(py, "WindowFold.advance()", || {
             crate::offload::blocking(py, move || {
                 let mut fold = lock_fold(&fold);
@@ -92,7 +138,7 @@ impl PyWindowFold {
         let rows_json = no_panic_store(py, "WindowFold.append()", || {
             crate::pyjson::encode_rows(rows)
         })??;
-        let (fold, history) = (Arc::clone(&self.fold), self.history.clone());
+        let (fold, history) = (Arc::clone(&self.fold), self.store(py, "append()")?);
         let (appended, read, changed) = no_panic_store(py, "WindowFold.append()", || {
             crate::offload::blocking(py, move || {
                 let appended = history.store().append_json(&rows_json, if_last_seq)?;
