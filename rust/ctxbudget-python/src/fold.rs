@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::pyjson::encode_value;
 
-use crate::errors::{history_error, no_panic, no_panic_store};
+use crate::errors::{no_panic, no_panic_store, store_error};
 use crate::history::PyHistory;
 
 /// `(call_id, name, arguments, seq)` of a tool call without a result.
@@ -68,10 +68,10 @@ impl PyWindowFold {
                 let before = fold.window();
                 let rows = fold.catch_up(history.store())?;
                 let changed = before != fold.window();
-                Ok::<_, ctxbudget::store::HistoryError>((rows, changed))
+                Ok::<_, ctxbudget::store::StoreError>((rows, changed))
             })
         })??
-        .map_err(|e| history_error(py, e))?;
+        .map_err(|e| store_error(py, e))?;
         Ok((crate::rows::list(py, &rows)?, changed))
     }
 
@@ -102,10 +102,10 @@ impl PyWindowFold {
                 // error. The fold then has not moved, and the next read brings it.
                 let read = fold.catch_up(history.store()).unwrap_or_default();
                 let changed = before != fold.window();
-                Ok::<_, ctxbudget::store::HistoryError>((appended, read, changed))
+                Ok::<_, ctxbudget::store::StoreError>((appended, read, changed))
             })
         })??
-        .map_err(|e| history_error(py, e))?;
+        .map_err(|e| store_error(py, e))?;
         Ok((appended.into(), crate::rows::list(py, &read)?, changed))
     }
 

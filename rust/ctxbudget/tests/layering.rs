@@ -18,7 +18,6 @@ const KNOWN_STORE_USES_TRANSCRIPT: &[&str] = &[
     "store/frame.rs",
     "store/index.rs",
     "store/maintenance.rs",
-    "store/mod.rs",
     "store/read.rs",
     "store/retention.rs",
     "store/row.rs",
@@ -26,7 +25,7 @@ const KNOWN_STORE_USES_TRANSCRIPT: &[&str] = &[
 ];
 
 /// `scan/` files that still name a backend.
-const KNOWN_SCAN_NAMES_BACKEND: &[&str] = &["scan/mod.rs", "scan/source.rs"];
+const KNOWN_SCAN_NAMES_BACKEND: &[&str] = &[];
 
 /// Words that name a backend or its internals: the file store (`History`, its index
 /// snapshot, frames and files) and PostgreSQL (`pg`, `Pg…`).
