@@ -205,9 +205,8 @@ fn ident_before(b: &[char], i: usize) -> bool {
 
 /// A quote that opens a char literal rather than a lifetime (`'a`, `'_`).
 fn is_char_literal(b: &[char], i: usize) -> bool {
-    match (b.get(i + 1), b.get(i + 2)) {
-        (Some('\\'), _) => true,
-        (Some(_), Some('\'')) => true,
-        _ => false,
-    }
+    matches!(
+        (b.get(i + 1), b.get(i + 2)),
+        (Some('\\'), _) | (Some(_), Some('\''))
+    )
 }
