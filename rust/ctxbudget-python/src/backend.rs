@@ -1,68 +1,76 @@
 //! The store behind a `ctxbudget.History`: a workspace's files or a PostgreSQL
-//! conversation. Both implement the core's `Store` seam; what only one of them has (a
-//! directory, commit anchors) is answered here.
+//! conversation, held as the core's `Store` seam (every transcript operation, the
+//! `session_history` tool and the fold go through it), with the few facts that are not
+//! the transcript's (the cursor key, the directory, a database conversation's records).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ctxbudget::pg::{CursorKey, PgError, PgHistory, PgOptions, PgStore};
-use ctxbudget::store::{History, Result, Store, StoredRow, WindowInfo};
+use ctxbudget::store::{History, Store};
 
 /// One conversation's store.
 #[derive(Clone)]
-pub(crate) enum Backend {
-    /// `<workspace>/history/`.
-    File(Arc<History>),
-    /// A conversation in a PostgreSQL database, with the deployment's cursor key.
-    Pg(Arc<PgHistory>, Arc<CursorKey>),
+pub(crate) struct Backend {
+    /// The seam every transcript operation goes through.
+    store: Arc<dyn Store>,
+    /// The key cursors are signed with: a database's deployment key, so that a cursor
+    /// minted on one host pages on another; `None`: the per-process key.
+    cursor_key: Option<Arc<CursorKey>>,
+    /// `<workspace>/history` for a workspace's files.
+    directory: Option<PathBuf>,
+    /// A PostgreSQL conversation, for what it keeps beside its transcript (its id, its
+    /// budget record, its memory files).
+    conversation: Option<Arc<PgHistory>>,
 }
 
 impl Backend {
+    /// A workspace's files.
+    pub(crate) fn files(history: History) -> Backend {
+        let directory = Some(history.paths().dir.clone());
+        Backend {
+            store: Arc::new(history),
+            cursor_key: None,
+            directory,
+            conversation: None,
+        }
+    }
+
+    /// A PostgreSQL conversation, its cursors signed with the deployment's `key`.
+    pub(crate) fn postgres(history: PgHistory, key: Arc<CursorKey>) -> Backend {
+        let history = Arc::new(history);
+        Backend {
+            store: Arc::clone(&history) as Arc<dyn Store>,
+            cursor_key: Some(key),
+            directory: None,
+            conversation: Some(history),
+        }
+    }
+
     /// The seam every transcript operation goes through.
     pub(crate) fn store(&self) -> &dyn Store {
-        match self {
-            Backend::File(h) => h.as_ref(),
-            Backend::Pg(h, _) => h.as_ref(),
-        }
+        self.store.as_ref()
     }
 
-    pub(crate) fn rows_since(&self, seq: u64) -> Result<Vec<StoredRow>> {
-        match self {
-            Backend::File(h) => h.rows_since(seq),
-            Backend::Pg(h, _) => h.rows_since(seq),
-        }
+    /// The seam, shared (the `session_history` tool keeps it).
+    pub(crate) fn shared(&self) -> Arc<dyn Store> {
+        Arc::clone(&self.store)
     }
 
-    pub(crate) fn windows(&self) -> Result<Vec<WindowInfo>> {
-        match self {
-            Backend::File(h) => h.windows(),
-            Backend::Pg(h, _) => h.windows(),
-        }
-    }
-
-    pub(crate) fn current_window(&self) -> Result<String> {
-        match self {
-            Backend::File(h) => h.current_window(),
-            Backend::Pg(h, _) => h.current_window(),
-        }
-    }
-
-    /// The CRC of the commit ending at `offset` (file store only: a PostgreSQL
-    /// conversation binds cursors by its epoch alone).
-    pub(crate) fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
-        match self {
-            Backend::File(h) => h.anchor_crc_at(offset),
-            Backend::Pg(..) => Ok(None),
-        }
+    /// The bytes of the key cursors are signed with (`None`: the per-process key).
+    pub(crate) fn cursor_key(&self) -> Option<Vec<u8>> {
+        self.cursor_key.as_ref().map(|k| k.as_bytes().to_vec())
     }
 
     /// `<workspace>/history` for the file store; `None` for a database.
     pub(crate) fn directory(&self) -> Option<PathBuf> {
-        match self {
-            Backend::File(h) => Some(h.paths().dir.clone()),
-            Backend::Pg(..) => None,
-        }
+        self.directory.clone()
+    }
+
+    /// The PostgreSQL conversation; `None` for a workspace's files.
+    pub(crate) fn conversation(&self) -> Option<&Arc<PgHistory>> {
+        self.conversation.as_ref()
     }
 }
 

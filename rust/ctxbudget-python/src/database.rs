@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctxbudget::pg::{CursorKey, PgError, PgHistory, PgOptions, PgStore};
-use ctxbudget::store::HistoryError;
+use ctxbudget::store::StoreError;
 use ctxbudget::transcript::PruneSpec;
 use pyo3::prelude::*;
 
 use crate::backend::{Backend, Database};
-use crate::errors::{history_error, no_panic_store, pg_error};
+use crate::errors::{no_panic_store, pg_error, store_error};
 use crate::history::PyHistory;
 use crate::reports::{PyDeleteReport, PyPruneReport};
 
@@ -46,11 +46,11 @@ pub(crate) fn prune_spec(
     keep_windows: Option<usize>,
     older_than: Option<f64>,
     below_floor: bool,
-) -> Result<PruneSpec, HistoryError> {
+) -> Result<PruneSpec, StoreError> {
     let older_than = older_than
         .map(|s| {
             Duration::try_from_secs_f64(s).map_err(|_| {
-                HistoryError::InvalidArgument(format!(
+                StoreError::InvalidArgument(format!(
                     "older_than must be 0 or more seconds, got {s}"
                 ))
             })
@@ -157,7 +157,7 @@ impl PyDatabase {
                 })?
             };
             let history = PgHistory::new(handle).with_max_row_bytes(max_row_bytes);
-            Ok(Backend::Pg(Arc::new(history), Arc::clone(&db.key)))
+            Ok(Backend::postgres(history, Arc::clone(&db.key)))
         })?;
         Ok(PyHistory { inner })
     }
@@ -180,16 +180,16 @@ impl PyDatabase {
         below_floor: bool,
     ) -> PyResult<PyPruneReport> {
         let spec =
-            prune_spec(keep_windows, older_than, below_floor).map_err(|e| history_error(py, e))?;
+            prune_spec(keep_windows, older_than, below_floor).map_err(|e| store_error(py, e))?;
         let db = Arc::clone(&self.db);
         let result = no_panic_store(py, "Database.prune()", || {
             crate::offload::blocking(py, move || {
                 let handle = db
                     .store
                     .open_existing(&conversation)
-                    .map_err(HistoryError::from)?
+                    .map_err(StoreError::from)?
                     .ok_or_else(|| {
-                        HistoryError::InvalidArgument(format!(
+                        StoreError::InvalidArgument(format!(
                             "conversation {conversation:?} does not exist in this database; \
                              check the id (nothing was created)"
                         ))
@@ -199,7 +199,7 @@ impl PyDatabase {
         })??;
         result
             .map(PyPruneReport::from)
-            .map_err(|e| history_error(py, e))
+            .map_err(|e| store_error(py, e))
     }
 
     /// Closes the pool; later calls fail with `DatabaseClosedError`. Idempotent.

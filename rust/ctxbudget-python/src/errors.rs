@@ -6,7 +6,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ctxbudget::store::HistoryError;
+use ctxbudget::store::StoreError;
 use ctxbudget::TokenError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -67,10 +67,10 @@ pub(crate) fn token_error(py: Python<'_>, err: TokenError) -> PyErr {
 }
 
 /// Maps a core store error to its Python exception.
-pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
+pub(crate) fn store_error(py: Python<'_>, err: StoreError) -> PyErr {
     let message = err.to_string();
     match err {
-        HistoryError::LockTimeout { path, waited } => raise(
+        StoreError::LockTimeout { path, waited } => raise(
             py,
             "LockTimeoutError",
             message,
@@ -79,7 +79,7 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
                 ("waited", obj(py, waited.as_secs_f64())),
             ],
         ),
-        HistoryError::Corrupt {
+        StoreError::Corrupt {
             path, offset, line, ..
         } => raise(
             py,
@@ -91,13 +91,13 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
                 ("line", obj(py, line)),
             ],
         ),
-        HistoryError::InvalidRow { index, field, .. } => raise(
+        StoreError::InvalidRow { index, field, .. } => raise(
             py,
             "InvalidRowError",
             message,
             &[("index", obj(py, index)), ("field", obj(py, field))],
         ),
-        HistoryError::Io { path, source, .. } => raise(
+        StoreError::Io { path, source, .. } => raise(
             py,
             "HistoryIOError",
             message.clone(),
@@ -107,7 +107,7 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
                 ("strerror", obj(py, message)),
             ],
         ),
-        HistoryError::Conflict {
+        StoreError::Conflict {
             expected_last_seq,
             last_seq,
         } => raise(
@@ -119,13 +119,14 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
                 ("last_seq", obj(py, last_seq)),
             ],
         ),
-        HistoryError::Deleted { .. } => raise(py, "ConversationDeletedError", message, &[]),
-        HistoryError::Database { transient, .. } => raise(
+        StoreError::Deleted { .. } => raise(py, "ConversationDeletedError", message, &[]),
+        StoreError::Database { transient, .. } => raise(
             py,
             "DatabaseError",
             message,
             &[("transient", obj(py, transient))],
         ),
+        StoreError::Internal(_) => raise(py, "InternalError", message, &[]),
         _ => raise(py, "InvalidArgumentError", message, &[]),
     }
 }
@@ -151,7 +152,7 @@ pub(crate) fn pg_error(py: Python<'_>, err: ctxbudget::pg::PgError) -> PyErr {
             err.to_string(),
             &[("transient", obj(py, false))],
         ),
-        other => history_error(py, HistoryError::from(other)),
+        other => store_error(py, StoreError::from(other)),
     }
 }
 

@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::pyjson::encode_value;
 
-use crate::errors::{history_error, no_panic, no_panic_store, raise};
+use crate::errors::{no_panic, no_panic_store, raise, store_error};
 use crate::history::PyHistory;
 
 /// `(call_id, name, arguments, seq)` of a tool call without a result.
@@ -114,10 +114,10 @@ impl PyWindowFold {
                 let before = fold.window();
                 let rows = fold.catch_up(history.store())?;
                 let changed = before != fold.window();
-                Ok::<_, ctxbudget::store::HistoryError>((rows, changed))
+                Ok::<_, ctxbudget::store::StoreError>((rows, changed))
             })
         })??
-        .map_err(|e| history_error(py, e))?;
+        .map_err(|e| store_error(py, e))?;
         Ok((crate::rows::list(py, &rows)?, changed))
     }
 
@@ -150,10 +150,10 @@ impl PyWindowFold {
                     .catch_up_after(history.store(), &appended)
                     .unwrap_or_default();
                 let changed = before != fold.window();
-                Ok::<_, ctxbudget::store::HistoryError>((appended, read, changed))
+                Ok::<_, ctxbudget::store::StoreError>((appended, read, changed))
             })
         })??
-        .map_err(|e| history_error(py, e))?;
+        .map_err(|e| store_error(py, e))?;
         Ok((appended.into(), crate::rows::list(py, &read)?, changed))
     }
 

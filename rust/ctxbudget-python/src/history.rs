@@ -5,24 +5,23 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctxbudget::store::{
-    Durability, History, HistoryError, LeadIn, NewRow, OpenOptions, RolloverSpec,
-};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions, StoreError};
 use ctxbudget::transcript;
+use ctxbudget::transcript::{LeadIn, RolloverSpec};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use serde_json::Value;
 
 use crate::backend::Backend;
-use crate::errors::{history_error, no_panic_store};
+use crate::errors::{no_panic_store, store_error};
 use crate::reports::{
     PyAppendResult, PyDeleteReport, PyPruneReport, PyReceipt, PyRecoveryReport, PyRotateReport,
     PyVerifyReport, PyWindowInfo,
 };
 
-fn parse_rows(rows_json: &[u8]) -> Result<Vec<NewRow>, HistoryError> {
+fn parse_rows(rows_json: &[u8]) -> Result<Vec<NewRow>, StoreError> {
     let values: Vec<Value> = serde_json::from_slice(rows_json)
-        .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
+        .map_err(|e| StoreError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
     values
         .into_iter()
         .enumerate()
@@ -51,7 +50,7 @@ impl PyHistory {
     ) -> PyResult<T> {
         let store = self.inner.clone();
         no_panic_store(py, what, || crate::offload::blocking(py, move || f(&store)))??
-            .map_err(|e| history_error(py, e))
+            .map_err(|e| store_error(py, e))
     }
 
     /// As [`PyHistory::run`], but always on this thread with the GIL released, never on
@@ -65,7 +64,7 @@ impl PyHistory {
         what: &str,
         f: impl FnOnce(&Backend) -> ctxbudget::store::Result<T> + Send,
     ) -> PyResult<T> {
-        no_panic_store(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| history_error(py, e))
+        no_panic_store(py, what, || py.detach(|| f(&self.inner)))?.map_err(|e| store_error(py, e))
     }
 }
 
@@ -102,7 +101,7 @@ impl PyHistory {
         max_row_bytes: usize,
         recover: bool,
     ) -> PyResult<Self> {
-        let durability: Durability = durability.parse().map_err(|e| history_error(py, e))?;
+        let durability: Durability = durability.parse().map_err(|e| store_error(py, e))?;
         let options = OpenOptions {
             durability,
             lock_timeout: Duration::from_secs_f64(lock_timeout.max(0.0)),
@@ -112,9 +111,9 @@ impl PyHistory {
         let inner = no_panic_store(py, "History.open()", || {
             crate::offload::blocking(py, move || History::open(&workspace, options))
         })??
-        .map_err(|e| history_error(py, e))?;
+        .map_err(|e| store_error(py, e))?;
         Ok(PyHistory {
-            inner: Backend::File(Arc::new(inner)),
+            inner: Backend::files(inner),
         })
     }
 
@@ -145,7 +144,7 @@ impl PyHistory {
                 };
                 let history =
                     ctxbudget::pg::PgHistory::new(handle).with_max_row_bytes(max_row_bytes);
-                Ok::<_, ctxbudget::pg::PgError>(Backend::Pg(Arc::new(history), Arc::clone(&db.key)))
+                Ok::<_, ctxbudget::pg::PgError>(Backend::postgres(history, Arc::clone(&db.key)))
             })
         })??
         .map_err(|e| crate::errors::pg_error(py, e))?;
@@ -175,7 +174,7 @@ impl PyHistory {
     fn rows<'py>(&self, py: Python<'py>, since_seq: u64) -> PyResult<Bound<'py, PyList>> {
         let rows = self.run(py, "rows()", move |h| {
             Ok(ctxbudget::transcript::Row::parse_stored(
-                &h.rows_since(since_seq)?,
+                &h.store().rows_since(since_seq)?,
             ))
         })?;
         crate::rows::list(py, &rows)
@@ -185,7 +184,7 @@ impl PyHistory {
     /// the lines exactly as stored (export, inspection).
     #[pyo3(signature = (since_seq = 0))]
     fn raw_rows<'py>(&self, py: Python<'py>, since_seq: u64) -> PyResult<Vec<RowTuple<'py>>> {
-        let rows = self.run(py, "raw_rows()", move |h| h.rows_since(since_seq))?;
+        let rows = self.run(py, "raw_rows()", move |h| h.store().rows_since(since_seq))?;
         Ok(rows
             .into_iter()
             .map(|r| (r.seq, r.window, PyBytes::new(py, &r.raw)))
@@ -194,12 +193,16 @@ impl PyHistory {
 
     fn windows(&self, py: Python<'_>) -> PyResult<Vec<PyWindowInfo>> {
         self.run(py, "windows()", |h| {
-            Ok(h.windows()?.into_iter().map(PyWindowInfo::from).collect())
+            Ok(h.store()
+                .windows()?
+                .into_iter()
+                .map(PyWindowInfo::from)
+                .collect())
         })
     }
 
     fn current_window(&self, py: Python<'_>) -> PyResult<String> {
-        self.run(py, "current_window", |h| h.current_window())
+        self.run(py, "current_window", |h| h.store().current_window())
     }
 
     /// Seals the current window. `lead_in` is the lead-in text, or a callable
@@ -240,7 +243,7 @@ impl PyHistory {
                 Some(bytes) => match serde_json::from_slice(&bytes) {
                     Ok(Value::Object(map)) => map,
                     _ => {
-                        return Err(HistoryError::InvalidArgument(
+                        return Err(StoreError::InvalidArgument(
                             "figures must be a JSON object".to_owned(),
                         ))
                     }
@@ -293,14 +296,14 @@ impl PyHistory {
         let row_json = row_json.to_vec();
         self.run(py, "quarantine()", move |h| {
             let row = parse_rows(&row_json)?.into_iter().next().ok_or_else(|| {
-                HistoryError::InvalidArgument("quarantine() needs a row".to_owned())
+                StoreError::InvalidArgument("quarantine() needs a row".to_owned())
             })?;
             match retracts {
                 Some(seq) => {
                     let rows = transcript::retract_and_quarantine(seq, row)?;
                     Ok(h.store().append_rows(&rows, if_last_seq)?.last_seq)
                 }
-                None if if_last_seq.is_some() => Err(HistoryError::InvalidArgument(
+                None if if_last_seq.is_some() => Err(StoreError::InvalidArgument(
                     "quarantine(if_last_seq=…) needs retracts=<seq>: a conditional \
                      quarantine retracts the row it quarantines"
                         .to_owned(),
@@ -325,9 +328,9 @@ impl PyHistory {
     /// The budget record of a PostgreSQL conversation (`None`: none, or a workspace,
     /// whose record is its `budget.json`).
     fn budget_record<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let record = self.run(py, "budget_record()", |h| match h {
-            Backend::Pg(h, _) => h.conversation().budget_record().map_err(HistoryError::from),
-            Backend::File(_) => Ok(None),
+        let record = self.run(py, "budget_record()", |h| match h.conversation() {
+            Some(h) => h.conversation().budget_record().map_err(StoreError::from),
+            None => Ok(None),
         })?;
         Ok(record.map(|r| PyBytes::new(py, &r)))
     }
@@ -335,12 +338,12 @@ impl PyHistory {
     /// Replaces the budget record of a PostgreSQL conversation (a workspace keeps its
     /// own in `budget.json`: refused).
     fn set_budget_record(&self, py: Python<'_>, record: Vec<u8>) -> PyResult<()> {
-        self.run(py, "set_budget_record()", move |h| match h {
-            Backend::Pg(h, _) => h
+        self.run(py, "set_budget_record()", move |h| match h.conversation() {
+            Some(h) => h
                 .conversation()
                 .set_budget_record(&record)
-                .map_err(HistoryError::from),
-            Backend::File(_) => Err(HistoryError::InvalidArgument(
+                .map_err(StoreError::from),
+            None => Err(StoreError::InvalidArgument(
                 "a workspace keeps its budget record in budget.json".into(),
             )),
         })
@@ -356,10 +359,9 @@ impl PyHistory {
         below_floor: bool,
     ) -> PyResult<PyPruneReport> {
         let spec = crate::database::prune_spec(keep_windows, older_than, below_floor)
-            .map_err(|e| history_error(py, e))?;
-        self.run(py, "prune()", move |h| match h {
-            Backend::File(h) => h.prune(&spec).map(PyPruneReport::from),
-            Backend::Pg(h, _) => h.prune(&spec).map(PyPruneReport::from),
+            .map_err(|e| store_error(py, e))?;
+        self.run(py, "prune()", move |h| {
+            h.store().prune(&spec).map(PyPruneReport::from)
         })
     }
 
@@ -376,7 +378,7 @@ impl PyHistory {
             crate::offload::blocking(py, move || History::delete_workspace(&workspace, timeout))
         })??
         .map(PyDeleteReport::from)
-        .map_err(|e| history_error(py, e))
+        .map_err(|e| store_error(py, e))
     }
 
     /// Deletes a conversation of the database at `url` for good (the URL's shared pool).
@@ -423,7 +425,9 @@ impl PyHistory {
     }
 
     fn anchor_crc_at(&self, py: Python<'_>, offset: u64) -> PyResult<Option<u32>> {
-        self.run(py, "anchor_crc_at()", move |h| h.anchor_crc_at(offset))
+        self.run(py, "anchor_crc_at()", move |h| {
+            h.store().anchor_crc_at(offset)
+        })
     }
 
     /// `<workspace>/history`, or `None` for a PostgreSQL conversation.
@@ -435,9 +439,8 @@ impl PyHistory {
     /// The PostgreSQL conversation's id, or `None` for a workspace's files.
     #[getter]
     fn conversation(&self) -> Option<String> {
-        match &self.inner {
-            Backend::File(_) => None,
-            Backend::Pg(h, _) => Some(h.conversation().id().to_owned()),
-        }
+        self.inner
+            .conversation()
+            .map(|h| h.conversation().id().to_owned())
     }
 }

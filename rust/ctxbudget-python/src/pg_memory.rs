@@ -9,13 +9,12 @@
 use std::sync::Arc;
 
 use ctxbudget::pg::{PgError, PgHistory};
-use ctxbudget::store::HistoryError;
+use ctxbudget::store::StoreError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::IntoPyObjectExt;
 
-use crate::backend::Backend;
-use crate::errors::{history_error, no_panic_store, raise};
+use crate::errors::{no_panic_store, raise, store_error};
 use crate::history::PyHistory;
 
 /// How many times an edit is read and applied again when other hosts changed the file
@@ -38,7 +37,7 @@ fn memory_error(py: Python<'_>, err: PgError) -> PyErr {
             let code = code.into_py_any(py).unwrap_or_else(|_| py.None());
             raise(py, "InvalidArgumentError", message, &[("code", code)])
         }
-        other => history_error(py, HistoryError::from(other)),
+        other => store_error(py, StoreError::from(other)),
     }
 }
 
@@ -64,11 +63,11 @@ impl PyPgMemoryFiles {
     /// The memory files of `history`'s conversation (`ValueError` for a workspace's).
     #[new]
     fn new(history: &PyHistory) -> PyResult<Self> {
-        match &history.inner {
-            Backend::Pg(h, _) => Ok(PyPgMemoryFiles {
+        match history.inner.conversation() {
+            Some(h) => Ok(PyPgMemoryFiles {
                 history: Arc::clone(h),
             }),
-            Backend::File(_) => Err(pyo3::exceptions::PyValueError::new_err(
+            None => Err(pyo3::exceptions::PyValueError::new_err(
                 "PgMemoryFiles needs a PostgreSQL conversation; a workspace keeps its \
                  memory files in <workspace>/memories/",
             )),

@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use ctxbudget::store::HistoryError;
+use ctxbudget::store::StoreError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
@@ -41,7 +41,7 @@ impl Failure {
         self
     }
 
-    fn into_error(self, row: usize) -> HistoryError {
+    fn into_error(self, row: usize) -> StoreError {
         let mut field = String::new();
         for step in self.path.iter().rev() {
             match step {
@@ -53,7 +53,7 @@ impl Failure {
                 Step::Index(i) => field.push_str(&format!("[{i}]")),
             }
         }
-        HistoryError::InvalidRow {
+        StoreError::InvalidRow {
             index: row,
             field,
             reason: self.reason,
@@ -226,9 +226,9 @@ fn row_dict<'py>(index: usize, row: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
             .call1((row,))?
             .cast_into::<PyDict>()?);
     }
-    Err(crate::errors::history_error(
+    Err(crate::errors::store_error(
         py,
-        HistoryError::InvalidRow {
+        StoreError::InvalidRow {
             index,
             field: String::new(),
             reason: format!("must be a dict, got {}", type_name(row)),
@@ -255,7 +255,7 @@ pub(crate) fn encode_rows(rows: &Bound<'_, PyList>) -> PyResult<Vec<u8>> {
         }
         let dict = row_dict(index, &row)?;
         write_dict(&mut out, &dict, 1)
-            .map_err(|f| crate::errors::history_error(py, f.into_error(index)))?;
+            .map_err(|f| crate::errors::store_error(py, f.into_error(index)))?;
     }
     out.push(b']');
     Ok(out)
@@ -272,7 +272,7 @@ mod tests {
             .at(Step::Index(2))
             .at(Step::Key("parts".into()));
         match failure.into_error(4) {
-            HistoryError::InvalidRow { index, field, .. } => {
+            StoreError::InvalidRow { index, field, .. } => {
                 assert_eq!(index, 4);
                 assert_eq!(field, "parts[2].text");
             }

@@ -7,10 +7,8 @@ use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::backend::Backend;
 use crate::errors::no_panic_store;
 use crate::history::PyHistory;
-use ctxbudget::pg::CursorKey;
 
 /// The `session_history` tool over one store (see `ctxbudget.SessionHistoryTool`).
 #[pyclass(module = "ctxbudget._ctxbudget", name = "SessionHistoryTool", frozen)]
@@ -27,12 +25,8 @@ impl PySessionHistoryTool {
             deadline: Duration::from_secs_f64(deadline_seconds.clamp(0.0, 86_400.0)),
             ..ScanOptions::default()
         };
-        let tool = match &history.inner {
-            Backend::File(h) => SessionHistoryTool::with_options(Arc::clone(h), options),
-            Backend::Pg(h, key) => {
-                SessionHistoryTool::over_pg(Arc::clone(h), CursorKey::clone(key), options)
-            }
-        };
+        let tool =
+            SessionHistoryTool::over(history.inner.shared(), history.inner.cursor_key(), options);
         PySessionHistoryTool {
             inner: Arc::new(tool),
         }

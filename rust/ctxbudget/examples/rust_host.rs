@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use ctxbudget::budget::{Action, Budget};
 use ctxbudget::scan::SessionHistoryTool;
-use ctxbudget::store::{History, LeadIn, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::store::{History, NewRow, OpenOptions};
 use ctxbudget::tokens::request::RequestCount;
-use ctxbudget::transcript::{Row, WindowFold};
+use ctxbudget::transcript::{LeadIn, RolloverSpec, Row, Transcript, WindowFold};
 use ctxbudget::Encoding;
 
 const SYSTEM: &str = "You are a careful release engineer.";

@@ -9,8 +9,8 @@
 //!   appends, cross-process lock, receipts, recovery); `history` is its 0.1 name.
 //! - [`transcript`]: what rows mean — row kinds, the one validation rule table, typed
 //!   rows and the incremental window fold every reader shares.
-//! - [`scan`]: the `session_history` tool — bounded, fail-closed retrieval of earlier
-//!   windows with authenticated cursors.
+//! - [`scan`]: the `session_history` tool over any store's seam — bounded, fail-closed
+//!   retrieval of earlier windows with authenticated cursors.
 //! - `pg` (cargo feature `postgres`): the PostgreSQL store — conversations in a shared
 //!   database for backends on many hosts.
 //!

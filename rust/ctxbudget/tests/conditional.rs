@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 
-use ctxbudget::store::{Durability, History, HistoryError, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions, StoreError};
+use ctxbudget::transcript::{RolloverSpec, Transcript};
 
 struct Ws(PathBuf);
 
@@ -43,9 +44,9 @@ fn user(text: &str) -> NewRow {
     NewRow::text("message", "user", text)
 }
 
-fn conflict(result: Result<impl std::fmt::Debug, HistoryError>) -> (u64, u64) {
+fn conflict(result: Result<impl std::fmt::Debug, StoreError>) -> (u64, u64) {
     match result {
-        Err(HistoryError::Conflict {
+        Err(StoreError::Conflict {
             expected_last_seq,
             last_seq,
         }) => (expected_last_seq, last_seq),

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use ctxbudget::store::failpoint::{self, Fault};
-use ctxbudget::store::{History, HistoryError, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::store::{History, NewRow, OpenOptions, StoreError};
+use ctxbudget::transcript::{RolloverSpec, Transcript};
 
 const ENOSPC: i32 = 28;
 const EIO: i32 = 5;
@@ -251,7 +252,7 @@ fn a_batch_written_to_a_file_replaced_meanwhile_is_not_acknowledged() {
     // start. Writes are refused, naming the file, and seq 1 is never handed out again.
     let next = h.append(vec![NewRow::text("message", "user", "after")]);
     assert!(
-        matches!(&next, Err(HistoryError::Corrupt { path, .. }) if path.ends_with("chat.jsonl")),
+        matches!(&next, Err(StoreError::Corrupt { path, .. }) if path.ends_with("chat.jsonl")),
         "{next:?}"
     );
     drop(h);
@@ -491,7 +492,7 @@ fn a_batch_acknowledged_before_its_stable_receipt_and_then_damaged_is_kept_as_da
     let err = h
         .append(vec![NewRow::text("message", "user", "after")])
         .err();
-    assert!(matches!(err, Some(HistoryError::Corrupt { .. })), "{err:?}");
+    assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     assert_eq!(
         fs::read(&chat).unwrap_or_default(),
         bytes,

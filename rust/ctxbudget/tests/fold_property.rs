@@ -4,8 +4,8 @@
 use std::fs;
 use std::path::PathBuf;
 
-use ctxbudget::store::{Durability, History, NewRow, OpenOptions, RolloverSpec};
-use ctxbudget::transcript::WindowFold;
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions};
+use ctxbudget::transcript::{RolloverSpec, Transcript, WindowFold};
 use proptest::prelude::*;
 use serde_json::json;
 

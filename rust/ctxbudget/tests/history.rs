@@ -3,8 +3,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use ctxbudget::store::{
-    Durability, History, HistoryError, NewRow, OpenOptions, ReceiptRead, ReceiptState, RolloverSpec,
+    Durability, History, NewRow, OpenOptions, ReceiptRead, ReceiptState, StoreError,
 };
+use ctxbudget::transcript::{RolloverSpec, Transcript};
 
 struct Ws(PathBuf);
 
@@ -210,7 +211,7 @@ fn damage_before_the_last_commit_refuses_writes_and_keeps_bytes() {
     fs::write(ws.chat(), &bytes).unwrap_or_else(|e| panic!("{e}"));
     let h = open(&ws.0);
     let err = h.append(vec![msg("third")]).err();
-    assert!(matches!(err, Some(HistoryError::Corrupt { .. })), "{err:?}");
+    assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     let message = err.map(|e| e.to_string()).unwrap_or_default();
     assert!(
         message.contains("line 1") && message.contains("verify"),
@@ -428,7 +429,7 @@ fn rows_built_in_rust_meet_the_same_rules_as_json_rows() {
     ];
     for (row, field) in cases {
         match h.append(vec![msg("fine"), row.clone()]) {
-            Err(HistoryError::InvalidRow {
+            Err(StoreError::InvalidRow {
                 index: 1, field: f, ..
             }) => {
                 assert!(f.starts_with(field), "{field}: {f}")

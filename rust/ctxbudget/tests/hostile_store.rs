@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use ctxbudget::scan::{SessionHistoryTool, LINE_MAX, RESULT_MAX};
 use ctxbudget::store::failpoint::{self, Fault};
 use ctxbudget::store::{
-    Durability, History, HistoryError, NewRow, OpenOptions, ReadFrom, RolloverSpec, VerifyReport,
-    MAX_ROW_NESTING,
+    Durability, History, NewRow, OpenOptions, ReadFrom, StoreError, VerifyReport, MAX_ROW_NESTING,
 };
+use ctxbudget::transcript::{RolloverSpec, Transcript};
 use serde_json::{json, Value};
 
 /// Fail points are process-global: one test at a time.
@@ -100,7 +100,7 @@ fn msg(text: &str) -> NewRow {
     NewRow::text("message", "user", text)
 }
 
-fn ok<T>(r: Result<T, HistoryError>) -> T {
+fn ok<T>(r: Result<T, StoreError>) -> T {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -429,7 +429,7 @@ fn a_torn_append_then_external_lines_is_located_damage_and_nothing_is_cut() {
     );
     let err = h.append(vec![msg("after")]).err();
     assert!(
-        matches!(err, Some(HistoryError::Corrupt { offset: o, .. }) if o == offset),
+        matches!(err, Some(StoreError::Corrupt { offset: o, .. }) if o == offset),
         "{err:?}"
     );
     let _ = h.recover();
@@ -557,7 +557,7 @@ fn assert_archive_damage(ws: &Ws, what: &str, hidden: &[&str]) {
     assert!(!v.ok && v.archive.damage.is_some(), "{what}: {v:?}");
     let err = h.append(vec![msg("after")]).err();
     assert!(
-        matches!(err, Some(HistoryError::Corrupt { .. })),
+        matches!(err, Some(StoreError::Corrupt { .. })),
         "{what}: {err:?}"
     );
     let seen = everything_visible(&h, "archived");
@@ -607,7 +607,7 @@ fn the_rotating_store_sees_its_archive_cut_without_a_reopen() {
     assert!(ok(h.rotate()).rows > 0);
     cut_archive_after_first_batch(&ws);
     let err = h.append(vec![msg("after")]).err();
-    assert!(matches!(err, Some(HistoryError::Corrupt { .. })), "{err:?}");
+    assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     let v = verify(&h);
     assert!(!v.ok && v.archive.damage.is_some(), "{v:?}");
 }
@@ -787,7 +787,7 @@ fn verify_counts_a_line_that_is_not_a_row_inside_a_legacy_batch() {
     assert_eq!(v.chat.malformed_lines, 1, "{v:?}");
 }
 
-/// Promise (`HistoryError::Corrupt::line`, `FileReport::damage`: the 1-based line of the
+/// Promise (`StoreError::Corrupt::line`, `FileReport::damage`: the 1-based line of the
 /// damage): a framed batch present twice is damage named by its real line.
 #[test]
 fn a_batch_present_twice_is_damage_named_by_its_line() {
@@ -803,7 +803,7 @@ fn a_batch_present_twice_is_damage_named_by_its_line() {
     fs::write(ws.file("chat.jsonl"), &bytes).unwrap_or_else(|e| panic!("{e}"));
     let h = open(&ws);
     let err = h.append(vec![msg("third")]).err();
-    let Some(HistoryError::Corrupt { offset, line, .. }) = err else {
+    let Some(StoreError::Corrupt { offset, line, .. }) = err else {
         panic!("expected damage, got {err:?}");
     };
     let at = usize::try_from(offset).unwrap_or_else(|e| panic!("{e}"));
@@ -827,7 +827,7 @@ fn seq_u64_max_shown_by_a_line_makes_the_next_append_a_typed_error() {
         let before = ws.chat();
         let err = h.append(vec![msg("after")]).err();
         match &err {
-            Some(HistoryError::InvalidArgument(m)) => {
+            Some(StoreError::InvalidArgument(m)) => {
                 assert!(m.contains(&u64::MAX.to_string()), "{name}: {m}")
             }
             other => panic!("{name}: expected a typed error, got {other:?}"),
@@ -849,14 +849,14 @@ fn a_batch_past_the_last_seq_is_refused_whole_and_the_last_seq_still_fits() {
     let before = ws.chat();
     let err = h.append(vec![msg("one"), msg("two")]).err();
     assert!(
-        matches!(err, Some(HistoryError::InvalidArgument(_))),
+        matches!(err, Some(StoreError::InvalidArgument(_))),
         "{err:?}"
     );
     assert_eq!(ws.chat(), before, "bytes written");
     assert_eq!(ok(h.append(vec![msg("last")])).first_seq, u64::MAX);
     let err = h.append(vec![msg("past")]).err();
     assert!(
-        matches!(err, Some(HistoryError::InvalidArgument(_))),
+        matches!(err, Some(StoreError::InvalidArgument(_))),
         "{err:?}"
     );
     assert_no_damage(&h, "seq max - 1");
@@ -920,7 +920,7 @@ fn the_deepest_storable_row_can_be_quarantined() {
         NewRow::from_value(0, row(MAX_ROW_NESTING + 1)).unwrap_or_else(|e| panic!("{e}"));
     let err = h.append(vec![too_deep]).err();
     assert!(
-        matches!(err, Some(HistoryError::InvalidRow { .. })),
+        matches!(err, Some(StoreError::InvalidRow { .. })),
         "{err:?}"
     );
     let deepest = NewRow::from_value(0, row(MAX_ROW_NESTING)).unwrap_or_else(|e| panic!("{e}"));

@@ -4,7 +4,8 @@
 use std::fs;
 use std::sync::Arc;
 
-use ctxbudget::store::{fuzz_scan, Durability, History, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::store::{fuzz_scan, Durability, History, NewRow, OpenOptions};
+use ctxbudget::transcript::{RolloverSpec, Transcript};
 use proptest::prelude::*;
 
 fn base() -> (Vec<u8>, Vec<u8>, Vec<u8>) {

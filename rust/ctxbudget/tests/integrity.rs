@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ctxbudget::scan::{SessionHistoryTool, RESULT_MAX};
-use ctxbudget::store::{Durability, History, HistoryError, NewRow, OpenOptions, RolloverSpec};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions, StoreError};
+use ctxbudget::transcript::{RolloverSpec, Transcript};
 use serde_json::{json, Value};
 
 struct Ws(PathBuf);
@@ -46,7 +47,7 @@ fn msg(text: &str) -> NewRow {
     NewRow::text("message", "user", text)
 }
 
-fn ok<T>(r: Result<T, HistoryError>) -> T {
+fn ok<T>(r: Result<T, StoreError>) -> T {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -242,7 +243,7 @@ fn assert_refused_and_kept(ws: &Ws, before: &[u8]) {
     );
     assert!(!ws.file("recovered").exists(), "moved to recovered/");
     let err = h.append(vec![msg("third")]).err();
-    assert!(matches!(err, Some(HistoryError::Corrupt { .. })), "{err:?}");
+    assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     let report = ok(h.verify());
     assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
     // Seq 2 is never handed out again, even by a store that skips recovery.
@@ -564,7 +565,7 @@ fn a_commit_line_whose_header_was_merged_away_is_damage() {
     let report = ok(h.verify());
     assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
     let err = h.append(vec![msg("third")]).err();
-    assert!(matches!(err, Some(HistoryError::Corrupt { .. })), "{err:?}");
+    assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     assert_eq!(fs::read(&chat).unwrap_or_default(), bytes, "bytes changed");
 }
 
@@ -584,7 +585,7 @@ fn a_row_nested_deeper_than_readers_parse_is_refused_and_nothing_is_written() {
     let too_deep = NewRow::from_value(1, row(at_limit + 1)).unwrap_or_else(|e| panic!("{e}"));
     let err = h.append(vec![msg("fine"), too_deep]).err();
     assert!(
-        matches!(&err, Some(HistoryError::InvalidRow { index: 1, .. })),
+        matches!(&err, Some(StoreError::InvalidRow { index: 1, .. })),
         "{err:?}"
     );
     assert!(ok(h.rows()).is_empty(), "nothing of the batch was written");
@@ -622,7 +623,7 @@ fn damage_that_destroys_the_archive_framing_is_damage_and_hides_the_archive() {
     let report = ok(h.verify());
     assert!(!report.ok && report.archive.damage.is_some(), "{report:?}");
     let err = h.append(vec![msg("more")]).err();
-    assert!(matches!(err, Some(HistoryError::Corrupt { .. })), "{err:?}");
+    assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     // Recovery does not bless it: the damage is still reported afterwards.
     let _ = h.recover();
     assert!(!ok(open(&ws).verify()).ok);

@@ -139,7 +139,7 @@ fn the_one_statement_append_falls_back_when_another_host_wrote() {
     assert_eq!(a.append_json(json, None).unwrap().first_seq, 4); // stale again
     assert!(matches!(
         a.append_json(json, Some(3)),
-        Err(ctxbudget::store::HistoryError::Conflict { last_seq: 4, .. })
+        Err(ctxbudget::store::StoreError::Conflict { last_seq: 4, .. })
     ));
     let seqs: Vec<u64> = a
         .rows_since(0)

@@ -16,10 +16,9 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::pg::{CursorKey, PgHistory};
 use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
-use ctxbudget::store::{
-    History, HistoryError, LeadIn, NewRow, OpenOptions, ReadFrom, RolloverSpec, Store,
-};
+use ctxbudget::store::{History, NewRow, OpenOptions, ReadFrom, Store, StoreError};
 use ctxbudget::transcript;
+use ctxbudget::transcript::{LeadIn, RolloverSpec};
 use pg_common::*;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -169,7 +168,7 @@ impl Pair {
                     let r = s.append_rows(&rows, Some(stale));
                     if last > 0 {
                         assert!(
-                            matches!(r, Err(HistoryError::Conflict { .. })),
+                            matches!(r, Err(StoreError::Conflict { .. })),
                             "a stale condition must conflict: {r:?}"
                         );
                     }

@@ -3,10 +3,8 @@
 use std::fs;
 use std::path::PathBuf;
 
-use ctxbudget::store::{
-    Durability, History, HistoryError, NewRow, OpenOptions, ReadFrom, RolloverSpec,
-};
-use ctxbudget::transcript::{Role, Row, RowKind, WindowFold, WindowId};
+use ctxbudget::store::{Durability, History, NewRow, OpenOptions, ReadFrom, StoreError};
+use ctxbudget::transcript::{Role, RolloverSpec, Row, RowKind, Transcript, WindowFold, WindowId};
 use serde_json::{json, Value};
 
 struct Ws(PathBuf);
@@ -43,7 +41,7 @@ impl Drop for Ws {
     }
 }
 
-fn ok<T>(r: Result<T, HistoryError>) -> T {
+fn ok<T>(r: Result<T, StoreError>) -> T {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -66,8 +64,8 @@ fn rollover(h: &History, id: &str) -> String {
 
 /// `(field, reason)` of the error each write path gives for the same row.
 fn errors_of(value: &Value) -> [Option<(String, String)>; 3] {
-    let pick = |e: HistoryError| match e {
-        HistoryError::InvalidRow { field, reason, .. } => Some((field, reason)),
+    let pick = |e: StoreError| match e {
+        StoreError::InvalidRow { field, reason, .. } => Some((field, reason)),
         other => Some(("?".into(), other.to_string())),
     };
     let from_value = NewRow::from_value(0, value.clone()).err().and_then(pick);
@@ -260,7 +258,7 @@ fn a_rendered_lead_in_names_the_window_the_rollover_really_opens() {
     let window = ok(h.rollover(RolloverSpec {
         rollover_id: "r1".into(),
         reason: "usable_limit".into(),
-        lead_in: ctxbudget::store::LeadIn::template(
+        lead_in: ctxbudget::transcript::LeadIn::template(
             "New context window {window_id} (previous window: {previous_window_id}).",
         ),
         ..RolloverSpec::default()
@@ -276,7 +274,7 @@ fn a_rendered_lead_in_names_the_window_the_rollover_really_opens() {
     let again = ok(h.rollover(RolloverSpec {
         rollover_id: "r1".into(),
         reason: "usable_limit".into(),
-        lead_in: ctxbudget::store::LeadIn::render(|_| Err("must not be called".into())),
+        lead_in: ctxbudget::transcript::LeadIn::render(|_| Err("must not be called".into())),
         ..RolloverSpec::default()
     }));
     assert_eq!(again, "w:3");
@@ -291,7 +289,7 @@ fn a_lead_in_that_fails_to_render_writes_nothing() {
         .rollover(RolloverSpec {
             rollover_id: "r1".into(),
             reason: "manual".into(),
-            lead_in: ctxbudget::store::LeadIn::render(|_| Err("template broken".into())),
+            lead_in: ctxbudget::transcript::LeadIn::render(|_| Err("template broken".into())),
             ..RolloverSpec::default()
         })
         .err()
@@ -311,7 +309,7 @@ fn quarantine_by_seq_reads_the_row_and_writes_one_conditional_batch() {
     let seq = ok(h.append(vec![user("way too long")])).first_seq;
     let stale = h.quarantine_seq(seq, Some(0));
     assert!(
-        matches!(stale, Err(HistoryError::Conflict { .. })),
+        matches!(stale, Err(StoreError::Conflict { .. })),
         "{stale:?}"
     );
     let q = ok(h.quarantine_seq(seq, Some(seq)));

@@ -3,53 +3,59 @@
 //! fetching only what it does not hold — each fetch checked against the epoch the index
 //! was read under, so every byte a page returns belongs to that epoch's rows.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use serde_json::Value;
 
 use super::deadline::Deadline;
 use super::transcript::PgIndex;
-use super::{from_i64, to_i64, PgError, PgHistory};
-use crate::scan::source::Source;
-use crate::scan::{changed, Failure};
+use super::{from_i64, to_i64, CursorKey, PgError, PgHistory};
+use crate::scan::{ScanOptions, SessionHistoryTool};
 use crate::store::frame::Entry;
-use crate::store::HistoryError;
+use crate::store::page::{PageError, PageSource, RunPage};
+use crate::store::StoreError;
 
-/// Runs one `session_history` call's `page` over `history`, started at `start` with the
-/// time limit `limit`: the index brought up to date and every fetch of rows end by the
+/// Runs one `session_history` page over `history`, started at `start` with the time
+/// limit `limit`: the index brought up to date and every fetch of rows end by the
 /// deadline, whatever locks other sessions hold (see [`Deadline`]).
 pub(crate) fn run_page(
     history: &PgHistory,
     start: Instant,
     limit: Duration,
-    page: impl FnOnce(&PgSource<'_>) -> Result<Value, Failure>,
-) -> Result<Value, Failure> {
+    run: &mut RunPage<'_>,
+) -> Result<(), PageError> {
     let deadline = Deadline::new(start, limit);
     history
         .with_refreshed_by(u64::MAX, Some(deadline), |ix, _| {
-            page(&PgSource::new(ix, history, deadline))
+            run(&PgSource::new(ix, history, deadline))
         })
-        .unwrap_or_else(|e| Err(failure(e, deadline)))
+        .map_err(|e| failure(e, deadline))
+}
+
+impl SessionHistoryTool {
+    /// The tool over a PostgreSQL conversation, its cursors signed with `key` (the
+    /// deployment's, see [`crate::pg::PgStore::cursor_key`]) so that a cursor minted on
+    /// one host pages on another.
+    pub fn over_pg(
+        history: Arc<PgHistory>,
+        key: CursorKey,
+        options: ScanOptions,
+    ) -> SessionHistoryTool {
+        SessionHistoryTool::over(history, Some(key.as_bytes().to_vec()), options)
+    }
 }
 
 /// A failure of the store as the call's result: out of time (`history_timeout`: the
 /// server cancelled a wait, or the deadline passed while connecting) or unreadable
 /// (`history_unavailable`).
-fn failure(e: PgError, deadline: Deadline) -> Failure {
+fn failure(e: PgError, deadline: Deadline) -> PageError {
     let late = Instant::now() >= deadline.until;
     if late || matches!(e, PgError::Timeout { .. } | PgError::PoolTimeout { .. }) {
-        return Failure::new(
-            "history_timeout",
-            format!("the transcript could not be read in time: {e}"),
-        );
+        return PageError::Timeout(format!("the transcript could not be read in time: {e}"));
     }
-    Failure::new(
-        "history_unavailable",
-        format!(
-            "the transcript cannot be read right now: {}",
-            HistoryError::from(e)
-        ),
-    )
+    PageError::Unavailable(format!(
+        "the transcript cannot be read right now: {}",
+        StoreError::from(e)
+    ))
 }
 
 /// Bodies of a seq range, with the epoch of the same snapshot.
@@ -75,7 +81,7 @@ impl<'a> PgSource<'a> {
     }
 
     /// Bodies of seqs `from..=to` from the server, as of the index's epoch.
-    fn fetch(&self, from: u64, to: u64) -> Result<Vec<(u64, Vec<u8>)>, Failure> {
+    fn fetch(&self, from: u64, to: u64) -> Result<Vec<(u64, Vec<u8>)>, PageError> {
         let conversation = self.history.conversation().id();
         let deadline = self.deadline;
         let found = self
@@ -99,7 +105,7 @@ impl<'a> PgSource<'a> {
             if Some(from_i64(r.get(2))) != self.ix.epoch
                 || self.ix.seqs.binary_search(&seq).is_err()
             {
-                return Err(changed());
+                return Err(PageError::Changed);
             }
             out.push((seq, r.get(1)));
         }
@@ -107,7 +113,7 @@ impl<'a> PgSource<'a> {
     }
 }
 
-impl Source for PgSource<'_> {
+impl PageSource for PgSource<'_> {
     /// Archived rows stay where they are in the database; the page walks every row as
     /// one sequence.
     fn archive(&self) -> &[Entry] {
@@ -146,12 +152,12 @@ impl Source for PgSource<'_> {
         true
     }
 
-    fn read(&self, _file: u8, offset: u64, len: usize) -> Result<Vec<u8>, Failure> {
+    fn read(&self, _file: u8, offset: u64, len: usize) -> Result<Vec<u8>, PageError> {
         let entries = &self.ix.entries;
         let first = entries.partition_point(|e| e.offset < offset);
         let last = entries.partition_point(|e| e.offset < offset + len as u64);
         if first >= last || entries[first].offset != offset {
-            return Err(changed());
+            return Err(PageError::Changed);
         }
         let seqs = &self.ix.seqs[first..last];
         // The rows the cache does not hold, fetched in one statement.
@@ -171,16 +177,16 @@ impl Source for PgSource<'_> {
                 None => fetched
                     .binary_search_by_key(&seq, |(s, _)| *s)
                     .map(|i| fetched[i].1.as_slice())
-                    .map_err(|_| changed())?,
+                    .map_err(|_| PageError::Changed)?,
             };
             if body.len() != e.len as usize {
-                return Err(changed());
+                return Err(PageError::Changed);
             }
             out.extend_from_slice(body);
             out.push(b'\n');
         }
         if out.len() < len {
-            return Err(changed());
+            return Err(PageError::Changed);
         }
         out.truncate(len);
         Ok(out)

@@ -5,7 +5,7 @@
 //! per-row trigger that renews the epoch on a hand edit stays out of the way (schema
 //! version 4), and a prune gives the conversation one new epoch itself: cursors minted
 //! before it answer `history_changed`. An append waiting on the lock while a delete
-//! commits finds no conversation and fails ([`crate::store::HistoryError::Deleted`]
+//! commits finds no conversation and fails ([`crate::store::StoreError::Deleted`]
 //! through the transcript layer, [`PgError::NoConversation`] here); it never writes into
 //! a half-deleted one.
 

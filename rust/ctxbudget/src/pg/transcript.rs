@@ -27,8 +27,8 @@ use crate::store::frame::{self, Entry};
 use crate::store::read::{window_runs, windows_of};
 use crate::store::row::{Incoming, RawRow};
 use crate::store::{
-    AppendResult, BuildBatch, FileReport, Files, HistoryError, NewRow, ReadFrom, Receipt,
-    ReceiptRead, ReceiptState, RecoveryReport, Result, RotateReport, RowsRead, Store, StoredRow,
+    AppendResult, BuildBatch, FileReport, Files, NewRow, ReadFrom, Receipt, ReceiptRead,
+    ReceiptState, RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError, StoredRow,
     Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
 use crate::transcript::{Row, WindowFold};
@@ -227,24 +227,22 @@ const REFRESH: &str = "SELECT c.epoch, c.last_seq, c.floor_seq, c.archived_befor
                        WHERE c.conversation = $1 ORDER BY r.seq";
 const ROW: &str = "SELECT body FROM ctxbudget_rows WHERE conversation = $1 AND seq = $2";
 
-impl From<PgError> for HistoryError {
-    fn from(e: PgError) -> HistoryError {
+impl From<PgError> for StoreError {
+    fn from(e: PgError) -> StoreError {
         match &e {
             PgError::Conflict {
                 expected_last_seq,
                 last_seq,
                 ..
-            } => HistoryError::Conflict {
+            } => StoreError::Conflict {
                 expected_last_seq: *expected_last_seq,
                 last_seq: *last_seq,
             },
-            PgError::NoConversation(id) => HistoryError::Deleted {
+            PgError::NoConversation(id) => StoreError::Deleted {
                 location: format!("postgresql conversation {id:?}"),
             },
-            PgError::Invalid(_) | PgError::Config(_) => {
-                HistoryError::InvalidArgument(e.to_string())
-            }
-            PgError::Connection(source) => HistoryError::Database {
+            PgError::Invalid(_) | PgError::Config(_) => StoreError::InvalidArgument(e.to_string()),
+            PgError::Connection(source) => StoreError::Database {
                 transient: true,
                 // The transcript layer has no batch ids to offer: its own retries used
                 // one; the caller's retry is safe when conditional.
@@ -255,7 +253,7 @@ impl From<PgError> for HistoryError {
                     super::config::redact_secrets(&source.to_string())
                 ),
             },
-            other => HistoryError::Database {
+            other => StoreError::Database {
                 transient: other.is_transient(),
                 message: other.to_string(),
             },
@@ -422,10 +420,7 @@ impl PgHistory {
     }
 
     fn run<T>(&self, op: impl FnMut(&mut Conn) -> super::Result<T>) -> Result<T> {
-        self.conversation
-            .store()
-            .run(op)
-            .map_err(HistoryError::from)
+        self.conversation.store().run(op).map_err(StoreError::from)
     }
 
     /// Runs `f` on the index brought up to date in one repeatable-read snapshot, with
@@ -469,7 +464,7 @@ impl PgHistory {
         f: impl FnOnce(&PgIndex, Vec<(u64, Vec<u8>)>) -> T,
     ) -> Result<T> {
         self.with_refreshed_by(keep_from, None, f)
-            .map_err(HistoryError::from)
+            .map_err(StoreError::from)
     }
 
     /// [`with_refreshed`](Self::with_refreshed) for a call with a deadline (a
@@ -551,11 +546,11 @@ impl PgHistory {
         let mut ix = self.index();
         if let Some(raws) = raw {
             if let Some(done) = self.append_fast(&mut ix, expected_last_seq, raws, &batch_id) {
-                return done.map(Some).map_err(HistoryError::from);
+                return done.map(Some).map_err(StoreError::from);
             }
         }
         let _writing = WriterMark::set(self);
-        let mut failure: Option<HistoryError> = None;
+        let mut failure: Option<StoreError> = None;
         let outcome = self.conversation.store().run(|c| {
             let lock = c.statement(super::LOCK_FOR_APPEND)?;
             let rows_after = c.statement(ROWS_AFTER)?;
@@ -621,7 +616,7 @@ impl PgHistory {
                 }
             };
             if incoming.is_empty() {
-                failure = Some(HistoryError::empty_batch());
+                failure = Some(StoreError::empty_batch());
                 return Ok(None);
             }
             let first = match first.and_then(|f| {
@@ -631,7 +626,7 @@ impl PgHistory {
             }) {
                 Some(f) => f,
                 None => {
-                    failure = Some(HistoryError::InvalidArgument(
+                    failure = Some(StoreError::InvalidArgument(
                         "no seq is left to hand out; the transcript cannot grow, start a new \
                          conversation"
                             .to_owned(),
@@ -682,7 +677,7 @@ impl PgHistory {
         });
         match (outcome, failure) {
             (_, Some(e)) => Err(e),
-            (outcome, None) => outcome.map_err(HistoryError::from),
+            (outcome, None) => outcome.map_err(StoreError::from),
         }
     }
 
@@ -692,7 +687,7 @@ impl PgHistory {
         }
         let mut build = |_: &Tip<'_>| Ok(Some(rows.to_vec()));
         self.append_locked(expected, &mut build, None)?
-            .ok_or_else(HistoryError::empty_batch)
+            .ok_or_else(StoreError::empty_batch)
     }
 }
 
@@ -702,7 +697,7 @@ impl PgHistory {
     /// before it answer `history_changed`. Changes nothing when it selects none.
     pub fn prune(&self, spec: &crate::transcript::PruneSpec) -> Result<crate::store::PruneReport> {
         if spec.is_empty() {
-            return Err(HistoryError::InvalidArgument(
+            return Err(StoreError::InvalidArgument(
                 "a prune needs a criterion: keep_windows, older_than or below_floor".into(),
             ));
         }
@@ -723,7 +718,7 @@ impl PgHistory {
 impl Store for PgHistory {
     fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult> {
         if rows.is_empty() {
-            return Err(HistoryError::empty_batch());
+            return Err(StoreError::empty_batch());
         }
         self.append_built(rows, expected_last_seq)
     }
@@ -736,7 +731,7 @@ impl Store for PgHistory {
         let rows = crate::store::row::parse_json_batch(rows_json)?;
         let mut unused = |_: &Tip<'_>| Ok(None);
         self.append_locked(expected_last_seq, &mut unused, Some(&rows))?
-            .ok_or_else(HistoryError::empty_batch)
+            .ok_or_else(StoreError::empty_batch)
     }
 
     fn append_with(
@@ -754,6 +749,32 @@ impl Store for PgHistory {
             Ok(rows)
         };
         self.append_locked(expected_last_seq, &mut checked, None)
+    }
+
+    fn prune(&self, spec: &crate::transcript::PruneSpec) -> Result<crate::store::PruneReport> {
+        PgHistory::prune(self, spec)
+    }
+
+    fn identity(&self) -> String {
+        format!("postgresql:{}", self.conversation().id())
+    }
+
+    // No wait for the server (a lock, a reconnect) outlasts the call's deadline.
+    fn page(
+        &self,
+        start: std::time::Instant,
+        limit: std::time::Duration,
+        run: &mut crate::store::page::RunPage<'_>,
+    ) -> std::result::Result<(), crate::store::PageError> {
+        super::page::run_page(self, start, limit, run)
+    }
+
+    fn windows(&self) -> Result<Vec<WindowInfo>> {
+        PgHistory::windows(self)
+    }
+
+    fn current_window(&self) -> Result<String> {
+        PgHistory::current_window(self)
     }
 
     /// One statement in the common case (the rows since the caller last looked); a

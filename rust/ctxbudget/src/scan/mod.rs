@@ -20,7 +20,7 @@
 //! let result = tool.call_json(r#"{"action": "search", "query": "DEPLOY KEY"}"#);
 //! assert!(result.contains("vault/prod"));
 //! # std::fs::remove_dir_all(&ws).ok();
-//! # Ok::<(), ctxbudget::store::HistoryError>(())
+//! # Ok::<(), ctxbudget::store::StoreError>(())
 //! ```
 
 mod args;
@@ -28,7 +28,6 @@ mod cursor;
 mod prefilter;
 mod project;
 pub mod schema;
-pub(crate) mod source;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,7 +35,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::store::{Entry, History};
+use crate::store::page::{PageError, PageSource};
+use crate::store::{Entry, Store};
 use crate::transcript::{BoundaryKind, WindowFold, WindowId};
 
 pub use args::{Args, Operation};
@@ -44,7 +44,6 @@ pub use args::{Args, Operation};
 use cursor::Payload;
 use prefilter::Prefilter;
 use project::{fit_item, project, Item};
-use source::{FileSource, Source};
 
 /// Largest serialized result, in bytes.
 pub const RESULT_MAX: usize = 16 * 1024;
@@ -163,25 +162,17 @@ impl Failure {
 
 /// The `session_history` tool over one conversation's store.
 pub struct SessionHistoryTool {
-    backing: Backing,
+    store: Arc<dyn Store>,
     options: ScanOptions,
     workspace_hash: u64,
     /// The cursor key; `None`: the per-process key.
     key: Option<Vec<u8>>,
 }
 
-/// The store a tool reads.
-#[derive(Debug)]
-enum Backing {
-    File(Arc<History>),
-    #[cfg(feature = "postgres")]
-    Pg(Arc<crate::pg::PgHistory>),
-}
-
 impl std::fmt::Debug for SessionHistoryTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionHistoryTool")
-            .field("store", &self.backing)
+            .field("store", &self.store.identity())
             .field("options", &self.options)
             .finish()
     }
@@ -191,37 +182,34 @@ impl std::fmt::Debug for SessionHistoryTool {
 type Pos<'a> = (u8, &'a Entry);
 
 impl SessionHistoryTool {
-    /// The tool over `history` with the SPEC bounds.
-    pub fn new(history: Arc<History>) -> SessionHistoryTool {
-        SessionHistoryTool::with_options(history, ScanOptions::default())
+    /// The tool over `store` with the SPEC bounds.
+    pub fn new<S: Store + 'static>(store: Arc<S>) -> SessionHistoryTool {
+        SessionHistoryTool::with_options(store, ScanOptions::default())
     }
 
-    /// The tool with other bounds or clock (tests).
-    pub fn with_options(history: Arc<History>, options: ScanOptions) -> SessionHistoryTool {
-        let dir = history.paths().dir.to_string_lossy().into_owned();
-        SessionHistoryTool {
-            workspace_hash: xxhash_rust::xxh3::xxh3_64(dir.as_bytes()),
-            backing: Backing::File(history),
-            options,
-            key: None,
-        }
-    }
-
-    /// The tool over a PostgreSQL conversation, its cursors signed with `key` (the
-    /// deployment's, see [`crate::pg::PgStore::cursor_key`]) so that a cursor minted on
-    /// one host pages on another.
-    #[cfg(feature = "postgres")]
-    pub fn over_pg(
-        history: Arc<crate::pg::PgHistory>,
-        key: crate::pg::CursorKey,
+    /// The tool with other bounds or clock (tests); cursors signed with the per-process
+    /// key.
+    pub fn with_options<S: Store + 'static>(
+        store: Arc<S>,
         options: ScanOptions,
     ) -> SessionHistoryTool {
-        let id = format!("postgresql:{}", history.conversation().id());
+        SessionHistoryTool::over(store, None, options)
+    }
+
+    /// The tool over any store, its cursors signed with `key` (`None`: the per-process
+    /// key) and bound to the store's [`identity`](Store::identity): a store shared by
+    /// many hosts passes the deployment's key so that a cursor minted on one host pages
+    /// on another.
+    pub fn over(
+        store: Arc<dyn Store>,
+        key: Option<Vec<u8>>,
+        options: ScanOptions,
+    ) -> SessionHistoryTool {
         SessionHistoryTool {
-            workspace_hash: xxhash_rust::xxh3::xxh3_64(id.as_bytes()),
-            backing: Backing::Pg(history),
+            workspace_hash: xxhash_rust::xxh3::xxh3_64(store.identity().as_bytes()),
+            store,
             options,
-            key: Some(key.as_bytes().to_vec()),
+            key,
         }
     }
 
@@ -295,25 +283,28 @@ impl SessionHistoryTool {
                 Some(p)
             }
         };
-        let outcome = match &self.backing {
-            Backing::File(history) => history.with_snapshot(|snap| {
-                Page::new(self, &FileSource::new(snap), args, start).run(cursor.as_ref())
-            }),
-            #[cfg(feature = "postgres")]
-            // No wait for the server (a lock, a reconnect) outlasts the call's deadline.
-            Backing::Pg(history) => {
-                return crate::pg::page::run_page(history, start, self.options.deadline, |src| {
-                    Page::new(self, src, args, start).run(cursor.as_ref())
-                })
-            }
+        let mut outcome = None;
+        let mut run = |src: &dyn PageSource| {
+            outcome = Some(Page::new(self, src, args, start).run(cursor.as_ref()));
         };
-        match outcome {
-            Ok(result) => result,
-            Err(e) => Err(Failure::new(
+        self.store
+            .page(start, self.options.deadline, &mut run)
+            .map_err(page_failure)?;
+        outcome.unwrap_or_else(|| {
+            Err(Failure::new(
                 "history_unavailable",
-                format!("the transcript cannot be read right now: {e}"),
-            )),
-        }
+                "the transcript cannot be read right now: the store ran no page",
+            ))
+        })
+    }
+}
+
+/// A store's page failure as the call's result.
+fn page_failure(e: PageError) -> Failure {
+    match e {
+        PageError::Changed => changed(),
+        PageError::Timeout(message) => Failure::new("history_timeout", message),
+        PageError::Unavailable(message) => Failure::new("history_unavailable", message),
     }
 }
 
@@ -344,7 +335,7 @@ fn is_reset(e: &Entry) -> bool {
 /// last reset row, the last row at or below the floor seq the store recorded (which
 /// damage cannot lower), and the last row before a damaged region of either file (a
 /// damaged region may have held a reset). `None` when nothing is hidden.
-fn floor_position(rows: &[Pos<'_>], src: &dyn Source) -> Option<usize> {
+fn floor_position(rows: &[Pos<'_>], src: &dyn PageSource) -> Option<usize> {
     let before = |file: u8, offset: u64| {
         rows.partition_point(|(f, e)| (*f, e.offset) < (file, offset))
             .checked_sub(1)
@@ -366,7 +357,7 @@ fn floor_position(rows: &[Pos<'_>], src: &dyn Source) -> Option<usize> {
         .max()
 }
 
-pub(crate) fn changed() -> Failure {
+fn changed() -> Failure {
     Failure::new(
         "history_changed",
         "the transcript changed in a way other than appending since this cursor was issued; \
@@ -377,7 +368,7 @@ pub(crate) fn changed() -> Failure {
 /// One call's bounded walk over the rows after the privacy floor.
 struct Page<'a> {
     tool: &'a SessionHistoryTool,
-    src: &'a dyn Source,
+    src: &'a dyn PageSource,
     args: &'a Args,
     start: Instant,
     rows: Vec<Pos<'a>>,
@@ -405,7 +396,7 @@ enum Stop {
 impl<'a> Page<'a> {
     fn new(
         tool: &'a SessionHistoryTool,
-        src: &'a dyn Source,
+        src: &'a dyn PageSource,
         args: &'a Args,
         start: Instant,
     ) -> Page<'a> {
@@ -677,7 +668,7 @@ impl<'a> Page<'a> {
     }
 
     fn read_bytes(&mut self, which: u8, offset: u64, len: usize) -> Result<Vec<u8>, Failure> {
-        self.src.read(which, offset, len)
+        self.src.read(which, offset, len).map_err(page_failure)
     }
 
     /// Positions the page will examine, in walk order, within the row and byte budgets,

@@ -12,8 +12,8 @@ use super::index::Index;
 use super::receipt::{self, AppendIntent, Files, Receipt, ReceiptRead, ReceiptState};
 use super::seam::{BuildBatch, Tip};
 use super::{
-    failpoint, fsutil, open_read, row, AppendResult, Handles, History, HistoryError, Locked,
-    NewRow, Result, RolloverSpec, Stamp,
+    failpoint, fsutil, open_read, row, AppendResult, Handles, History, Locked, NewRow, Result,
+    Stamp, StoreError,
 };
 use crate::transcript::WindowFold;
 
@@ -23,7 +23,7 @@ impl History {
     /// Appends `rows` as one all-or-nothing batch, durable before this returns.
     pub fn append(&self, rows: Vec<NewRow>) -> Result<AppendResult> {
         if rows.is_empty() {
-            return Err(HistoryError::empty_batch());
+            return Err(StoreError::empty_batch());
         }
         let mut locked = self.lock()?;
         self.append_locked(&mut locked, &rows)
@@ -53,7 +53,7 @@ impl History {
             } else {
                 &self.paths.archive
             };
-            return Err(HistoryError::Corrupt {
+            return Err(StoreError::Corrupt {
                 path: path.clone(),
                 offset: d.offset,
                 line: d.line,
@@ -87,7 +87,7 @@ impl History {
 
     /// [`append_json_bytes`](Self::append_json_bytes), conditional on the store's last
     /// seq: with `Some(n)` the batch is written only if seq `n` is still the last row
-    /// (`0`: the store is empty), else [`HistoryError::Conflict`] and nothing is written.
+    /// (`0`: the store is empty), else [`StoreError::Conflict`] and nothing is written.
     /// The check and the write happen under one hold of the history lock, so two
     /// writers (threads or processes) that decided on the same state cannot both commit.
     pub fn append_json_bytes_if(
@@ -108,7 +108,7 @@ impl History {
     /// [`append_json_bytes_if`](Self::append_json_bytes_if)).
     pub fn append_if(&self, rows: Vec<NewRow>, expected_last_seq: u64) -> Result<AppendResult> {
         if rows.is_empty() {
-            return Err(HistoryError::empty_batch());
+            return Err(StoreError::empty_batch());
         }
         let mut locked = self.lock()?;
         self.check_expected(&mut locked, Some(expected_last_seq))?;
@@ -130,7 +130,7 @@ impl History {
         if last_seq == expected_last_seq {
             Ok(())
         } else {
-            Err(HistoryError::Conflict {
+            Err(StoreError::Conflict {
                 expected_last_seq,
                 last_seq,
             })
@@ -151,7 +151,7 @@ impl History {
 
         // Frame the batch; windows follow boundary rows inside it too.
         let seqs_left = || {
-            HistoryError::InvalidArgument(format!(
+            StoreError::InvalidArgument(format!(
                 "no seq is left to hand out: a line of the transcript shows seq {}; the \
                  transcript cannot grow, start a new one",
                 ix.last_seq.max(ix.fold.floor_seq())
@@ -275,9 +275,10 @@ impl History {
         )
         .is_ok();
 
-        let ix = locked.index.as_mut().ok_or_else(|| {
-            HistoryError::InvalidArgument("history index is not loaded".to_owned())
-        })?;
+        let ix = locked
+            .index
+            .as_mut()
+            .ok_or_else(|| StoreError::internal("history index is not loaded"))?;
         if verified {
             let end = old_size + framed.len() as u64;
             ix.absorb_chat(Scan {
@@ -313,7 +314,7 @@ impl History {
     ) -> Result<Stamp> {
         use std::os::unix::fs::MetadataExt;
         let path = &self.paths.chat;
-        let io = |op| move |e| HistoryError::io(op, path, e);
+        let io = |op| move |e| StoreError::io(op, path, e);
         failpoint::hit("append.open").map_err(io("open"))?;
         let creating = current.is_none();
         let reusable = match (&handles.chat, current) {
@@ -369,50 +370,6 @@ impl History {
         Ok(Stamp::of_metadata(&meta))
     }
 
-    /// Records a rollover: boundary row, lead-in row and the trigger, as one batch
-    /// under one hold of the lock, the lead-in rendered from the window the boundary
-    /// really opens (see [`crate::transcript::rollover`]). Idempotent per
-    /// `rollover_id`: a repeat returns the window the first one opened.
-    pub fn rollover(&self, spec: RolloverSpec) -> Result<String> {
-        crate::transcript::rollover(self, spec).map(|w| w.to_string())
-    }
-
-    /// Soft clear: a `reset` boundary row, the privacy floor. Returns its seq.
-    pub fn clear_soft(&self) -> Result<u64> {
-        crate::transcript::clear_soft(self, None)
-    }
-
-    /// Quarantines a rejected request that was never stored: an empty assistant row
-    /// whose `meta.rejected` holds the original `{role, parts, meta}`. Returns its seq.
-    pub fn quarantine(&self, original: NewRow) -> Result<u64> {
-        Ok(self
-            .append(vec![crate::transcript::rejected_row(original)?])?
-            .first_seq)
-    }
-
-    /// Quarantines stored row `seq`: its retraction and a quarantine row holding its
-    /// content, one batch under one hold of the lock (see
-    /// [`crate::transcript::quarantine`]). Returns the seq of the quarantine row.
-    pub fn quarantine_seq(&self, seq: u64, expected_last_seq: Option<u64>) -> Result<u64> {
-        crate::transcript::quarantine(self, seq, expected_last_seq)
-    }
-
-    /// Retracts row `seq` and quarantines `original` (its content) in one batch, only if
-    /// the store's last seq is still `expected_last_seq`. Returns the seq of the
-    /// quarantine row. Prefer [`quarantine_seq`](Self::quarantine_seq), which reads the
-    /// content from the store itself.
-    pub fn quarantine_retracting(
-        &self,
-        seq: u64,
-        original: NewRow,
-        expected_last_seq: Option<u64>,
-    ) -> Result<u64> {
-        let rows = crate::transcript::retract_and_quarantine(seq, original)?;
-        let mut locked = self.lock()?;
-        self.check_expected(&mut locked, expected_last_seq)?;
-        Ok(self.append_locked(&mut locked, &rows)?.last_seq)
-    }
-
     /// See [`Store::append_with`].
     pub fn append_with(
         &self,
@@ -435,7 +392,7 @@ impl History {
         };
         match rows {
             None => Ok(None),
-            Some(rows) if rows.is_empty() => Err(HistoryError::empty_batch()),
+            Some(rows) if rows.is_empty() => Err(StoreError::empty_batch()),
             Some(rows) => self.append_locked(&mut locked, &rows).map(Some),
         }
     }
@@ -459,11 +416,11 @@ impl History {
         let Some((path, e)) = found else {
             return Ok(None);
         };
-        let file = open_read(path).map_err(|err| HistoryError::io("open", path, err))?;
+        let file = open_read(path).map_err(|err| StoreError::io("open", path, err))?;
         let mut raw = vec![0u8; e.len as usize];
         use std::os::unix::fs::FileExt;
         file.read_exact_at(&mut raw, e.offset)
-            .map_err(|err| HistoryError::io("read", path, err))?;
+            .map_err(|err| StoreError::io("read", path, err))?;
         Ok(crate::transcript::Row::parse(
             seq,
             ix.fold.window_of(seq),

@@ -1,4 +1,4 @@
-//! Errors of the transcript store.
+//! Errors of the transcript stores (the file store, PostgreSQL).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 /// say what to do.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum HistoryError {
+pub enum StoreError {
     /// Another writer held the history lock for longer than the wait bound.
     #[error(
         "timed out after {waited:?} waiting for the history lock {path}; another process \
@@ -83,6 +83,13 @@ pub enum HistoryError {
         /// retry commits it at most once).
         transient: bool,
     },
+    /// A broken invariant of the store itself (a bug, not bad input or a failing disk);
+    /// nothing was written by the call that found it.
+    #[error(
+        "internal error: {0}; nothing was written — please report this, with the output \
+         of `ctxbudget history verify`"
+    )]
+    Internal(String),
     /// A filesystem operation failed.
     #[error("could not {op} {path}: {source}; {}", advice(source))]
     Io {
@@ -96,14 +103,19 @@ pub enum HistoryError {
     },
 }
 
-impl HistoryError {
+impl StoreError {
     /// An append of no rows (nothing is written).
-    pub(crate) fn empty_batch() -> HistoryError {
-        HistoryError::InvalidArgument("append needs at least one row".to_owned())
+    pub(crate) fn empty_batch() -> StoreError {
+        StoreError::InvalidArgument("append needs at least one row".to_owned())
+    }
+
+    /// A broken invariant: `what` says which.
+    pub(crate) fn internal(what: impl Into<String>) -> StoreError {
+        StoreError::Internal(what.into())
     }
 
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        HistoryError::Io {
+        StoreError::Io {
             op,
             path: path.into(),
             source,
@@ -111,7 +123,7 @@ impl HistoryError {
     }
 
     pub(crate) fn row(index: usize, field: impl Into<String>, reason: impl Into<String>) -> Self {
-        HistoryError::InvalidRow {
+        StoreError::InvalidRow {
             index,
             field: field.into(),
             reason: reason.into(),
@@ -149,4 +161,4 @@ fn advice(e: &std::io::Error) -> &'static str {
 }
 
 /// Result alias of the store.
-pub type Result<T, E = HistoryError> = std::result::Result<T, E>;
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -67,13 +67,20 @@ struct Commit {
 
 /// The fields of a row the store itself reads back.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct RowHead {
+pub struct RowHead {
+    /// `seq`.
     pub seq: u64,
+    /// `kind`.
     pub kind: String,
+    /// `role`, when the row has one.
     pub role: Option<String>,
+    /// `window`, when the row records one.
     pub window: Option<String>,
+    /// `meta.boundary_kind`.
     pub boundary_kind: Option<String>,
+    /// `meta.rollover_id`.
     pub rollover_id: Option<String>,
+    /// `meta.retracts`.
     pub retracts: Option<u64>,
     /// `meta.rejected` is present and not null (a quarantined request).
     pub rejected: bool,
@@ -250,7 +257,7 @@ pub(crate) fn looks_like_reset(line: &[u8]) -> bool {
 
 /// One row line found by the scanner.
 #[derive(Clone, Debug)]
-pub(crate) struct Entry {
+pub struct Entry {
     /// Byte offset of the line in its file.
     pub offset: u64,
     /// Length of the line without its newline.

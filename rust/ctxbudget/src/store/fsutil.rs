@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::{HistoryError, Result};
+use super::error::{Result, StoreError};
 use super::failpoint;
 
 /// What a file looked like: identity, size and timestamps.
@@ -43,14 +43,14 @@ impl Stamp {
 /// (`ELOOP`): the store never reads or writes through one.
 pub(crate) fn stamp(path: &Path) -> Result<Option<Stamp>> {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => Err(HistoryError::io(
+        Ok(m) if m.file_type().is_symlink() => Err(StoreError::io(
             "stat",
             path,
             std::io::Error::from_raw_os_error(libc::ELOOP),
         )),
         Ok(m) => Ok(Some(Stamp::of_metadata(&m))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(HistoryError::io("stat", path, e)),
+        Err(e) => Err(StoreError::io("stat", path, e)),
     }
 }
 
@@ -65,10 +65,10 @@ pub(crate) fn open_nofollow(path: &Path, options: &mut OpenOptions) -> std::io::
 
 /// Makes a rename or creation in `dir` durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    failpoint::hit("dir.fsync").map_err(|e| HistoryError::io("fsync directory", dir, e))?;
+    failpoint::hit("dir.fsync").map_err(|e| StoreError::io("fsync directory", dir, e))?;
     open_nofollow(dir, OpenOptions::new().read(true))
         .and_then(|d| d.sync_all())
-        .map_err(|e| HistoryError::io("fsync directory", dir, e))
+        .map_err(|e| StoreError::io("fsync directory", dir, e))
 }
 
 /// Replaces `path` with `bytes` through a temporary file and a rename, so readers see
@@ -78,7 +78,7 @@ pub(crate) fn replace_file(path: &Path, bytes: &[u8], durable: bool, point: &str
     let dir = path.parent().unwrap_or(Path::new("."));
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
-    let fail = |op| move |e| HistoryError::io(op, path, e);
+    let fail = |op| move |e| StoreError::io(op, path, e);
     let write = || -> std::io::Result<()> {
         failpoint::hit(&format!("{point}.write"))?;
         let mut f = open_nofollow(

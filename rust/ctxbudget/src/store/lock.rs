@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::error::{HistoryError, Result};
+use super::error::{Result, StoreError};
 
 /// Default bound on waiting for the lock.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -120,7 +120,7 @@ impl HistoryLock {
         timeout: Duration,
     ) -> Result<HistoryLock> {
         let start = Instant::now();
-        let timed_out = || HistoryError::LockTimeout {
+        let timed_out = || StoreError::LockTimeout {
             path: path.to_path_buf(),
             waited: start.elapsed(),
         };
@@ -141,7 +141,7 @@ impl HistoryLock {
             guard.file.take()
         };
         // From here on the token is ours; give it back on every early return.
-        let release = |err: HistoryError| {
+        let release = |err: StoreError| {
             let (state, cv) = &*token;
             let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
             state.held = false;
@@ -155,7 +155,7 @@ impl HistoryLock {
             let lock = match cached.take() {
                 Some(l) => l,
                 None => open_lock(path)
-                    .map_err(|e| release(HistoryError::io("open lock file", path, e)))?,
+                    .map_err(|e| release(StoreError::io("open lock file", path, e)))?,
             };
             match lock.file.try_lock() {
                 Ok(()) => {
@@ -173,7 +173,7 @@ impl HistoryLock {
                 }
                 Err(TryLockError::WouldBlock) => cached = Some(lock),
                 Err(TryLockError::Error(e)) => {
-                    return Err(release(HistoryError::io("flock", path, e)));
+                    return Err(release(StoreError::io("flock", path, e)));
                 }
             }
             if start.elapsed() >= timeout {

@@ -10,8 +10,8 @@ use super::frame::{self, Scan};
 use super::index::Index;
 use super::receipt::{self, Files, ReceiptRead, ReceiptState};
 use super::{
-    failpoint, fsutil, read_all, read_range, FileReport, History, HistoryError, Locked,
-    RecoveryReport, Result, RotateReport, Stamp, VerifyReport,
+    failpoint, fsutil, read_all, read_range, FileReport, History, Locked, RecoveryReport, Result,
+    RotateReport, Stamp, StoreError, VerifyReport,
 };
 
 impl History {
@@ -106,18 +106,18 @@ impl History {
     /// extra archive bytes are copies of rows still in `chat.jsonl`); returns the bytes
     /// removed.
     pub(super) fn truncate_to(&self, path: &Path, size: u64) -> Result<u64> {
-        failpoint::hit("recover.rollback").map_err(|e| HistoryError::io("truncate", path, e))?;
+        failpoint::hit("recover.rollback").map_err(|e| StoreError::io("truncate", path, e))?;
         let file = fsutil::open_nofollow(path, FsOpenOptions::new().write(true))
-            .map_err(|e| HistoryError::io("open", path, e))?;
+            .map_err(|e| StoreError::io("open", path, e))?;
         let before = file
             .metadata()
-            .map_err(|e| HistoryError::io("stat", path, e))?
+            .map_err(|e| StoreError::io("stat", path, e))?
             .len();
         file.set_len(size)
-            .map_err(|e| HistoryError::io("truncate", path, e))?;
+            .map_err(|e| StoreError::io("truncate", path, e))?;
         if self.durable() {
             file.sync_all()
-                .map_err(|e| HistoryError::io("fsync", path, e))?;
+                .map_err(|e| StoreError::io("fsync", path, e))?;
         }
         Ok(before.saturating_sub(size))
     }
@@ -134,7 +134,7 @@ impl History {
             return Ok(0);
         }
         let dir = &self.paths.recovered;
-        std::fs::create_dir_all(dir).map_err(|e| HistoryError::io("create directory", dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create directory", dir, e))?;
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("chat");
         let millis = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -142,7 +142,7 @@ impl History {
             .as_millis();
         let target = dir.join(format!("{stem}-at-{keep}-{millis}-{epoch:x}.jsonl"));
         let target_ref = &target;
-        let io = |op| move |e| HistoryError::io(op, target_ref, e);
+        let io = |op| move |e| StoreError::io(op, target_ref, e);
         failpoint::hit("recover.copy").map_err(io("write"))?;
         let mut out =
             fsutil::open_nofollow(&target, FsOpenOptions::new().write(true).create_new(true))
@@ -154,14 +154,14 @@ impl History {
         }
         moved.push(target.clone());
         // Only now that the bytes are safe elsewhere is the tail cut.
-        failpoint::hit("recover.truncate").map_err(|e| HistoryError::io("truncate", path, e))?;
+        failpoint::hit("recover.truncate").map_err(|e| StoreError::io("truncate", path, e))?;
         let file = fsutil::open_nofollow(path, FsOpenOptions::new().write(true))
-            .map_err(|e| HistoryError::io("open", path, e))?;
+            .map_err(|e| StoreError::io("open", path, e))?;
         file.set_len(keep)
-            .map_err(|e| HistoryError::io("truncate", path, e))?;
+            .map_err(|e| StoreError::io("truncate", path, e))?;
         if self.durable() {
             file.sync_all()
-                .map_err(|e| HistoryError::io("fsync", path, e))?;
+                .map_err(|e| StoreError::io("fsync", path, e))?;
         }
         Ok(tail.len() as u64)
     }
@@ -179,9 +179,10 @@ impl History {
     }
 
     pub(super) fn publish_stable_durable(&self, epoch: u64, locked: &mut Locked<'_>) -> Result<()> {
-        let ix = locked.index.as_mut().ok_or_else(|| {
-            HistoryError::InvalidArgument("history index is not loaded".to_owned())
-        })?;
+        let ix = locked
+            .index
+            .as_mut()
+            .ok_or_else(|| StoreError::internal("history index is not loaded"))?;
         let stable = ix.receipt(epoch, ReceiptState::Stable);
         receipt::publish(
             &self.paths.receipt,
@@ -247,7 +248,7 @@ impl History {
         let (moved, rest) = chat.split_at((cut as usize).min(chat.len()));
         {
             let path = &self.paths.archive;
-            let io = |op| move |e| HistoryError::io(op, path, e);
+            let io = |op| move |e| StoreError::io(op, path, e);
             failpoint::hit("rotate.archive").map_err(io("append"))?;
             let mut f = fsutil::open_nofollow(path, FsOpenOptions::new().append(true).create(true))
                 .map_err(io("open"))?;

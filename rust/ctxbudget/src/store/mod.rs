@@ -29,7 +29,7 @@
 //! assert_eq!(appended.first_seq, 1);
 //! assert_eq!(history.current_window()?, "w:0");
 //! # std::fs::remove_dir_all(&ws).ok();
-//! # Ok::<(), ctxbudget::store::HistoryError>(())
+//! # Ok::<(), ctxbudget::store::StoreError>(())
 //! ```
 
 mod error;
@@ -39,10 +39,13 @@ mod error;
 pub mod failpoint;
 #[cfg(not(feature = "failpoints"))]
 mod failpoint;
+mod file_page;
 pub(crate) mod frame;
 mod fsutil;
 mod head;
 mod lock;
+/// The view a `session_history` page reads (its types are the crate's own).
+pub(crate) mod page;
 pub mod receipt;
 pub(crate) mod row;
 mod seam;
@@ -61,13 +64,13 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
-pub use crate::transcript::{LeadIn, LeadInContext, RolloverSpec};
-pub use error::{HistoryError, Result};
+pub use error::{Result, StoreError};
 #[cfg(feature = "postgres")]
 pub(crate) use fsutil::now_rfc3339;
 pub(crate) use fsutil::random_fallback;
 pub use fsutil::Stamp;
 pub use lock::DEFAULT_LOCK_TIMEOUT;
+pub use page::PageError;
 pub use receipt::{AppendIntent, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
 pub use row::{NewRow, DEFAULT_MAX_ROW_BYTES, KINDS, PART_TYPES, ROLES};
 pub use seam::{BuildBatch, Store, Tip};
@@ -78,7 +81,6 @@ use lock::HistoryLock;
 
 #[cfg(feature = "fuzzing")]
 pub use index::fuzz_scan;
-pub(crate) use index::Snapshot;
 pub use options::{Durability, OpenOptions, Paths};
 pub use reports::{
     AppendResult, DeleteReport, FileReport, PruneReport, ReadFrom, RecoveryReport, RotateReport,
@@ -127,13 +129,13 @@ impl History {
     /// tail or an interrupted rotation if there is one.
     pub fn open(ws: &Path, options: OpenOptions) -> Result<History> {
         if options.max_row_bytes == 0 {
-            return Err(HistoryError::InvalidArgument(
+            return Err(StoreError::InvalidArgument(
                 "max_row_bytes must be positive".to_owned(),
             ));
         }
         let paths = Paths::new(ws);
         std::fs::create_dir_all(&paths.dir)
-            .map_err(|e| HistoryError::io("create directory", &paths.dir, e))?;
+            .map_err(|e| StoreError::io("create directory", &paths.dir, e))?;
         let history = History {
             lock_token: lock::LockToken::new(&paths.lock),
             paths,
@@ -170,10 +172,10 @@ impl History {
         )
         .map_err(|e| match e {
             // The directory is gone: a delete removed the workspace's transcript.
-            HistoryError::Io { ref source, .. }
+            StoreError::Io { ref source, .. }
                 if source.kind() == std::io::ErrorKind::NotFound && !self.paths.dir.exists() =>
             {
-                HistoryError::Deleted {
+                StoreError::Deleted {
                     location: format!("workspace {}", self.paths.dir.display()),
                 }
             }
@@ -262,7 +264,7 @@ impl History {
         locked
             .index
             .as_ref()
-            .ok_or_else(|| HistoryError::InvalidArgument("history index is not loaded".to_owned()))
+            .ok_or_else(|| StoreError::internal("history index is not loaded"))
     }
 
     /// Whether there is a torn tail (never acknowledged) to move out of the way, or a
@@ -295,13 +297,13 @@ fn read_range(path: &Path, start: u64) -> Result<Vec<u8>> {
     let mut f = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(HistoryError::io("open", path, e)),
+        Err(e) => return Err(StoreError::io("open", path, e)),
     };
     f.seek(SeekFrom::Start(start))
-        .map_err(|e| HistoryError::io("seek", path, e))?;
+        .map_err(|e| StoreError::io("seek", path, e))?;
     let mut out = Vec::new();
     f.read_to_end(&mut out)
-        .map_err(|e| HistoryError::io("read", path, e))?;
+        .map_err(|e| StoreError::io("read", path, e))?;
     Ok(out)
 }
 
@@ -312,14 +314,14 @@ pub(crate) fn commit_crc_before(path: &Path, end: u64) -> Result<Option<u32>> {
     let mut f = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(HistoryError::io("open", path, e)),
+        Err(e) => return Err(StoreError::io("open", path, e)),
     };
     f.seek(SeekFrom::Start(start))
-        .map_err(|e| HistoryError::io("seek", path, e))?;
+        .map_err(|e| StoreError::io("seek", path, e))?;
     let mut buf = Vec::new();
     f.take(end - start)
         .read_to_end(&mut buf)
-        .map_err(|e| HistoryError::io("read", path, e))?;
+        .map_err(|e| StoreError::io("read", path, e))?;
     if buf.len() as u64 != end - start || buf.last() != Some(&b'\n') {
         return Ok(None);
     }

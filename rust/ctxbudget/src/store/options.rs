@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::error::{HistoryError, Result};
+use super::error::{Result, StoreError};
 use super::lock::DEFAULT_LOCK_TIMEOUT;
 use super::row::DEFAULT_MAX_ROW_BYTES;
 
@@ -18,12 +18,12 @@ pub enum Durability {
 }
 
 impl std::str::FromStr for Durability {
-    type Err = HistoryError;
+    type Err = StoreError;
     fn from_str(s: &str) -> Result<Durability> {
         match s {
             "fsync" => Ok(Durability::Fsync),
             "none" => Ok(Durability::None),
-            other => Err(HistoryError::InvalidArgument(format!(
+            other => Err(StoreError::InvalidArgument(format!(
                 "durability {other:?} is not one of \"fsync\", \"none\""
             ))),
         }

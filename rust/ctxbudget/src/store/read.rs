@@ -9,7 +9,7 @@ use super::frame::Entry;
 use super::index::Snapshot;
 use super::receipt::{self, ReceiptRead};
 use super::{
-    commit_crc_before, open_read, History, HistoryError, ReadFrom, Result, RowsRead, StoredRow,
+    commit_crc_before, open_read, History, ReadFrom, Result, RowsRead, StoreError, StoredRow,
     WindowInfo,
 };
 use crate::transcript::{BoundaryKind, WindowFold, WindowId};
@@ -59,7 +59,7 @@ impl History {
             let file = match files.entry(path) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(open_read(path).map_err(|err| HistoryError::io("open", *path, err))?)
+                    v.insert(open_read(path).map_err(|err| StoreError::io("open", *path, err))?)
                 }
             };
             let mut raw = vec![0u8; e.len as usize];

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::{HistoryError, Result};
+use super::error::{Result, StoreError};
 use super::fsutil::{self, Stamp};
 
 /// Receipts larger than this are malformed.
@@ -198,17 +198,17 @@ fn current<'a>(path: &Path, cache: &'a mut Option<Handle>) -> Result<Option<&'a 
             *cache = None;
             return Ok(None);
         }
-        Err(e) => return Err(HistoryError::io("stat receipt", path, e)),
+        Err(e) => return Err(StoreError::io("stat receipt", path, e)),
     };
     let fresh = cache
         .as_ref()
         .is_some_and(|h| (h.dev, h.ino) == (meta.dev(), meta.ino()));
     if !fresh {
         let file = fsutil::open_nofollow(path, std::fs::OpenOptions::new().read(true).write(true))
-            .map_err(|e| HistoryError::io("open receipt", path, e))?;
+            .map_err(|e| StoreError::io("open receipt", path, e))?;
         let m = file
             .metadata()
-            .map_err(|e| HistoryError::io("stat receipt", path, e))?;
+            .map_err(|e| StoreError::io("stat receipt", path, e))?;
         *cache = Some(Handle {
             file,
             dev: m.dev(),
@@ -231,7 +231,7 @@ pub(crate) fn read_cached(path: &Path, cache: &mut Option<Handle>) -> Result<Rec
             Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(HistoryError::io("read receipt", path, e)),
+            Err(e) => return Err(StoreError::io("read receipt", path, e)),
         }
         if len == RECEIPT_PADDED {
             break; // our own receipts are exactly this long
@@ -252,7 +252,7 @@ pub const RECEIPT_PADDED: usize = 1024;
 
 fn padded(receipt: &Receipt) -> Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec(receipt)
-        .map_err(|e| HistoryError::InvalidArgument(format!("receipt does not serialize: {e}")))?;
+        .map_err(|e| StoreError::internal(format!("receipt does not serialize: {e}")))?;
     if bytes.len() < RECEIPT_PADDED {
         bytes.resize(RECEIPT_PADDED, b' ');
     }
@@ -281,14 +281,14 @@ pub(crate) fn publish_in_place(
     use std::os::unix::fs::FileExt;
     let bytes = padded(receipt)?;
     super::failpoint::hit(&format!("{point}.write"))
-        .map_err(|e| HistoryError::io("write receipt", path, e))?;
+        .map_err(|e| StoreError::io("write receipt", path, e))?;
     // `cache` was checked against the path by `read_cached` under the same lock hold;
     // with no receipt yet, the first one is created by atomic replacement.
     match cache.as_ref() {
         Some(handle) => handle
             .file
             .write_all_at(&bytes, 0)
-            .map_err(|e| HistoryError::io("write receipt", path, e)),
+            .map_err(|e| StoreError::io("write receipt", path, e)),
         None => publish(path, receipt, false, point),
     }
 }

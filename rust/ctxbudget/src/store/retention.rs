@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use super::lock::{HistoryLock, LockToken};
 use super::receipt::{self, ReceiptState};
 use super::{
-    frame, fsutil, read_all, DeleteReport, History, HistoryError, Paths, PruneReport, Result,
+    frame, fsutil, read_all, DeleteReport, History, Paths, PruneReport, Result, StoreError,
 };
 use crate::transcript::{prune_cut, PruneSpec};
 
@@ -25,7 +25,7 @@ impl History {
     /// stays; the privacy floor is never lowered). Changes nothing when it selects none.
     pub fn prune(&self, spec: &PruneSpec) -> Result<PruneReport> {
         if spec.is_empty() {
-            return Err(HistoryError::InvalidArgument(
+            return Err(StoreError::InvalidArgument(
                 "a prune needs a criterion: keep_windows, older_than or below_floor".into(),
             ));
         }
@@ -133,7 +133,7 @@ impl History {
     /// workspace directory itself if nothing else is left in it. It waits for a writer
     /// in progress (up to `lock_timeout`), then moves the files out of the way in one
     /// rename of `history/` before removing them: a writer that comes after gets
-    /// [`HistoryError::Deleted`], never a half-deleted transcript. Opening the workspace
+    /// [`StoreError::Deleted`], never a half-deleted transcript. Opening the workspace
     /// again starts an empty conversation under a new epoch.
     pub fn delete_workspace(ws: &Path, lock_timeout: Duration) -> Result<DeleteReport> {
         let paths = Paths::new(ws);
@@ -151,32 +151,32 @@ impl History {
                 report.bytes += bytes.len() as u64;
             }
             report.recovered_files = count_files(&paths.recovered)?;
-            std::fs::create_dir(&tomb).map_err(|e| HistoryError::io("create", &tomb, e))?;
+            std::fs::create_dir(&tomb).map_err(|e| StoreError::io("create", &tomb, e))?;
             // The one step that deletes: after it, no writer finds the transcript.
             std::fs::rename(&paths.dir, tomb.join("history"))
-                .map_err(|e| HistoryError::io("move away", &paths.dir, e))?;
+                .map_err(|e| StoreError::io("move away", &paths.dir, e))?;
             drop(lock);
             report.existed = true;
             report.other_files += 2; // the receipt and the lock
         }
         if memories.exists() {
             report.memory_files = count_files(&memories)?;
-            std::fs::create_dir_all(&tomb).map_err(|e| HistoryError::io("create", &tomb, e))?;
+            std::fs::create_dir_all(&tomb).map_err(|e| StoreError::io("create", &tomb, e))?;
             std::fs::rename(&memories, tomb.join("memories"))
-                .map_err(|e| HistoryError::io("move away", &memories, e))?;
+                .map_err(|e| StoreError::io("move away", &memories, e))?;
             report.existed = true;
         }
         if budget.exists() {
-            std::fs::create_dir_all(&tomb).map_err(|e| HistoryError::io("create", &tomb, e))?;
+            std::fs::create_dir_all(&tomb).map_err(|e| StoreError::io("create", &tomb, e))?;
             std::fs::rename(&budget, tomb.join("budget.json"))
-                .map_err(|e| HistoryError::io("move away", &budget, e))?;
+                .map_err(|e| StoreError::io("move away", &budget, e))?;
             report.other_files += 1;
             report.existed = true;
         }
         // This delete's files, and any an interrupted delete left behind.
         for leftover in tombs(ws)? {
             std::fs::remove_dir_all(&leftover)
-                .map_err(|e| HistoryError::io("remove", &leftover, e))?;
+                .map_err(|e| StoreError::io("remove", &leftover, e))?;
         }
         if report.existed {
             // Only if nothing of the host's is left in it.
@@ -192,14 +192,14 @@ fn count_files(dir: &Path) -> Result<u64> {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(1),
-        Err(e) => return Err(HistoryError::io("list", dir, e)),
+        Err(e) => return Err(StoreError::io("list", dir, e)),
     };
     let mut n = 0;
     for entry in entries {
-        let entry = entry.map_err(|e| HistoryError::io("list", dir, e))?;
+        let entry = entry.map_err(|e| StoreError::io("list", dir, e))?;
         let kind = entry
             .file_type()
-            .map_err(|e| HistoryError::io("stat", entry.path(), e))?;
+            .map_err(|e| StoreError::io("stat", entry.path(), e))?;
         n += if kind.is_dir() {
             count_files(&entry.path())?
         } else {
@@ -214,7 +214,7 @@ fn tombs(ws: &Path) -> Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(ws) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(HistoryError::io("list", ws, e)),
+        Err(e) => return Err(StoreError::io("list", ws, e)),
     };
     Ok(entries
         .filter_map(|e| e.ok())

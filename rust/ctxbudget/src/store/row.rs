@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::error::{HistoryError, Result};
+use super::error::{Result, StoreError};
 use super::wellformed::{self, MAX_NESTING, MAX_ROW_NESTING};
 
 use crate::transcript::rules::{self, Field, RuleError};
@@ -49,7 +49,7 @@ impl NewRow {
     /// Validates a JSON object as a row (`index` names it in errors).
     pub fn from_value(index: usize, value: Value) -> Result<NewRow> {
         let Value::Object(mut obj) = value else {
-            return Err(HistoryError::row(index, "", "must be an object"));
+            return Err(StoreError::row(index, "", "must be an object"));
         };
         for key in obj.keys() {
             rules::check_row_field(key).map_err(|e| at(index, e))?;
@@ -59,12 +59,12 @@ impl NewRow {
         let parts = match obj.remove("parts") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(parts)) => parts,
-            Some(_) => return Err(HistoryError::row(index, "parts", "must be a list")),
+            Some(_) => return Err(StoreError::row(index, "parts", "must be a list")),
         };
         let meta = match obj.remove("meta") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(m)) => m,
-            Some(_) => return Err(HistoryError::row(index, "meta", "must be an object")),
+            Some(_) => return Err(StoreError::row(index, "meta", "must be an object")),
         };
         let row = NewRow {
             kind: kind.as_str().to_owned(),
@@ -87,7 +87,7 @@ impl NewRow {
         rules::check_name::<Role>("role", Some(&self.role)).map_err(|e| at(index, e))?;
         for (i, part) in self.parts.iter().enumerate() {
             let Value::Object(p) = part else {
-                return Err(HistoryError::row(
+                return Err(StoreError::row(
                     index,
                     format!("parts[{i}]"),
                     "must be an object",
@@ -108,8 +108,8 @@ impl NewRow {
 }
 
 /// A broken rule of row `index` as the store's error.
-fn at(index: usize, e: RuleError) -> HistoryError {
-    HistoryError::row(index, e.field, e.reason)
+fn at(index: usize, e: RuleError) -> StoreError {
+    StoreError::row(index, e.field, e.reason)
 }
 
 fn field_of(value: Option<&Value>) -> Field {
@@ -135,8 +135,8 @@ fn name_of<T: std::str::FromStr<Err = crate::transcript::UnknownName>>(
 ) -> Result<T> {
     match value {
         Some(Value::String(s)) => rules::check_name(field, Some(&s)).map_err(|e| at(index, e)),
-        Some(_) => Err(HistoryError::row(index, field, "must be a string")),
-        None => Err(HistoryError::row(index, field, "is required")),
+        Some(_) => Err(StoreError::row(index, field, "must be a string")),
+        None => Err(StoreError::row(index, field, "is required")),
     }
 }
 
@@ -165,7 +165,7 @@ pub(crate) fn encode(row: &NewRow, seq: u64, window: &str, ts: &str) -> Result<V
         ts,
     };
     let mut out = serde_json::to_vec(&line)
-        .map_err(|e| HistoryError::InvalidArgument(format!("row does not serialize: {e}")))?;
+        .map_err(|e| StoreError::InvalidArgument(format!("row does not serialize: {e}")))?;
     out.push(b'\n');
     Ok(out)
 }
@@ -235,7 +235,7 @@ fn raw_str(
         Some(r) if r.get() == "null" => Ok(None),
         Some(r) => serde_json::from_str::<String>(r.get())
             .map(Some)
-            .map_err(|_| HistoryError::row(index, field, "must be a string")),
+            .map_err(|_| StoreError::row(index, field, "must be a string")),
     }
 }
 
@@ -243,9 +243,9 @@ fn raw_str(
 /// without building value trees: what every store's JSON append path starts from.
 pub(crate) fn parse_json_batch(rows_json: &[u8]) -> Result<Vec<RawRow<'_>>> {
     let raws: Vec<&serde_json::value::RawValue> = serde_json::from_slice(rows_json)
-        .map_err(|e| HistoryError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
+        .map_err(|e| StoreError::InvalidArgument(format!("rows are not a JSON list: {e}")))?;
     if raws.is_empty() {
-        return Err(HistoryError::empty_batch());
+        return Err(StoreError::empty_batch());
     }
     raws.into_iter()
         .enumerate()
@@ -345,7 +345,7 @@ impl<'a> RawRow<'a> {
 
     fn parse_thorough(index: usize, raw: &'a serde_json::value::RawValue) -> Result<RawRow<'a>> {
         let obj: RawMap<'a> = serde_json::from_str(raw.get())
-            .map_err(|_| HistoryError::row(index, "", "must be an object"))?;
+            .map_err(|_| StoreError::row(index, "", "must be an object"))?;
         for key in obj.keys() {
             rules::check_row_field(key).map_err(|e| at(index, e))?;
         }
@@ -360,7 +360,7 @@ impl<'a> RawRow<'a> {
             Some(p) => p,
         };
         let part_list: Vec<RawMap<'a>> = serde_json::from_str(parts)
-            .map_err(|_| HistoryError::row(index, "parts", "must be a list of objects"))?;
+            .map_err(|_| StoreError::row(index, "parts", "must be a list of objects"))?;
         for (i, p) in part_list.iter().enumerate() {
             let ty = raw_str(index, &format!("parts[{i}].type"), p.get("type"))?;
             rules::check_part(i, ty.as_deref(), |name| raw_field(p.get(name)))
@@ -371,7 +371,7 @@ impl<'a> RawRow<'a> {
             Some(m) => m,
         };
         let meta_map: RawMap<'a> = serde_json::from_str(meta)
-            .map_err(|_| HistoryError::row(index, "meta", "must be an object"))?;
+            .map_err(|_| StoreError::row(index, "meta", "must be an object"))?;
         let head_meta = HeadMeta {
             boundary_kind: raw_str(index, "meta.boundary_kind", meta_map.get("boundary_kind"))
                 .ok()
@@ -401,11 +401,10 @@ impl<'a> RawRow<'a> {
     pub(crate) fn encode(&self, seq: u64, window: &str, ts: &str) -> Result<Vec<u8>> {
         let compact = |raw: &'a str| -> Result<std::borrow::Cow<'a, str>> {
             if memchr::memchr2(b'\n', b'\r', raw.as_bytes()).is_some() {
-                let v: Value = serde_json::from_str(raw).map_err(|e| {
-                    HistoryError::InvalidArgument(format!("row does not parse: {e}"))
-                })?;
+                let v: Value = serde_json::from_str(raw)
+                    .map_err(|e| StoreError::InvalidArgument(format!("row does not parse: {e}")))?;
                 serde_json::to_string(&v).map(Into::into).map_err(|e| {
-                    HistoryError::InvalidArgument(format!("row does not serialize: {e}"))
+                    StoreError::InvalidArgument(format!("row does not serialize: {e}"))
                 })
             } else {
                 Ok(raw.into())
@@ -419,7 +418,7 @@ impl<'a> RawRow<'a> {
             "{{\"seq\":{seq},\"id\":\"{seq}\",\"kind\":\"{}\",\"role\":\"{}\",\"window\":\"{window}\",\"parts\":{parts},\"meta\":{meta},\"ts\":\"{ts}\"}}",
             self.kind, self.role
         )
-        .map_err(|e| HistoryError::InvalidArgument(format!("row does not serialize: {e}")))?;
+        .map_err(|e| StoreError::InvalidArgument(format!("row does not serialize: {e}")))?;
         Ok(out)
     }
 }
@@ -465,7 +464,7 @@ impl Incoming<'_> {
         let line = self.encode(seq, window, ts)?;
         let body = &line[..line.len() - 1];
         if body.len() > max_row_bytes {
-            return Err(HistoryError::row(
+            return Err(StoreError::row(
                 index,
                 "",
                 format!(
@@ -482,7 +481,7 @@ impl Incoming<'_> {
         };
         let depth = wellformed::nesting(body);
         if depth > limit {
-            return Err(HistoryError::row(
+            return Err(StoreError::row(
                 index,
                 "",
                 format!(
@@ -492,7 +491,7 @@ impl Incoming<'_> {
             ));
         }
         if let Err(e) = wellformed::check(body) {
-            return Err(HistoryError::row(
+            return Err(StoreError::row(
                 index,
                 "",
                 format!("would not read back as JSON ({e}); nothing was written"),
@@ -551,7 +550,7 @@ pub fn fuzz_rules(input: &[u8]) {
     };
     let key = |r: Result<()>| match r {
         Ok(()) => None,
-        Err(HistoryError::InvalidRow { field, reason, .. }) => Some((field, reason)),
+        Err(StoreError::InvalidRow { field, reason, .. }) => Some((field, reason)),
         Err(other) => Some(("?".to_owned(), other.to_string())),
     };
     let by_value = key(NewRow::from_value(0, value).map(|_| ()));

@@ -9,11 +9,15 @@
 //! the code building a batch ([`Tip`]), so compound writes (rollover, quarantine, soft
 //! clear) are built from the state under the store's lock.
 
-use crate::transcript::{Row, WindowFold};
+use std::time::{Duration, Instant};
 
+use crate::transcript::{PruneSpec, Row, WindowFold};
+
+use super::file_page::FileSource;
+use super::page::{PageError, RunPage};
 use super::{
-    AppendResult, History, NewRow, ReadFrom, ReceiptRead, RecoveryReport, Result, RotateReport,
-    RowsRead, VerifyReport,
+    AppendResult, History, NewRow, PruneReport, ReadFrom, ReceiptRead, RecoveryReport, Result,
+    RotateReport, RowsRead, StoredRow, VerifyReport, WindowInfo,
 };
 
 /// What a batch is built from, under the store's lock.
@@ -43,7 +47,7 @@ pub type BuildBatch<'b> = dyn FnMut(&Tip<'_>) -> Result<Option<Vec<NewRow>>> + '
 pub trait Store: Send + Sync {
     /// Appends `rows` as one all-or-nothing batch, durable before this returns; with
     /// `Some(n)`, only if seq `n` is still the last one (else
-    /// [`HistoryError::Conflict`](super::HistoryError::Conflict), nothing written).
+    /// [`StoreError::Conflict`](super::StoreError::Conflict), nothing written).
     fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult>;
 
     /// [`append_rows`](Self::append_rows) for rows given as a UTF-8 JSON list, validated
@@ -73,6 +77,17 @@ pub trait Store: Send + Sync {
         self.read(from)
     }
 
+    /// Committed rows from the first one whose seq is at least `first_seq` to the end.
+    fn rows_since(&self, first_seq: u64) -> Result<Vec<StoredRow>> {
+        Ok(self.read(ReadFrom::Seq(first_seq))?.rows)
+    }
+
+    /// Contiguous window runs, oldest first.
+    fn windows(&self) -> Result<Vec<WindowInfo>>;
+
+    /// ID of the window new rows go to (`w:N`).
+    fn current_window(&self) -> Result<String>;
+
     /// The append receipt (epoch, last seq, floor) as stored.
     fn receipt(&self) -> Result<ReceiptRead>;
 
@@ -87,6 +102,38 @@ pub trait Store: Send + Sync {
 
     /// Repairs what a crash left (torn tails, interrupted mutations).
     fn recover(&self) -> Result<RecoveryReport>;
+
+    /// Removes sealed windows for good (see [`PruneSpec`]); the epoch changes when rows
+    /// go.
+    fn prune(&self, spec: &PruneSpec) -> Result<PruneReport>;
+
+    /// The CRC recorded by the commit that ends at `offset`, where the store anchors
+    /// cursors to commits (the file store); `None` elsewhere.
+    fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
+        let _ = offset;
+        Ok(None)
+    }
+
+    /// What cursors of this conversation are bound to: the same for every handle on it
+    /// (its workspace directory, its database conversation).
+    fn identity(&self) -> String;
+
+    /// Runs `run` on a consistent view of the rows for one `session_history` page,
+    /// started at `start` with the call's time limit `limit`: no wait for the store
+    /// outlasts it. The view's types are the crate's own, so only the crate's stores
+    /// serve pages; any other answers [`PageError::Unavailable`].
+    #[doc(hidden)]
+    fn page(
+        &self,
+        start: Instant,
+        limit: Duration,
+        run: &mut RunPage<'_>,
+    ) -> std::result::Result<(), PageError> {
+        let _ = (start, limit, run);
+        Err(PageError::Unavailable(
+            "this store cannot serve session_history pages".to_owned(),
+        ))
+    }
 }
 
 impl Store for History {
@@ -117,6 +164,14 @@ impl Store for History {
         History::read(self, from)
     }
 
+    fn windows(&self) -> Result<Vec<WindowInfo>> {
+        History::windows(self)
+    }
+
+    fn current_window(&self) -> Result<String> {
+        History::current_window(self)
+    }
+
     fn receipt(&self) -> Result<ReceiptRead> {
         History::receipt(self)
     }
@@ -135,6 +190,30 @@ impl Store for History {
 
     fn recover(&self) -> Result<RecoveryReport> {
         History::recover(self)
+    }
+
+    fn prune(&self, spec: &PruneSpec) -> Result<PruneReport> {
+        History::prune(self, spec)
+    }
+
+    fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
+        History::anchor_crc_at(self, offset)
+    }
+
+    fn identity(&self) -> String {
+        self.paths().dir.to_string_lossy().into_owned()
+    }
+
+    fn page(
+        &self,
+        _start: Instant,
+        _limit: Duration,
+        run: &mut RunPage<'_>,
+    ) -> std::result::Result<(), PageError> {
+        self.with_snapshot(|snap| run(&FileSource::new(snap)))
+            .map_err(|e| {
+                PageError::Unavailable(format!("the transcript cannot be read right now: {e}"))
+            })
     }
 }
 
@@ -169,6 +248,18 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         (**self).read_after_append(from, appended)
     }
 
+    fn rows_since(&self, first_seq: u64) -> Result<Vec<StoredRow>> {
+        (**self).rows_since(first_seq)
+    }
+
+    fn windows(&self) -> Result<Vec<WindowInfo>> {
+        (**self).windows()
+    }
+
+    fn current_window(&self) -> Result<String> {
+        (**self).current_window()
+    }
+
     fn receipt(&self) -> Result<ReceiptRead> {
         (**self).receipt()
     }
@@ -187,5 +278,26 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn recover(&self) -> Result<RecoveryReport> {
         (**self).recover()
+    }
+
+    fn prune(&self, spec: &PruneSpec) -> Result<PruneReport> {
+        (**self).prune(spec)
+    }
+
+    fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
+        (**self).anchor_crc_at(offset)
+    }
+
+    fn identity(&self) -> String {
+        (**self).identity()
+    }
+
+    fn page(
+        &self,
+        start: Instant,
+        limit: Duration,
+        run: &mut RunPage<'_>,
+    ) -> std::result::Result<(), PageError> {
+        (**self).page(start, limit, run)
     }
 }

@@ -9,6 +9,7 @@
 //! message. The store's index, the `session_history` scanner and the Python `Session`
 //! all read that fold, so each rule is written once.
 
+mod entry;
 mod fold;
 mod kinds;
 mod ops;
@@ -17,6 +18,7 @@ mod row;
 pub mod rules;
 mod window;
 
+pub use entry::Transcript;
 pub use fold::{claims_of, is_scheduled, Head, WindowFold, NEW_CONTEXT};
 pub use kinds::{
     BoundaryKind, PartType, Role, RolloverReason, RowKind, UnknownName, BOUNDARY_KINDS, KINDS,

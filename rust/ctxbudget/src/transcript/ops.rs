@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::kinds::{BoundaryKind, Role, RolloverReason, RowKind};
 use super::window::WindowId;
-use crate::store::{HistoryError, NewRow, Result, Store, Tip};
+use crate::store::{NewRow, Result, Store, StoreError, Tip};
 
 /// What a lead-in's text is rendered from, under the store's lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +62,7 @@ impl LeadIn {
         match self {
             LeadIn::Text(t) => Ok(t.clone()),
             LeadIn::Render(f) => f(ctx).map_err(|why| {
-                HistoryError::InvalidArgument(format!(
+                StoreError::InvalidArgument(format!(
                     "rendering the lead-in of window {} failed ({why}); nothing was written",
                     ctx.window
                 ))
@@ -114,7 +114,7 @@ pub struct RolloverSpec {
     /// Token figures and other metadata for the boundary row.
     pub figures: Map<String, Value>,
     /// Seal only if the store's last seq is still this one (the state the rollover was
-    /// decided on); otherwise [`HistoryError::Conflict`] and nothing is written.
+    /// decided on); otherwise [`StoreError::Conflict`] and nothing is written.
     pub expected_last_seq: Option<u64>,
 }
 
@@ -132,16 +132,16 @@ fn structural(kind: RowKind) -> NewRow {
 /// writes nothing. Returns the new window.
 pub fn rollover(store: &dyn Store, spec: RolloverSpec) -> Result<WindowId> {
     if spec.rollover_id.is_empty() {
-        return Err(HistoryError::InvalidArgument(
+        return Err(StoreError::InvalidArgument(
             "rollover_id must not be empty".to_owned(),
         ));
     }
     let reason: RolloverReason = spec.reason.parse().map_err(|e: super::UnknownName| {
-        HistoryError::InvalidArgument(format!("{e}; pass one of them as reason"))
+        StoreError::InvalidArgument(format!("{e}; pass one of them as reason"))
     })?;
     if let Some(t) = &spec.trigger {
         if !t.kind.parse::<RowKind>().is_ok_and(RowKind::can_trigger) {
-            return Err(HistoryError::InvalidArgument(format!(
+            return Err(StoreError::InvalidArgument(format!(
                 "a rollover trigger must be a message or continuation row, not {:?}",
                 t.kind
             )));
@@ -155,7 +155,7 @@ pub fn rollover(store: &dyn Store, spec: RolloverSpec) -> Result<WindowId> {
         }
         if let Some(expected_last_seq) = spec.expected_last_seq {
             if tip.last_seq != expected_last_seq {
-                return Err(HistoryError::Conflict {
+                return Err(StoreError::Conflict {
                     expected_last_seq,
                     last_seq: tip.last_seq,
                 });
@@ -164,7 +164,7 @@ pub fn rollover(store: &dyn Store, spec: RolloverSpec) -> Result<WindowId> {
         // The boundary is the batch's first row: the window is named after the seq the
         // store will give it.
         let first = tip.next_seq.ok_or_else(|| {
-            HistoryError::InvalidArgument(format!(
+            StoreError::InvalidArgument(format!(
                 "no seq is left to hand out after seq {}: the transcript cannot grow, start \
                  a new one",
                 tip.last_seq
@@ -202,9 +202,7 @@ pub fn rollover(store: &dyn Store, spec: RolloverSpec) -> Result<WindowId> {
         debug_assert_eq!(opened, Some(WindowId(a.first_seq)));
         return Ok(WindowId(a.first_seq));
     }
-    opened.ok_or_else(|| {
-        HistoryError::InvalidArgument("rollover wrote nothing and found no window".to_owned())
-    })
+    opened.ok_or_else(|| StoreError::internal("rollover wrote nothing and found no window"))
 }
 
 /// Soft clear: a `reset` boundary row (the privacy floor) naming the window it closes.
@@ -219,7 +217,7 @@ pub fn clear_soft(store: &dyn Store, expected_last_seq: Option<u64>) -> Result<u
     let appended = store.append_with(expected_last_seq, &mut build)?;
     appended
         .map(|a| a.first_seq)
-        .ok_or_else(|| HistoryError::InvalidArgument("clear_soft wrote nothing".to_owned()))
+        .ok_or_else(|| StoreError::internal("clear_soft wrote nothing"))
 }
 
 /// Quarantines stored row `seq`: a retraction hiding it and a quarantine row holding its
@@ -231,20 +229,20 @@ pub fn quarantine(store: &dyn Store, seq: u64, expected_last_seq: Option<u64>) -
     let mut build = |tip: &Tip<'_>| -> Result<Option<Vec<NewRow>>> {
         if seq <= tip.fold.floor_seq() {
             // Its record would carry the row's text above the floor.
-            return Err(HistoryError::InvalidArgument(format!(
+            return Err(StoreError::InvalidArgument(format!(
                 "row {seq} is behind the privacy floor (seq {}); it is never sent or shown, \
                  so there is nothing to quarantine",
                 tip.fold.floor_seq()
             )));
         }
         let row = tip.row(seq)?.ok_or_else(|| {
-            HistoryError::InvalidArgument(format!(
+            StoreError::InvalidArgument(format!(
                 "there is no readable row with seq {seq} to quarantine; the last seq is {}",
                 tip.last_seq
             ))
         })?;
         if !row.kind.is_item() {
-            return Err(HistoryError::InvalidArgument(format!(
+            return Err(StoreError::InvalidArgument(format!(
                 "row {seq} is a {} row; only messages and continuations are quarantined",
                 row.kind
             )));
@@ -260,7 +258,7 @@ pub fn quarantine(store: &dyn Store, seq: u64, expected_last_seq: Option<u64>) -
     let appended = store.append_with(expected_last_seq, &mut build)?;
     appended
         .map(|a| a.last_seq)
-        .ok_or_else(|| HistoryError::InvalidArgument("quarantine wrote nothing".to_owned()))
+        .ok_or_else(|| StoreError::internal("quarantine wrote nothing"))
 }
 
 /// The retraction of `seq` and the quarantine row of `original`, in batch order.
