@@ -21,12 +21,13 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use rustc_hash::FxHasher;
 
 use super::backtrack::{Backtrack, LongScratch};
+use super::pieces::{self, PieceCache};
 use super::vocab::Vocab;
 
 /// Pieces at least this long are counted by the backtracking encoder instead of the
@@ -48,6 +49,9 @@ const NONE: usize = usize::MAX;
 /// ranks do.
 pub(crate) struct Ranks {
     vocab: Vocab,
+    /// Unique id of this table (never 0), which keys its entries in the per-thread
+    /// [`PieceCache`]: an address could be reused by a later table.
+    id: u64,
     /// Open-addressing hash table of token ids, indexed by a hash of their bytes.
     slots: Vec<u32>,
     mask: usize,
@@ -90,8 +94,10 @@ impl Ranks {
             }
             slots[i] = id;
         }
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ranks {
             vocab,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             slots,
             mask,
             max_len,
@@ -119,7 +125,13 @@ impl Ranks {
         if bytes.len() > self.max_len {
             return NO_RANK;
         }
-        let mut i = hash(bytes) & self.mask;
+        self.rank_hashed(bytes, hash(bytes))
+    }
+
+    /// [`Ranks::rank`] of `bytes` (at most `max_len` long) whose hash is `h`.
+    #[inline]
+    fn rank_hashed(&self, bytes: &[u8], h: usize) -> u32 {
+        let mut i = h & self.mask;
         loop {
             let id = self.slots[i];
             if id == NO_RANK || self.vocab.token(id) == bytes {
@@ -132,8 +144,24 @@ impl Ranks {
     /// Number of tokens byte-pair merging turns `piece` into.
     #[inline]
     pub(crate) fn count_piece(&'static self, piece: &[u8], scratch: &mut Scratch) -> usize {
-        if piece.len() <= 1 || self.rank(piece) != NO_RANK {
-            return piece.len().min(1);
+        if piece.len() <= 1 {
+            return piece.len();
+        }
+        if piece.len() <= pieces::MAX_BYTES {
+            // One hash serves the token lookup and the piece cache.
+            let h = hash(piece);
+            if piece.len() <= self.max_len && self.rank_hashed(piece, h) != NO_RANK {
+                return 1;
+            }
+            if let Some(n) = scratch.pieces.get(self.id, piece, h) {
+                return n;
+            }
+            let n = self.merge_quadratic(piece, &mut scratch.parts);
+            scratch.pieces.insert(self.id, piece, h, n);
+            return n;
+        }
+        if self.rank(piece) != NO_RANK {
+            return 1;
         }
         if piece.len() < LONG_MIN_BYTES {
             return self.merge_quadratic(piece, &mut scratch.parts);
@@ -316,6 +344,24 @@ pub(crate) struct Scratch {
     rank: Vec<u32>,
     heap: BinaryHeap<Reverse<(u32, usize)>>,
     long: LongScratch,
+    /// Counts of short multi-token pieces; see [`Scratch::lend_piece_cache`].
+    pieces: PieceCache,
+}
+
+impl Scratch {
+    /// Buffers for one count, with this thread's piece cache lent to them; give the
+    /// cache back with [`Scratch::return_piece_cache`] when the count is done.
+    pub(crate) fn lend_piece_cache() -> Scratch {
+        Scratch {
+            pieces: PieceCache::take(),
+            ..Scratch::default()
+        }
+    }
+
+    /// Gives the piece cache back to this thread (see [`Scratch::lend_piece_cache`]).
+    pub(crate) fn return_piece_cache(self) {
+        self.pieces.give_back();
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ mod error;
 mod json;
 pub mod media;
 mod models;
+mod pieces;
 mod pretokenize;
 pub mod request;
 pub mod typescript;
@@ -309,7 +310,7 @@ impl Encoding {
     fn count_uncached(&self, text: &str) -> TokenCount {
         let bytes = text.as_bytes();
         let family = self.tables.family;
-        let mut scratch = Scratch::default();
+        let mut scratch = Scratch::lend_piece_cache();
         let mut tokens = 0;
         let mut start = 0;
         while start < bytes.len() {
@@ -317,6 +318,7 @@ impl Encoding {
             tokens += self.count_chunk(&bytes[start..end], &mut scratch);
             start = end;
         }
+        scratch.return_piece_cache();
         TokenCount {
             tokens,
             exact: true,
