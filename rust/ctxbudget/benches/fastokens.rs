@@ -139,13 +139,13 @@ fn batch_rows(texts: &[String]) {
         let enc = ours(name);
         let fast = theirs(name);
         // Wall time: the work is spread over the pool's threads.
-        let wall = |f: &dyn Fn() -> usize| {
+        let wall = |f: &(dyn Fn() -> usize + Sync)| {
             let start = std::time::Instant::now();
             std::hint::black_box(pool.install(f));
             start.elapsed().as_secs_f64()
         };
         let ours_batch = || enc.count_many(texts).iter().sum::<usize>();
-        let theirs_batch = || match fast.encode_batch(texts) {
+        let theirs_batch = || match fast.encode_batch(texts, false) {
             Ok(all) => all.iter().map(Vec::len).sum::<usize>(),
             Err(e) => panic!("fastokens: {e}"),
         };

@@ -79,6 +79,40 @@ fn hash(bytes: &[u8]) -> usize {
     h.finish() as usize
 }
 
+/// `a == b`, without a call to `memcmp` for the short strings that tokens and pieces
+/// mostly are: two overlapping word loads compare 4 to 16 bytes.
+#[inline(always)]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        0 => true,
+        // First, middle and last byte: every byte of a string of 1 to 3.
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4),
+        8..=16 => word8(a, 0) == word8(b, 0) && word8(a, n - 8) == word8(b, n - 8),
+        _ => a == b,
+    }
+}
+
+/// The 4 bytes of `s` from `at` as one word (`at + 4 <= s.len()`).
+#[inline(always)]
+fn word4(s: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&s[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+/// The 8 bytes of `s` from `at` as one word (`at + 8 <= s.len()`).
+#[inline(always)]
+fn word8(s: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&s[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
 impl Ranks {
     /// Indexes every token of `vocab`.
     pub(crate) fn new(vocab: Vocab) -> Ranks {
@@ -129,12 +163,12 @@ impl Ranks {
     }
 
     /// [`Ranks::rank`] of `bytes` (at most `max_len` long) whose hash is `h`.
-    #[inline]
+    #[inline(always)]
     fn rank_hashed(&self, bytes: &[u8], h: usize) -> u32 {
         let mut i = h & self.mask;
         loop {
             let id = self.slots[i];
-            if id == NO_RANK || self.vocab.token(id) == bytes {
+            if id == NO_RANK || same_bytes(self.vocab.token(id), bytes) {
                 return id;
             }
             i = (i + 1) & self.mask;
@@ -385,6 +419,23 @@ pub(crate) mod tests {
             line(m.as_bytes());
         }
         Ranks::new(Vocab::parse(&text).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        let base: Vec<u8> = (0..40u8).collect();
+        for n in 0..=base.len() {
+            let a = &base[..n];
+            assert!(same_bytes(a, a), "{n}");
+            for k in 0..n {
+                let mut b = a.to_vec();
+                b[k] ^= 0x20;
+                assert!(!same_bytes(a, &b), "{n} {k}");
+            }
+            if n > 0 {
+                assert!(!same_bytes(a, &base[..n - 1]), "{n}");
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,8 @@
 
 use std::cell::Cell;
 
+use super::bpe::same_bytes;
+
 /// Longest piece the cache holds (longer pieces are rare and go to the merge).
 pub(crate) const MAX_BYTES: usize = 22;
 
@@ -65,8 +67,8 @@ impl PieceCache {
         let slot = self.slots.get(hash & (SLOTS - 1))?;
         (slot.table == table
             && usize::from(slot.len) == piece.len()
-            && &slot.bytes[..piece.len()] == piece)
-            .then_some(usize::from(slot.count))
+            && same_bytes(&slot.bytes[..piece.len()], piece))
+        .then_some(usize::from(slot.count))
     }
 
     /// Remembers that `piece` (at most [`MAX_BYTES`] long) counts `count` tokens.

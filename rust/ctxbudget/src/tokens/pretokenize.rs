@@ -7,7 +7,7 @@
 //! leftmost-first semantics of every alternative are spelled out next to its code.
 //! Equivalence is checked against tiktoken-rs and Python tiktoken in the tests.
 
-use super::unicode::{class_at, len_before, Class};
+use super::unicode::{class_at, len_before, Class, ASCII};
 
 /// The three split-pattern families of the encodings tiktoken ships.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +154,43 @@ fn gpt2(text: &[u8], i: usize) -> usize {
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|
 /// ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
 fn cl100k(text: &[u8], i: usize) -> usize {
+    // The pieces of most text, decided from one or two ASCII bytes: exactly what the
+    // alternatives below give for them (an apostrophe may start a contraction and
+    // takes the general path).
+    let b0 = text[i];
+    if b0 < 0x80 && b0 != b'\'' {
+        let c0 = ASCII[usize::from(b0)];
+        if c0.is_letter() {
+            return run(text, i, Class::is_letter);
+        }
+        if c0 == Class::Number {
+            return numbers_up_to_three(text, i);
+        }
+        let c1 = match text.get(i + 1) {
+            Some(&b1) if b1 < 0x80 => Some(ASCII[usize::from(b1)]),
+            Some(_) => None,
+            None => Some(Class::Newline), // end of input: no letter follows
+        };
+        if let Some(c1) = c1 {
+            if c0.is_word_prefix() && c1.is_letter() {
+                return run(text, i + 1, Class::is_letter);
+            }
+            if c0.is_symbol() {
+                if let Some(end) = symbols(text, i, c0, 1, b"\r\n") {
+                    return end;
+                }
+            }
+            // Whitespace before whitespace, a digit or the end: no word, number or
+            // punctuation alternative can start here.
+            if c0.is_space() && (c1.is_space() || c1 == Class::Number) {
+                return cl100k_whitespace(text, i);
+            }
+        }
+        // A newline never starts a word, number or punctuation piece.
+        if c0 == Class::Newline {
+            return cl100k_whitespace(text, i);
+        }
+    }
     if let Some(len) = contraction(text, i, true) {
         return i + len;
     }
@@ -173,6 +210,13 @@ fn cl100k(text: &[u8], i: usize) -> usize {
     if let Some(end) = symbols(text, i, c0, len0, b"\r\n") {
         return end;
     }
+    cl100k_whitespace(text, i)
+}
+
+/// `\s++$|\s*[\r\n]|\s+(?!\S)|\s`: what is left of cl100k's pattern for a piece that
+/// starts with whitespace no other alternative takes.
+#[inline]
+fn cl100k_whitespace(text: &[u8], i: usize) -> usize {
     let (end, last_newline) = space_run(text, i);
     // `\s++$`
     if end == text.len() {
@@ -189,6 +233,45 @@ fn cl100k(text: &[u8], i: usize) -> usize {
 /// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
 /// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 fn o200k(text: &[u8], i: usize) -> usize {
+    // The pieces of most text, decided from one or two ASCII bytes: exactly what the
+    // alternatives below give for them. A lowercase word (after an optional space or
+    // punctuation prefix) is `L+` at once; punctuation before a non-letter is the
+    // punctuation alternative; anything else (capitals, whitespace runs, non-ASCII)
+    // takes the general path.
+    let b0 = text[i];
+    if b0 < 0x80 {
+        let c0 = ASCII[usize::from(b0)];
+        if c0 == Class::Lower {
+            return with_contraction(text, run(text, i, Class::is_o200k_lower));
+        }
+        if c0 == Class::Number {
+            return numbers_up_to_three(text, i);
+        }
+        let c1 = match text.get(i + 1) {
+            Some(&b1) if b1 < 0x80 => Some(ASCII[usize::from(b1)]),
+            Some(_) => None,
+            None => Some(Class::Newline), // end of input: no letter follows
+        };
+        if let Some(c1) = c1 {
+            if c0.is_word_prefix() && c1 == Class::Lower {
+                return with_contraction(text, run(text, i + 1, Class::is_o200k_lower));
+            }
+            if c0.is_symbol() && !c1.is_letter() {
+                if let Some(end) = symbols(text, i, c0, 1, b"\r\n/") {
+                    return end;
+                }
+            }
+            // Whitespace before whitespace, a digit or the end: no word, number or
+            // punctuation alternative can start here.
+            if c0.is_space() && (c1.is_space() || c1 == Class::Number) {
+                return o200k_whitespace(text, i);
+            }
+        }
+        // A newline never starts a word, number or punctuation piece.
+        if c0 == Class::Newline {
+            return o200k_whitespace(text, i);
+        }
+    }
     let (c0, len0) = class_at(text, i);
     // The optional prefix is greedy: the word is tried after it first, then without it.
     let with_prefix = c0.is_word_prefix().then_some(i + len0);
@@ -212,6 +295,13 @@ fn o200k(text: &[u8], i: usize) -> usize {
     if let Some(end) = symbols(text, i, c0, len0, b"\r\n/") {
         return end;
     }
+    o200k_whitespace(text, i)
+}
+
+/// `\s*[\r\n]+|\s+(?!\S)|\s+`: what is left of o200k's pattern for a piece that
+/// starts with whitespace no other alternative takes.
+#[inline]
+fn o200k_whitespace(text: &[u8], i: usize) -> usize {
     let (end, last_newline) = space_run(text, i);
     // `\s*[\r\n]+`: the match ends right after the last newline of the run.
     if let Some(nl) = last_newline {

@@ -1,0 +1,197 @@
+"""ctxbudget against the fastokens PyPI package, side by side in one run, from Python.
+
+Prints one Markdown table (benches/README.md, "ctxbudget and fastokens"): counting
+o200k_base and cl100k_base on the Python standard library file by file (cold first
+pass, steady state, batch over 2 threads), 1 MiB runs of one character, and the cold
+start (`import` + load + first count, in a fresh interpreter).
+
+Single-thread figures are CPU seconds of the counting thread (`time.thread_time`, so
+other load on the machine does not count), the median over interleaved rounds; batch
+and cold-start figures are wall seconds. ctxbudget's whole-text count cache is off
+(`cache_size=0`); its per-thread piece cache and fastokens' pretoken caches are on, as
+they ship. A cold pass runs on a fresh thread with a fresh fastokens tokenizer; steady
+state is a further pass on the same thread. Counts are checked equal first.
+
+    pip install -r benches/requirements-fastokens.txt
+    python benches/fastokens_py.py [corpus|batch|runs|start]
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import fastokens
+
+import ctxbudget
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "rust" / "ctxbudget" / "src" / "tokens" / "data"
+ENCODINGS = ("o200k_base", "cl100k_base")
+ROUNDS = 5
+MIB = 1 << 20
+
+
+def corpus() -> list[str]:
+    """The standard library's `.py` files (tests and site-packages left out), in path order."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    texts = []
+    for path in sorted(root.rglob("*.py")):
+        if "site-packages" in path.parts or "test" in path.parts or "tests" in path.parts:
+            continue
+        try:
+            texts.append(path.read_text("utf-8"))
+        except (UnicodeDecodeError, OSError):
+            continue
+    return texts
+
+
+def theirs(name: str) -> fastokens.Tokenizer:
+    return fastokens.Tokenizer.from_tiktoken(str(DATA / f"{name}.tiktoken"), encoding=name)
+
+
+def on_fresh_thread(work: Callable[[], object], warm: bool = False) -> float:
+    """CPU seconds of `work` on a new thread (after one unmeasured call when `warm`)."""
+    out: list[float] = []
+
+    def body() -> None:
+        if warm:
+            work()
+        start = time.thread_time()
+        work()
+        out.append(time.thread_time() - start)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return out[0]
+
+
+def row(measure: str, size: str, ours: float, fast: float, equal: bool = True) -> None:
+    print(
+        f"| {measure} | {size} | {ours:.3f} | {fast:.3f} | **{fast / ours:.2f}×** | "
+        f"{'yes' if equal else 'NO'} |"
+    )
+
+
+def corpus_rows(texts: list[str]) -> None:
+    mib = f"{sum(len(t.encode()) for t in texts) / MIB:.1f} MiB"
+    for name in ENCODINGS:
+        enc = ctxbudget.Encoding(name, cache_size=0)
+        fast = theirs(name)
+        for t in texts:
+            assert enc.count(t) == len(fast.encode_ordinary(t)), name
+        cold: tuple[list[float], list[float]] = ([], [])
+        steady: tuple[list[float], list[float]] = ([], [])
+        for _ in range(ROUNDS):
+            cold[0].append(on_fresh_thread(lambda: sum(enc.count(t) for t in texts)))
+            fresh = theirs(name)
+            cold[1].append(
+                on_fresh_thread(lambda: sum(len(fresh.encode_ordinary(t)) for t in texts))
+            )
+            steady[0].append(on_fresh_thread(lambda: sum(enc.count(t) for t in texts), True))
+            steady[1].append(
+                on_fresh_thread(lambda: sum(len(fast.encode_ordinary(t)) for t in texts), True)
+            )
+        for label, pair in (("cold first pass", cold), ("steady state", steady)):
+            row(
+                f"Python: {name}, stdlib corpus, {label}, 1 thread",
+                mib,
+                statistics.median(pair[0]),
+                statistics.median(pair[1]),
+            )
+
+
+def batch_rows(texts: list[str]) -> None:
+    mib = f"{sum(len(t.encode()) for t in texts) / MIB:.1f} MiB"
+    for name in ENCODINGS:
+        enc = ctxbudget.Encoding(name, cache_size=0)
+        fast = theirs(name)
+        assert sum(enc.count_many(texts)) == sum(
+            len(ids) for ids in fast.encode_batch(texts, add_special_tokens=False)
+        )
+        a, b = [], []
+        for _ in range(ROUNDS):
+            start = time.perf_counter()
+            enc.count_many(texts)
+            a.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            fast.encode_batch(texts, add_special_tokens=False)
+            b.append(time.perf_counter() - start)
+        row(
+            f"Python: {name}, stdlib corpus, count_many / encode_batch, 2 threads (wall s)",
+            mib,
+            statistics.median(a),
+            statistics.median(b),
+        )
+
+
+def run_rows() -> None:
+    enc = ctxbudget.Encoding("o200k_base", cache_size=0)
+    fast = theirs("o200k_base")
+    for label, unit in (("space", " "), ("`a`", "a"), ("`\\n`", "\n"), ("`中`", "中")):
+        text = unit * (MIB // len(unit.encode()))
+        equal = enc.count(text) == len(fast.encode_ordinary(text))
+        a = statistics.median(on_fresh_thread(lambda: enc.count(text)) for _ in range(3))
+        b = statistics.median(
+            on_fresh_thread(lambda: fast.encode_ordinary(text)) for _ in range(3)
+        )
+        row(f"Python: o200k_base, 1 MiB run of {label}", "1 MiB", a, b, equal)
+
+
+START = {
+    "ctxbudget": "import ctxbudget; ctxbudget.Encoding('o200k_base').count('Hello, world!')",
+    "fastokens": (
+        "import fastokens; fastokens.Tokenizer.from_tiktoken({path!r}, "
+        "encoding='o200k_base').encode_ordinary('Hello, world!')"
+    ),
+}
+
+
+def start_rows() -> None:
+    times: dict[str, list[float]] = {k: [] for k in START}
+    for _ in range(ROUNDS):
+        for impl, code in START.items():
+            code = code.format(path=str(DATA / "o200k_base.tiktoken"))
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            times[impl].append(time.perf_counter() - start)
+    row(
+        "Python: `import`, load o200k_base and count once, fresh interpreter (wall s)",
+        "",
+        statistics.median(times["ctxbudget"]),
+        statistics.median(times["fastokens"]),
+    )
+
+
+def main() -> int:
+    wanted = sys.argv[1:]
+
+    def wants(part: str) -> bool:
+        return not wanted or part in wanted
+
+    print(
+        "| measure | input | ctxbudget s | fastokens s | "
+        "fastokens ÷ ctxbudget (> 1: ctxbudget faster) | equal counts |"
+    )
+    print("|---|---|---|---|---|---|")
+    texts = corpus() if wants("corpus") or wants("batch") else []
+    if wants("corpus"):
+        corpus_rows(texts)
+    if wants("batch"):
+        batch_rows(texts)
+    if wants("runs"):
+        run_rows()
+    if wants("start"):
+        start_rows()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
