@@ -73,6 +73,14 @@ def on_fresh_thread(work: Callable[[], object], warm: bool = False) -> float:
     return out[0]
 
 
+def ours_pass(enc: ctxbudget.Encoding, texts: list[str]) -> Callable[[], int]:
+    return lambda: sum(enc.count(t) for t in texts)
+
+
+def their_pass(fast: fastokens.Tokenizer, texts: list[str]) -> Callable[[], int]:
+    return lambda: sum(len(fast.encode_ordinary(t)) for t in texts)
+
+
 def row(measure: str, size: str, ours: float, fast: float, equal: bool = True) -> None:
     print(
         f"| {measure} | {size} | {ours:.3f} | {fast:.3f} | **{fast / ours:.2f}×** | "
@@ -90,15 +98,10 @@ def corpus_rows(texts: list[str]) -> None:
         cold: tuple[list[float], list[float]] = ([], [])
         steady: tuple[list[float], list[float]] = ([], [])
         for _ in range(ROUNDS):
-            cold[0].append(on_fresh_thread(lambda: sum(enc.count(t) for t in texts)))
-            fresh = theirs(name)
-            cold[1].append(
-                on_fresh_thread(lambda: sum(len(fresh.encode_ordinary(t)) for t in texts))
-            )
-            steady[0].append(on_fresh_thread(lambda: sum(enc.count(t) for t in texts), True))
-            steady[1].append(
-                on_fresh_thread(lambda: sum(len(fast.encode_ordinary(t)) for t in texts), True)
-            )
+            cold[0].append(on_fresh_thread(ours_pass(enc, texts)))
+            cold[1].append(on_fresh_thread(their_pass(theirs(name), texts)))
+            steady[0].append(on_fresh_thread(ours_pass(enc, texts), warm=True))
+            steady[1].append(on_fresh_thread(their_pass(fast, texts), warm=True))
         for label, pair in (("cold first pass", cold), ("steady state", steady)):
             row(
                 f"Python: {name}, stdlib corpus, {label}, 1 thread",
@@ -138,10 +141,8 @@ def run_rows() -> None:
     for label, unit in (("space", " "), ("`a`", "a"), ("`\\n`", "\n"), ("`中`", "中")):
         text = unit * (MIB // len(unit.encode()))
         equal = enc.count(text) == len(fast.encode_ordinary(text))
-        a = statistics.median(on_fresh_thread(lambda: enc.count(text)) for _ in range(3))
-        b = statistics.median(
-            on_fresh_thread(lambda: fast.encode_ordinary(text)) for _ in range(3)
-        )
+        a = statistics.median(on_fresh_thread(ours_pass(enc, [text])) for _ in range(3))
+        b = statistics.median(on_fresh_thread(their_pass(fast, [text])) for _ in range(3))
         row(f"Python: o200k_base, 1 MiB run of {label}", "1 MiB", a, b, equal)
 
 
