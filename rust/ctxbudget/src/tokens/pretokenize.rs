@@ -451,8 +451,8 @@ mod tests {
             // Mostly letters, now and then any byte (the scan reads bytes, not text).
             let text: Vec<u8> = (0..len)
                 .map(|k| {
-                    let r = (seed >> (k % 8 * 8)) as usize ^ k * 31;
-                    if r % 7 == 0 {
+                    let r = (seed >> (k % 8 * 8)) as usize ^ (k * 31);
+                    if r.is_multiple_of(7) {
                         alphabet[r % 256]
                     } else {
                         b"azAZmqMQ"[r % 8]
