@@ -284,6 +284,11 @@ fn o200k(text: &[u8], i: usize) -> usize {
         if c0 == Class::Number {
             return numbers_up_to_three(text, i);
         }
+        if c0 == Class::Upper {
+            if let Some(end) = o200k_ascii_capitals(text, i) {
+                return end;
+            }
+        }
         let c1 = match text.get(i + 1) {
             Some(&b1) if b1 < 0x80 => Some(ASCII[usize::from(b1)]),
             Some(_) => None,
@@ -293,6 +298,11 @@ fn o200k(text: &[u8], i: usize) -> usize {
             if c0.is_word_prefix() && c1 == Class::Lower {
                 let ascii_end = ascii_letters(text, i + 1, false);
                 return with_contraction(text, run(text, ascii_end, Class::is_o200k_lower));
+            }
+            if c0.is_word_prefix() && c1 == Class::Upper {
+                if let Some(end) = o200k_ascii_capitals(text, i + 1) {
+                    return end;
+                }
             }
             if c0.is_symbol() && !c1.is_letter() {
                 if let Some(end) = symbols(text, i, c0, 1, b"\r\n/") {
@@ -350,6 +360,27 @@ fn o200k_whitespace(text: &[u8], i: usize) -> usize {
         return end;
     }
     space_before_word(text, i, end)
+}
+
+/// o200k's word from `start` when it begins with ASCII capitals followed by an ASCII
+/// byte or the end of input, else `None` (for the general code). After `[A-Z]+` the
+/// `U` run can only go on with non-ASCII characters, so: a lowercase letter next makes
+/// it `U+ L+` (the first alternative); anything else leaves `U+` with no `L` in it, so
+/// the first alternative fails and the second takes the capitals alone.
+#[inline]
+fn o200k_ascii_capitals(text: &[u8], start: usize) -> Option<usize> {
+    let mut j = start;
+    while j < text.len() && text[j].is_ascii_uppercase() {
+        j += 1;
+    }
+    let end = match text.get(j) {
+        Some(&b) if b.is_ascii_lowercase() => {
+            run(text, ascii_letters(text, j, false), Class::is_o200k_lower)
+        }
+        Some(&b) if b >= 0x80 => return None,
+        _ => j,
+    };
+    Some(with_contraction(text, end))
 }
 
 /// `U* L+` from `start`, where `U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]` and
