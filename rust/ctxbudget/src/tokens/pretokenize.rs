@@ -272,8 +272,8 @@ fn o200k(text: &[u8], i: usize) -> usize {
     // The pieces of most text, decided from one or two ASCII bytes: exactly what the
     // alternatives below give for them. A lowercase word (after an optional space or
     // punctuation prefix) is `L+` at once; punctuation before a non-letter is the
-    // punctuation alternative; anything else (capitals, whitespace runs, non-ASCII)
-    // takes the general path.
+    // punctuation alternative; ASCII capitals are settled by `o200k_ascii_capitals`;
+    // anything next to non-ASCII takes the general path.
     let b0 = text[i];
     if b0 < 0x80 {
         let c0 = ASCII[usize::from(b0)];
