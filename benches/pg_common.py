@@ -34,6 +34,16 @@ def server_url() -> str | None:
     return os.environ.get(URL_VARIABLE) or None
 
 
+def require_server() -> str:
+    """The server's URL, or a pytest skip saying why there is none (benchmark modules)."""
+    import pytest
+
+    url = server_url()
+    if url is None:
+        pytest.skip(NO_SERVER)
+    return url
+
+
 def missing_baseline() -> list[str]:
     """The baseline's packages that are not installed."""
     return [p for p in BASELINE_PACKAGES if importlib.util.find_spec(p) is None]

@@ -5,7 +5,7 @@ pool, no Python worker thread) next to the sync ``Session`` called through
 ``asyncio.to_thread`` and the sync ``Session`` called directly on the loop. Every append
 is fsync'ed.
 
-    python benches/test_bench_async.py           # prints the table of benches/README.md
+    python benches/test_bench_async.py           # prints the table (or: benches/run.py async)
     python benches/test_bench_async.py --short
 """
 
@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from registry import Benchmark, Result
+
 from ctxbudget import AsyncSession, Encoding, History, Session
 from ctxbudget._bridge import run as _bridged
 from ctxbudget.aio import io_threads
@@ -28,7 +30,7 @@ from ctxbudget.aio import io_threads
 SHORT = os.environ.get("CTXBUDGET_BENCH_SHORT") == "1"
 MODEL_LATENCY = 0.010  # seconds the fake model "thinks" per step
 PACE: float | None = None
-"""Seconds per step of each conversation when set (benches/ab_async.py --pace): the fake
+"""Seconds per step of each conversation when set (benches/experiments/ab_async.py --pace): the fake
 model answers when the step's slot comes, so the offered load is fixed and builds that
 step faster are compared at the same load; unset, every conversation steps as fast as
 the loop lets it."""
@@ -226,17 +228,27 @@ def table(rows: list[dict[str, Any]]) -> str:
 def test_async_conversations(benchmark: Any) -> None:
     rows = measure()
     benchmark.pedantic(lambda: None, rounds=1)
-    print("\n" + table(rows))
-    benchmark.extra_info.update(
-        measure="async conversations: steps/s and event-loop stalls",
-        impl="ctxbudget",
-        group="async",
-        bytes=0,
-    )
-    for r in rows:
-        benchmark.extra_info[f"{r['mode']} N={r['n']}"] = {
-            k: r[k] for k in ("steps_per_s", "loop_cpu_per_step", "p50", "p99", "max")
-        }
+    benchmark.extra_info["rows"] = rows
+
+
+def _table(results: list[Result]) -> str:
+    return "\n\n".join(table(r.info["rows"]) for r in results)
+
+
+BENCHMARK = Benchmark(
+    topic="async",
+    title="Concurrent conversations on one event loop",
+    about=(
+        "20 conversations × 40 steps and 200 × 10 (fewer steps in short mode) on one event "
+        "loop, each step awaiting a fake 10 ms model and making the loop's three calls "
+        "(`prepare`, `add_assistant`, `add_tool_results`) with `fdatasync`; a 1 ms ticker "
+        "measures how late the loop wakes up. `AsyncSession` runs beside the sync `Session` "
+        "in `asyncio.to_thread` and on the loop, and two floors that run no `Session` code: "
+        "three bare `write` + `fdatasync` per step in `to_thread`, and three store appends "
+        "on ctxbudget's I/O pool."
+    ),
+    table=_table,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from registry import Benchmark, Result, duration, markdown, ratio
 
 from ctxbudget import History, SessionHistoryTool
-
-from conftest import SHORT
 
 QUERY = "zebra-quartz-nomatch"
 ROW_TEXT = (
@@ -46,8 +44,8 @@ PAGES = {
 def _row_text(page: str, i: int) -> str:
     """The row's text, cut so that its JSON is the same ~4 KiB on every page."""
     text = PAGES[page](i, ROW_TEXT)
-    ratio = len(json.dumps(text)) / len(text)
-    return text[: int(len(ROW_TEXT) / ratio)]
+    growth = len(json.dumps(text)) / len(text)
+    return text[: int(len(ROW_TEXT) / growth)]
 
 
 def _history(ws: Path, page: str) -> tuple[History, Path]:
@@ -68,17 +66,8 @@ def _history(ws: Path, page: str) -> tuple[History, Path]:
 
 
 @pytest.fixture(scope="module")
-def budget_history(tmp_path_factory: pytest.TempPathFactory) -> tuple[History, Path]:
-    return _history(tmp_path_factory.mktemp("scan"), "plain")
-
-
-@pytest.fixture(scope="module")
-def escaped_histories(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[History, Path]]:
-    return {
-        page: _history(tmp_path_factory.mktemp("scan-escaped"), page)
-        for page in PAGES
-        if page != "plain"
-    }
+def histories(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[History, Path]]:
+    return {page: _history(tmp_path_factory.mktemp("scan"), page) for page in PAGES}
 
 
 def _naive_search(path: Path, query: str) -> int:
@@ -95,20 +84,16 @@ def _naive_search(path: Path, query: str) -> int:
     return hits
 
 
-def _tag(benchmark: Any, impl: str, nbytes: int, page: str = "plain") -> None:
-    benchmark.extra_info.update(
-        measure=f"no-match search, full 2 MiB / 500-row budget, {page} rows",
-        impl=impl,
-        bytes=nbytes,
-        group="scan",
-    )
+IMPLS = ["ctxbudget", "naive python", "grep -c -i -F"]
 
 
-@pytest.mark.parametrize("impl", ["ctxbudget", "naive python", "grep -c -i -F"])
-def test_no_match_search(benchmark: Any, budget_history: tuple[History, Path], impl: str) -> None:
-    h, path = budget_history
-    nbytes = path.stat().st_size
-    _tag(benchmark, impl, nbytes)
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("page", list(PAGES))
+def test_no_match_search(
+    benchmark: Any, histories: dict[str, tuple[History, Path]], page: str, impl: str
+) -> None:
+    h, path = histories[page]
+    benchmark.extra_info.update(page=page, impl=impl)
     if impl == "ctxbudget":
         tool = SessionHistoryTool(h)
         result = benchmark(tool.call, {"action": "search", "query": QUERY, "limit": 25})
@@ -125,85 +110,40 @@ def test_no_match_search(benchmark: Any, budget_history: tuple[History, Path], i
         benchmark(run)
 
 
-def _percentiles(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
-def test_list_windows_500_rows(benchmark: Any, tmp_path: Path) -> None:
-    h = History.open(tmp_path, durability="none")
-    for w in range(25):
-        rows = [
-            {"kind": "message", "role": "user", "parts": [{"type": "text", "text": f"w{w} m{i}"}]}
-            for i in range(19)
-        ]
-        h.append(rows)
-        h.rollover(rollover_id=f"r{w}", reason="usable_limit", lead_in="lead-in")
-    tool = SessionHistoryTool(h)
-    benchmark.pedantic(
-        tool.call, args=({"action": "list_windows", "limit": 50},), rounds=50 if SHORT else 300
-    )
-    p50, p99 = _percentiles(benchmark.stats.stats.data)
-    benchmark.extra_info.update(
-        measure="list_windows over a 500-row budget",
-        impl="ctxbudget",
-        group="latency",
-        p50=p50,
-        p99=p99,
-        bytes=0,
+def table(results: list[Result]) -> str:
+    cells: dict[str, dict[str, Result]] = {}
+    for r in results:
+        cells.setdefault(r.info["page"], {})[r.info["impl"]] = r
+    plain = cells.get("plain", {}).get("ctxbudget")
+    rows = []
+    for page, impls in cells.items():
+        ours = impls.get("ctxbudget")
+        row = [page, *(duration(impls[i].median) if i in impls else "-" for i in IMPLS)]
+        for other in IMPLS[1:]:
+            theirs = impls.get(other)
+            row.append(ratio(theirs.median / ours.median) if ours and theirs else "-")
+        row.append(ratio(ours.median / plain.median) if ours and plain else "-")
+        rows.append(row)
+    return markdown(
+        [
+            "rows (500 of ~4 KiB)",
+            *(f"{i} median" for i in IMPLS),
+            *(f"{i} ÷ ctxbudget" for i in IMPLS[1:]),
+            "ctxbudget ÷ ctxbudget on plain rows",
+        ],
+        rows,
     )
 
 
-def test_read_item_1_mib_row_page_by_page(benchmark: Any, tmp_path: Path) -> None:
-    h = History.open(tmp_path, durability="none")
-    text = ("0123456789abcdef" * 65_000)[:1_000_000]
-    h.append([{"kind": "message", "role": "tool", "parts": [{"type": "text", "text": text}]}])
-    tool = SessionHistoryTool(h)
-    samples: list[float] = []
-
-    def read_all() -> None:
-        offset = 0
-        while True:
-            start = time.perf_counter()
-            r = tool.call(
-                {
-                    "action": "read_item",
-                    "item_id": "1",
-                    "offset_chars": offset,
-                    "limit_chars": 16_000,
-                }
-            )
-            samples.append(time.perf_counter() - start)
-            item = r["items"][0]
-            if "next_char" not in item:
-                break
-            offset = item["next_char"]
-
-    benchmark.pedantic(read_all, rounds=1 if SHORT else 3)
-    p50, p99 = _percentiles(samples)
-    benchmark.extra_info.update(
-        measure=f"read_item of a 1 MiB row, {len(samples) // (1 if SHORT else 3)} pages",
-        impl="ctxbudget",
-        group="latency",
-        p50=p50,
-        p99=p99,
-        bytes=1_000_000,
-    )
-
-
-@pytest.mark.parametrize("page", [p for p in PAGES if p != "plain"])
-@pytest.mark.parametrize("impl", ["ctxbudget", "naive python"])
-def test_no_match_search_escaped_rows(
-    benchmark: Any, escaped_histories: dict[str, tuple[History, Path]], page: str, impl: str
-) -> None:
-    """Rows full of escapes; run.py lists them as `ctxbudget, <page>` beside the
-    plain-page rows, so the ratio column compares each with plain ctxbudget."""
-    h, path = escaped_histories[page]
-    nbytes = path.stat().st_size
-    _tag(benchmark, f"{impl}, {page}", nbytes, page)
-    if impl == "ctxbudget":
-        tool = SessionHistoryTool(h)
-        result = benchmark(tool.call, {"action": "search", "query": QUERY, "limit": 25})
-        assert result["ok"] and result["items"] == []
-    else:
-        assert benchmark(_naive_search, path, QUERY) == 0
+BENCHMARK = Benchmark(
+    topic="session_history",
+    title="No-match search beside a naive scan and grep",
+    about=(
+        "One call's whole scan budget (500 rows of ~4 KiB, 2 MiB) searched for a string "
+        "that is not there, beside a naive Python scan (`json.loads` per line, lowercase "
+        "`in`) and `grep -c -i -F` on the file (a subprocess: its start-up included). "
+        "Besides plain prose, the rows carry what tool output puts into transcripts: "
+        "ANSI colour codes, NUL bytes, quotes and backslashes, all as JSON escapes."
+    ),
+    table=table,
+)

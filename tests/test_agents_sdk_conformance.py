@@ -33,6 +33,7 @@ from ctxbudget.integrations.agents import (  # noqa: E402
     NotSentError,
     SessionClosedError,
 )
+from ctxbudget.media import pdf_tokens  # noqa: E402
 
 MODES = ["run", "streamed"]
 ID_SUFFIX = re.compile(r"\n\n\[id: \d+\]$")
@@ -278,7 +279,9 @@ def test_non_text_parts_reach_the_model_and_count_as_media(tmp_path: Path, mode:
         assert user["content"][1]["image_url"] == PNG
         assert user["content"][2]["file_data"] == PDF_2_PAGES
         # The image's header is unreadable: its detail level's maximum (auto: 8 tiles).
-        assert tokens - base == 85 + 8 * 170 + 2 * 3_000  # + 2 PDF pages
+        # + 2 PDF pages by OpenAI's rule: text (3,000) and the page image (at most 1,445).
+        assert tokens - base == 85 + 8 * 170 + pdf_tokens(2, profile="openai_responses")
+        assert pdf_tokens(2, profile="openai_responses") == 2 * (3_000 + 1_445)
 
     asyncio.run(run())
 
@@ -587,7 +590,7 @@ def test_fifty_sessions_share_one_event_loop(tmp_path: Path) -> None:
         return await _max_stall(work)
 
     stall = asyncio.run(run())
-    # The figure is reported, not asserted (see the "agents" rows in benches/README.md).
+    # The figure is reported, not asserted (benches/test_bench_async_agents.py measures it).
     print(f"longest event-loop stall with 50 AgentsSessions: {stall * 1000:.1f} ms")
     for n, s in enumerate(sessions):
         items = asyncio.run(s.get_items())

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from history_helpers import fill_two_windows
+from stores import new_conversation_id
 
 from ctxbudget import History, InvalidArgumentError
 from ctxbudget.cli import main
@@ -150,7 +151,31 @@ def test_a_password_in_the_url_is_not_printed(capsys: pytest.CaptureFixture[str]
     assert redact("postgresql://app@db/app") == "postgresql://app@db/app"
 
 
-def test_plot_names_what_to_do_for_a_conversation(pg_url: str, tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="plot reads a workspace directory") as err:
-        main(["plot", pg_url, "-o", str(tmp_path / "u.png")])
-    assert "usage_points" in str(err.value) and not any(tmp_path.iterdir())
+def test_plot_and_list_use_a_conversations_recorded_budget(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A PostgreSQL conversation keeps its budget record in the database: ``history
+    list`` shows it, ``plot --store URL --conversation ID`` draws its ladder, and a
+    delete removes it with the conversation."""
+    from ctxbudget import Session
+    from ctxbudget.budget_record import read_budgets
+
+    conversation = new_conversation_id("plot")
+    s = Session.open(pg_url, conversation=conversation, context_window=50_000, threshold=0.6)
+    s.add_user("hello")
+    s.prepare()
+    s.add_assistant("hi there")
+    [record] = read_budgets(s.history)
+    assert (record.context_window, record.threshold) == (50_000, 0.6)
+    assert record.request_overhead  # the session's frame, per window
+    capsys.readouterr()
+    assert main(["history", "list", "--store", pg_url, "--conversation", conversation]) == 0
+    assert "budget: 50,000-token window" in capsys.readouterr().out
+    out = tmp_path / "u.png"
+    args = ["plot", "--store", pg_url, "--conversation", conversation, "-o", str(out)]
+    assert main(args) == 0
+    assert out.stat().st_size > 0 and "recorded by the session" in capsys.readouterr().out
+    assert History.delete(pg_url, conversation=conversation).other_files == 1
+    with pytest.raises(SystemExit):
+        main(["plot", pg_url, "-o", str(tmp_path / "v.png")])  # no --conversation
+    assert "--conversation" in capsys.readouterr().err

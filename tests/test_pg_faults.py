@@ -366,8 +366,10 @@ def test_server_down_longer_than_the_retries(own_cluster: tuple[str, str]) -> No
 
 class CommitDropper:
     """A TCP proxy to the server (plain protocol, so that it can read the messages) that,
-    when armed, forwards a COMMIT and then closes the client's connection before the
-    answer comes back: the transaction commits and the client cannot know it."""
+    when armed, forwards a COMMIT (or, with ``marker`` set, the message carrying that
+    text: a one-statement append commits by itself) and then closes the client's
+    connection before the answer comes back: the change commits and the client cannot
+    know it."""
 
     COMMIT = b"Q\x00\x00\x00\x0bCOMMIT\x00"
 
@@ -376,6 +378,8 @@ class CommitDropper:
         self.armed = threading.Event()
         # When set, only a COMMIT on a connection that has sent this text is dropped.
         self.after: bytes | None = None
+        # When set, the message carrying this text is the one whose answer is dropped.
+        self.marker: bytes | None = None
         self.dropped = threading.Event()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -400,7 +404,8 @@ class CommitDropper:
                     break
                 seen = seen or (self.after is not None and self.after in data)
                 ready = self.after is None or seen
-                if up and ready and self.armed.is_set() and self.COMMIT in data:
+                trigger = self.COMMIT if self.marker is None else self.marker
+                if up and ready and self.armed.is_set() and trigger in data:
                     self.armed.clear()
                     cut.set()
                     self.dropped.set()
@@ -437,17 +442,24 @@ def dropper(pg_url: str) -> Iterator[tuple[CommitDropper, str]]:
 def test_an_append_whose_commit_answer_is_lost_commits_once(
     dropper: tuple[CommitDropper, str],
 ) -> None:
-    """The append's COMMIT reaches the server, its answer never comes back: the store
+    """The append's commit reaches the server, its answer never comes back: the store
     retries on a new connection with the same batch id, finds the batch committed, and
-    returns it — there once, at the seqs it reports."""
+    returns it — there once, at the seqs it reports. The first append of a handle takes
+    the locking path (its COMMIT is dropped); the next one, with the handle's index
+    current, is one statement in autocommit (the message carrying its rows is dropped)."""
     proxy, url = dropper
     conversation = new_conversation_id("lostcommit")
     h = History.open(url, conversation=conversation)
+    proxy.armed.set()
     h.append([msg("w:0:0/1")])
+    assert proxy.dropped.is_set(), "the COMMIT's answer was dropped"
+    proxy.dropped.clear()
+    proxy.marker = b"w:1:0/2"
     proxy.armed.set()
     r = h.append([msg("w:1:0/2"), msg("w:1:1/2")])
-    assert proxy.dropped.is_set(), "the COMMIT's answer was dropped"
+    assert proxy.dropped.is_set(), "the one-statement append's answer was dropped"
     assert (r.first_seq, r.last_seq) == (2, 3)
+    proxy.marker = None
     window = h.rollover(rollover_id="r", reason="manual", lead_in="w:2:0/1")
     assert window == "w:4"
     proxy.armed.set()

@@ -80,10 +80,11 @@ def test_openai_chat_request_shapes(tmp_path: Path) -> None:
     roles = [m["role"] for m in req["messages"]]
     assert roles == ["system", "user", "assistant", "tool"]
     assert req["messages"][1]["content"].endswith("[id: 1]")
+    counted = {t["name"]: t["parameters"] for t in turn.tools}
     for tool in req["tools"]:
-        params = tool["function"]["parameters"]
-        assert set(params["required"]) == set(params["properties"]), "strict: all required"
-        assert tool["function"]["strict"] is True
+        # Sent with the schema the session counted: ctxbudget's tools are not strict.
+        assert tool["function"]["parameters"] == counted[tool["function"]["name"]]
+        assert "strict" not in tool["function"]
 
 
 def test_openai_responses_request_shapes(tmp_path: Path) -> None:
@@ -308,7 +309,9 @@ def test_host_tools_go_out_as_the_host_defined_them(tmp_path: Path) -> None:
     _validate(anthropic_types.ToolParam, anthropic)
     assert anthropic[1]["input_schema"] == params
     own = [t for t in chat if t["function"]["name"] == "session_history"]
-    assert own[0]["function"]["strict"] is True, "ctxbudget's own tools stay strict"
+    assert "strict" not in own[0]["function"], "ctxbudget's own tools go as counted"
+    own_responses = [t for t in responses if t["name"] == "session_history"]
+    assert own_responses[0]["strict"] is False, "Responses takes a missing flag as strict"
 
 
 def test_converters_send_every_media_part_prepare_counted(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from ctxbudget import (
     count_messages,
 )
 from ctxbudget.session import INTERRUPTED_OUTPUT
+from ctxbudget.tokens import FUNCTION_TOKENS, FUNCTIONS_TOKENS
 
 PARAMS = {
     "type": "object",
@@ -210,8 +211,8 @@ def test_count_messages_shapes() -> None:
     tool = {"type": "function", "function": {"name": "f", "parameters": PARAMS}}
     assert count_messages(hi, [tool], encoding="o200k_base") == (
         count_messages(hi, encoding="o200k_base")
-        + 2  # the section's framing, then 3 per function (calibrated to the cookbook)
-        + 3
+        + FUNCTIONS_TOKENS  # the section's framing, then per function (fitted to the cookbook)
+        + FUNCTION_TOKENS
         + enc.count(
             "# Tools\n\n## functions\n\nnamespace functions {\n\n"
             "type f = (_: {\n// Repository-relative path of the file.\npath: string,\n"

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import Encoding, count_messages
-from ctxbudget.tokens import render_tools
+from ctxbudget.tokens import FUNCTION_TOKENS, FUNCTIONS_TOKENS, render_tools
 
 harmony = pytest.importorskip("openai_harmony")
 
@@ -145,4 +145,4 @@ def test_a_requests_tool_tokens_are_the_rendering_plus_its_framing() -> None:
     defs = [{"type": "function", "function": {"name": n, "parameters": params}} for n in "ab"]
     hi = [{"role": "user", "content": "hi"}]
     added = count_messages(hi, defs, model="gpt-4o") - count_messages(hi, model="gpt-4o")
-    assert added == 2 + 3 * len(defs) + enc.count(render_tools(defs))
+    assert added == FUNCTIONS_TOKENS + FUNCTION_TOKENS * len(defs) + enc.count(render_tools(defs))

@@ -9,10 +9,13 @@ from __future__ import annotations
 from . import prompts
 from ._ctxbudget import __version__
 from .aio import AsyncSession
+from .database import Database
 from .errors import (
     ConflictError,
+    ConversationDeletedError,
     CorruptHistoryError,
     CtxBudgetError,
+    DatabaseClosedError,
     DatabaseError,
     HistoryIOError,
     InternalError,
@@ -24,6 +27,7 @@ from .errors import (
     MediaError,
     MessageChangedError,
     PolicyError,
+    SchemaNotMigratedError,
     SettingsError,
     TokenizerError,
     UnknownEncodingError,
@@ -31,9 +35,11 @@ from .errors import (
 )
 from .history import (
     AppendResult,
+    DeleteReport,
     Durability,
     FileReport,
     History,
+    PruneReport,
     Receipt,
     RecoveryReport,
     RotateReport,
@@ -44,12 +50,14 @@ from .history import (
     WindowInfo,
 )
 from .media import ImageSize, image_size, image_tokens
-from .policy import Action, Budget, Claims, Decision
+from .policy import Action, Budget, Claims, CountSplit, Decision
 from .prompts import DEFAULT_PROMPTS, Capabilities, PromptContext, Prompts
 from .session import (
     INTERRUPTED_OUTPUT,
+    CountRequest,
     KeyedMessage,
     OpenCall,
+    RequestCounter,
     RequestHook,
     Session,
     SyncReport,
@@ -68,6 +76,7 @@ from .tokens import (
     encoding_names,
 )
 from .tools import MemoryTool, NewContextTool, RuleAction, ToolPolicy, ToolRule
+from .usage import Usage, usage_of
 from .window import WindowView
 
 __all__ = [
@@ -82,10 +91,16 @@ __all__ = [
     "Capabilities",
     "Claims",
     "ConflictError",
+    "ConversationDeletedError",
     "CorruptHistoryError",
+    "CountRequest",
+    "CountSplit",
     "CtxBudgetError",
+    "Database",
+    "DatabaseClosedError",
     "DatabaseError",
     "Decision",
+    "DeleteReport",
     "Durability",
     "Encoding",
     "FileReport",
@@ -107,13 +122,16 @@ __all__ = [
     "PolicyError",
     "PromptContext",
     "Prompts",
+    "PruneReport",
     "Receipt",
     "RecoveryReport",
+    "RequestCounter",
     "RequestHook",
     "RotateReport",
     "Row",
     "RowKind",
     "RuleAction",
+    "SchemaNotMigratedError",
     "Session",
     "SessionHistoryTool",
     "Settings",
@@ -128,6 +146,7 @@ __all__ = [
     "Turn",
     "UnknownEncodingError",
     "UnknownModelError",
+    "Usage",
     "VerifyReport",
     "WindowInfo",
     "WindowView",
@@ -139,4 +158,5 @@ __all__ = [
     "image_size",
     "image_tokens",
     "prompts",
+    "usage_of",
 ]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ._cli_errors import CommandError, UsageError
+from ._cli_retention import cmd_delete, cmd_prune
 from ._redact import redact
 from .budget_record import read_budgets
 from .errors import InvalidArgumentError
@@ -306,13 +307,13 @@ def _export(target: _Target, output: str | None) -> int:
     return 0
 
 
-def _list(target: _Target, tool: SessionHistoryTool, as_json: bool) -> int:
+def _list(target: _Target, history: History, tool: SessionHistoryTool, as_json: bool) -> int:
     call = {"action": "list_windows", "limit": 50}
     windows, _ = _pages(tool, call, "windows", None, target.shown)
     if as_json:
         print(json.dumps(windows, indent=2))
         return 0
-    budgets = read_budgets(target.workspace)
+    budgets = read_budgets(history)
     if budgets:
         print(f"budget: {budgets[-1].describe()}")
     if not windows:
@@ -435,6 +436,24 @@ def cmd_history(args: argparse.Namespace) -> int:
                 "transaction and has nothing to recover — check it with verify"
             )
         return _recover(target.workspace, args.json)
+    if action == "delete":
+        return cmd_delete(
+            target.workspace,
+            target.url,
+            target.conversation,
+            target.shown,
+            yes=args.yes,
+            as_json=args.json,
+        )
+    if action == "prune":
+        return cmd_prune(
+            target.open(),
+            target.shown,
+            keep_windows=args.keep_windows,
+            older_than=args.older_than,
+            below_floor=args.below_floor,
+            as_json=args.json,
+        )
     if action == "export":
         if args.json:
             raise _usage("export always writes JSON Lines (one row per line); drop --json")
@@ -442,7 +461,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     history = target.open()
     tool = SessionHistoryTool(history)
     if action == "list":
-        return _list(target, tool, args.json)
+        return _list(target, history, tool, args.json)
     if action == "read":
         return _read(target, history, tool, args.item_id, args.json)
     window = {"window_id": args.window} if args.window else {}

@@ -8,8 +8,11 @@ from ctxbudget.history import Row
 
 __all__ = [
     "ADVISORY_HEADROOM",
+    "CALIBRATION_MAX_BP",
+    "CALIBRATION_MIN_BP",
     "CALL_TOKENS",
     "DEFAULT_CACHE_SIZE",
+    "ESTIMATE_MARGIN_BP",
     "FAILPOINTS",
     "FINAL_ZONE",
     "FUNCTIONS_TOKENS",
@@ -27,7 +30,8 @@ __all__ = [
     "OUTPUT_RESERVE_MAX",
     "PART_TYPES",
     "PDF_MAX_PAGES",
-    "PDF_PAGE_TOKENS",
+    "PDF_PAGE_TEXT_TOKENS",
+    "PROFILES",
     "REPLY_TOKENS",
     "ROLES",
     "ROW_KINDS",
@@ -37,10 +41,13 @@ __all__ = [
     "AppendResult",
     "BudgetCore",
     "Completions",
+    "Database",
+    "DeleteReport",
     "Encoding",
     "FileReport",
     "History",
     "PgMemoryFiles",
+    "PruneReport",
     "Receipt",
     "RecoveryReport",
     "RotateReport",
@@ -56,15 +63,23 @@ __all__ = [
     "_offload_register",
     "_panic_for_test",
     "_reset_failpoints",
+    "anchor_plausible",
+    "calibration_ratios_bp",
     "claims_of_rows",
     "context_window",
+    "count_split",
     "encode_rows",
     "encoding_names",
     "fsync",
+    "guard_margin",
     "image_size",
     "image_tokens",
     "model_encoding",
     "offload_pool",
+    "pdf_page_count",
+    "pdf_tokens",
+    "pg_ddl",
+    "profile_for_model",
     "render_tools",
     "session_history_parameters",
     "threshold_is_off",
@@ -76,7 +91,8 @@ FAILPOINTS: bool
 ADVISORY_HEADROOM: int
 FINAL_ZONE: int
 PDF_MAX_PAGES: int
-PDF_PAGE_TOKENS: int
+PDF_PAGE_TEXT_TOKENS: int
+PROFILES: list[str]
 # The row vocabulary, from the core's transcript layer (the one rule table).
 ROW_KINDS: list[str]
 ROLES: list[str]
@@ -116,9 +132,29 @@ class BudgetCore:
         handoff: bool,
         final_prompt: bool,
         new_context_offered: bool,
+        margin: int = 0,
     ) -> tuple[str, bool]: ...
 
 def threshold_is_off(threshold: float) -> bool: ...
+
+# Usage anchoring (the core's `ctxbudget::anchor`).
+CALIBRATION_MIN_BP: int
+CALIBRATION_MAX_BP: int
+ESTIMATE_MARGIN_BP: int
+
+def count_split(
+    anchor: int | None,
+    since: int,
+    overhead: int,
+    messages: int,
+    estimated_family: bool,
+    sums: tuple[int, int, int, int, int],
+) -> tuple[int, int, int, int]: ...
+def guard_margin(estimated: int) -> int: ...
+def anchor_plausible(reported: int, profile: int) -> bool: ...
+def calibration_ratios_bp(
+    sums: tuple[int, int, int, int, int],
+) -> tuple[int | None, int | None, int | None]: ...
 
 @final
 class Encoding:
@@ -127,6 +163,26 @@ class Encoding:
     ) -> Encoding: ...
     @staticmethod
     def for_model(model: str, *, cache_size: int = ...) -> Encoding: ...
+    @staticmethod
+    def from_file(path: str | os.PathLike[str], *, cache_size: int = ...) -> Encoding: ...
+    @staticmethod
+    def from_dir(dir: str | os.PathLike[str], *, cache_size: int = ...) -> Encoding: ...
+    @staticmethod
+    def for_model_in(
+        root: str | os.PathLike[str], model: str, *, cache_size: int = ...
+    ) -> Encoding: ...
+    @property
+    def has_chat_template(self) -> bool: ...
+    def render_chat(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        add_generation_prompt: bool,
+        extra: dict[str, Any] | None,
+    ) -> str: ...
+    def count_chat(
+        self, messages: list[Any], tools: list[Any] | None, extra: dict[str, Any] | None
+    ) -> int: ...
     @property
     def name(self) -> str: ...
     @property
@@ -136,9 +192,9 @@ class Encoding:
     def count_many(self, texts: list[str] | tuple[str, ...]) -> list[int]: ...
     def count_json(self, json_text: str) -> int: ...
     def count_request(
-        self, system: str | None, messages: list[Any], tools: list[Any], images: str
+        self, system: str | None, messages: list[Any], tools: list[Any], profile: str
     ) -> int: ...
-    def count_messages(self, messages: list[Any], images: str) -> int: ...
+    def count_messages(self, messages: list[Any], profile: str) -> int: ...
     def cache_len(self) -> int: ...
     def clear_cache(self) -> None: ...
 
@@ -148,6 +204,9 @@ def model_encoding(model: str) -> tuple[str, int | None] | None: ...
 def context_window(model: str) -> tuple[int, str, str, str] | str: ...
 def render_tools(tools: list[Any]) -> str: ...
 def session_history_parameters() -> dict[str, Any]: ...
+def profile_for_model(model: str) -> str: ...
+def pdf_page_count(data: bytes | bytearray | str) -> int | str: ...
+def pdf_tokens(pages: int, profile: str) -> int: ...
 def image_size(data: bytes | bytearray | str) -> tuple[str, int, int] | str: ...
 def image_tokens(size: tuple[int, int] | None, *, provider: str, detail: str = ...) -> int: ...
 
@@ -192,6 +251,21 @@ class History:
         self, row_json: bytes, retracts: int | None = None, if_last_seq: int | None = None
     ) -> int: ...
     def quarantine_seq(self, seq: int, if_last_seq: int | None = None) -> int: ...
+    def budget_record(self) -> bytes | None: ...
+    def set_budget_record(self, record: bytes) -> None: ...
+    def prune(
+        self,
+        *,
+        keep_windows: int | None = None,
+        older_than: float | None = None,
+        below_floor: bool = False,
+    ) -> PruneReport: ...
+    @staticmethod
+    def delete_workspace(
+        workspace: str | os.PathLike[str], *, lock_timeout: float
+    ) -> DeleteReport: ...
+    @staticmethod
+    def delete_postgres(url: str, *, conversation: str) -> DeleteReport: ...
     def rotate(self) -> RotateReport: ...
     def receipt(self) -> Receipt | None: ...
     def recover(self) -> RecoveryReport: ...
@@ -327,6 +401,78 @@ class RotateReport:
     @property
     def epoch(self) -> int | None: ...
     def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class DeleteReport:
+    """What ``History.delete`` removed for good."""
+
+    @property
+    def existed(self) -> bool: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def memory_files(self) -> int: ...
+    @property
+    def recovered_files(self) -> int: ...
+    @property
+    def other_files(self) -> int: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class PruneReport:
+    """What ``History.prune`` removed for good."""
+
+    @property
+    def rows(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def kept_from(self) -> int: ...
+    @property
+    def floor_seq(self) -> int: ...
+    @property
+    def epoch(self) -> int | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class Database:
+    @staticmethod
+    def open(
+        url: str,
+        *,
+        pool_size: int,
+        pool_timeout: float,
+        connect_timeout: float,
+        reconnect_for: float,
+        statement_timeout: float | None,
+        lock_timeout: float | None,
+        schema: str | None,
+        migrate: bool,
+        cursor_key: str | None,
+    ) -> Database: ...
+    def migrate(self) -> tuple[int, int]: ...
+    def schema_version(self) -> int: ...
+    def history(self, conversation: str, *, max_row_bytes: int, create: bool = True) -> History: ...
+    def delete(self, conversation: str) -> DeleteReport: ...
+    def prune(
+        self,
+        conversation: str,
+        *,
+        keep_windows: int | None = None,
+        older_than: float | None = None,
+        below_floor: bool = False,
+    ) -> PruneReport: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def pool_size(self) -> int: ...
+    @property
+    def schema(self) -> str | None: ...
+
+def pg_ddl(schema: str | None = None) -> str: ...
 
 @final
 class FileReport:

@@ -75,10 +75,13 @@ async def count_messages(
     *,
     model: str | None = None,
     encoding: str | Encoding | None = None,
+    profile: tokens.RequestProfile | None = None,
 ) -> int:
     """:func:`ctxbudget.count_messages`, awaited: a first load of the tokenizer runs on
     the I/O pool instead of blocking the event loop."""
-    return await _run(tokens.count_messages, messages, tools, model=model, encoding=encoding)
+    return await _run(
+        tokens.count_messages, messages, tools, model=model, encoding=encoding, profile=profile
+    )
 
 
 async def load_encoding(name: str | None = None, *, model: str | None = None) -> Encoding:
@@ -90,6 +93,26 @@ async def load_encoding(name: str | None = None, *, model: str | None = None) ->
         return await _run(Encoding.for_model, model)
     assert name is not None
     return await _run(Encoding, name)
+
+
+async def _count_off_loop(counter: Callable[[Any], Any], request: Any) -> object:
+    """What a count endpoint returns for ``request`` (or the exception it raised),
+    never run on the event loop: a coroutine function is awaited, a plain callable runs
+    in a worker thread (and an awaitable it returns is awaited)."""
+    import asyncio
+    import inspect
+
+    try:
+        # An instance whose __call__ is a coroutine function counts as one too.
+        call = type(counter).__call__ if not inspect.isfunction(counter) else counter
+        if inspect.iscoroutinefunction(counter) or inspect.iscoroutinefunction(call):
+            return await counter(request)
+        result = await asyncio.to_thread(counter, request)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+    except Exception as exc:  # the host's endpoint: any failure falls back
+        return exc
 
 
 class _Turns:
@@ -160,9 +183,11 @@ class AsyncSession:
         self._turns_lock = threading.Lock()
 
     @classmethod
-    async def open(cls, workspace: str | os.PathLike[str], **options: Any) -> AsyncSession:
+    async def open(
+        cls, workspace: str | os.PathLike[str] | None = None, **options: Any
+    ) -> AsyncSession:
         """Opens the session; its store, tokenizer and budget-record I/O run on the I/O
-        pool. ``options`` are those of :meth:`Session.open`."""
+        pool. ``options`` are those of :meth:`Session.open` (``database=`` among them)."""
         return cls(await _run(Session.open, workspace, **options))
 
     async def _call(self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -248,34 +273,62 @@ class AsyncSession:
         return await self._call(self._session.append_turn, rows)
 
     async def prepare(self) -> Turn:
-        """See :meth:`Session.prepare`."""
-        return await self._call(self._session.prepare)
+        """See :meth:`Session.prepare`. With a count endpoint plugged in
+        (``open(counter=...)``), the request is counted first, off the event loop: an
+        awaitable the counter returns is awaited, a plain callable runs in a worker
+        thread; a request that changes within the call (an advisory appended) counts
+        from that result plus what was appended."""
+        s = self._session
+        counter = s._counting.counter
+        if counter is not None:
+            wanted = await self._call(s._count_wanted)
+            if wanted is not None:
+                key, request, profile = wanted
+                result = await _count_off_loop(counter, request)
+                await self._call(s._count_store, key, profile, result)
+        return await self._call(s._prepare_counted)
 
     async def add_user(self, content: str | Sequence[Mapping[str, Any]]) -> str:
         """See :meth:`Session.add_user`."""
         return await self._call(self._session.add_user, content)
 
     async def add_assistant(
-        self, text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] = ()
+        self,
+        text: str | None = None,
+        tool_calls: Sequence[Mapping[str, Any]] = (),
+        *,
+        usage: object | None = None,
     ) -> str:
         """See :meth:`Session.add_assistant`."""
-        return await self._call(self._session.add_assistant, text, tool_calls)
+        return await self._call(self._session.add_assistant, text, tool_calls, usage=usage)
 
-    async def add_assistant_from_openai(self, message: Any) -> str:
+    async def add_assistant_from_openai(self, message: Any, *, usage: object | None = None) -> str:
         """See :meth:`Session.add_assistant_from_openai`."""
-        return await self._call(self._session.add_assistant_from_openai, message)
+        return await self._call(self._session.add_assistant_from_openai, message, usage=usage)
 
-    async def add_assistant_from_openai_responses(self, response: Any) -> str:
+    async def add_assistant_from_openai_responses(
+        self, response: Any, *, usage: object | None = None
+    ) -> str:
         """See :meth:`Session.add_assistant_from_openai_responses`."""
-        return await self._call(self._session.add_assistant_from_openai_responses, response)
+        return await self._call(
+            self._session.add_assistant_from_openai_responses, response, usage=usage
+        )
 
-    async def add_assistant_from_litellm(self, response: Any) -> str:
+    async def add_assistant_from_litellm(
+        self, response: Any, *, usage: object | None = None
+    ) -> str:
         """See :meth:`Session.add_assistant_from_litellm`."""
-        return await self._call(self._session.add_assistant_from_litellm, response)
+        return await self._call(self._session.add_assistant_from_litellm, response, usage=usage)
 
-    async def add_assistant_from_anthropic(self, message: Any) -> str:
+    async def add_assistant_from_anthropic(
+        self, message: Any, *, usage: object | None = None
+    ) -> str:
         """See :meth:`Session.add_assistant_from_anthropic`."""
-        return await self._call(self._session.add_assistant_from_anthropic, message)
+        return await self._call(self._session.add_assistant_from_anthropic, message, usage=usage)
+
+    def record_usage(self, usage: object) -> bool:
+        """See :meth:`Session.record_usage` (in memory only: nothing to await)."""
+        return self._session.record_usage(usage)
 
     async def run_tool(
         self, name: str, arguments: Mapping[str, Any] | str | None

@@ -7,9 +7,9 @@ a default. The file is small JSON, replaced atomically (write a temporary file, 
 to disk, rename) and rewritten only when the budget changes. Every budget a workspace has
 run with is kept, each with the window it started in, newest last.
 
-A PostgreSQL conversation keeps no budget record: it has no workspace directory, and its
-hosts pass the budget when they open it. Every function here takes ``None`` for such a
-conversation (:attr:`History.workspace <ctxbudget.History.workspace>`) and then reads
+A PostgreSQL conversation keeps the same record in the database (``ctxbudget_budgets``,
+deleted with the conversation): every function here takes the :class:`~ctxbudget.History`
+itself as the location (a workspace's ``History`` means its directory). ``None`` reads
 nothing and writes nothing.
 """
 
@@ -19,7 +19,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from ._atomic import atomic_write
 from .errors import CtxBudgetError
@@ -45,6 +45,18 @@ _FORMAT = 1
 
 class BudgetRecordError(CtxBudgetError, ValueError):
     """``budget.json`` exists but is not a budget record (the message names the file)."""
+
+
+Location: TypeAlias = "str | os.PathLike[str] | History | None"
+"""Where a record lives: a workspace directory, a ``History`` (a PostgreSQL conversation
+keeps it in the database, a workspace in its directory), or ``None`` (nowhere)."""
+
+
+def _resolve(location: Location) -> str | os.PathLike[str] | History | None:
+    """A workspace's ``History`` as its directory; anything else as it is."""
+    if isinstance(location, History) and not location.is_database:
+        return location.workspace
+    return location
 
 
 class _SessionLike(Protocol):
@@ -87,18 +99,25 @@ class BudgetRecord:
         )
 
 
-def read_budgets(workspace: str | os.PathLike[str] | None) -> list[BudgetRecord]:
-    """Every budget recorded in ``workspace``, oldest first; ``[]`` when none was (a
-    workspace written without :class:`~ctxbudget.Session`, or ``None``: a PostgreSQL
-    conversation). A file that cannot be parsed raises :class:`BudgetRecordError`
-    naming it."""
+def read_budgets(workspace: Location) -> list[BudgetRecord]:
+    """Every budget recorded in ``workspace`` (a directory or a ``History``), oldest
+    first; ``[]`` when none was (written without :class:`~ctxbudget.Session`, or
+    ``None``). A record that cannot be parsed raises :class:`BudgetRecordError` naming
+    it."""
+    workspace = _resolve(workspace)
     if workspace is None:
         return []
-    path = Path(workspace) / BUDGET_FILE
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
+    if isinstance(workspace, History):
+        stored = workspace._core.budget_record()
+        if stored is None:
+            return []
+        raw, path = stored.decode("utf-8", "replace"), workspace.location
+    else:
+        path = str(Path(workspace) / BUDGET_FILE)
+        try:
+            raw = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
     try:
         data = json.loads(raw)
         return [BudgetRecord(**entry) for entry in data["budgets"]]
@@ -110,7 +129,7 @@ def read_budgets(workspace: str | os.PathLike[str] | None) -> list[BudgetRecord]
 
 
 def record_budget(
-    workspace: str | os.PathLike[str] | None,
+    workspace: Location,
     *,
     model: str,
     encoding: str,
@@ -138,12 +157,10 @@ def record_session_budget(session: _SessionLike, request_overhead: int | None = 
         mode_active=session.mode_active,
     )
     overhead = None if request_overhead is None else (session.window_id, request_overhead)
-    _update(session.history.workspace, entry, overhead)
+    _update(session.history, entry, overhead)
 
 
-def record_request_overhead(
-    workspace: str | os.PathLike[str] | None, window: str, tokens: int
-) -> None:
+def record_request_overhead(workspace: Location, window: str, tokens: int) -> None:
     """Keeps ``tokens`` as the request overhead of ``window`` in the newest budget entry
     (a session calls it once per window it enters); rewrites the file only on a change.
     ``None`` (a PostgreSQL conversation): nothing is recorded."""
@@ -165,7 +182,7 @@ def _entry(
 
 
 def _update(
-    workspace: str | os.PathLike[str] | None,
+    workspace: Location,
     entry: BudgetRecord | None,
     overhead: tuple[str, int] | None,
 ) -> None:
@@ -174,6 +191,7 @@ def _update(
     that changed it: opening a session costs one atomic write at most, not one per fact.
     An unreadable record is started afresh when there is a budget to record, else left
     alone (the session's next open writes a fresh one)."""
+    workspace = _resolve(workspace)
     if workspace is None:
         return
     try:
@@ -193,8 +211,12 @@ def _update(
             overheads = {**newest.request_overhead, window: tokens}
             entries[-1] = replace(newest, request_overhead=overheads)
             changed = True
-    if changed:
-        _write_atomic(Path(workspace) / BUDGET_FILE, entries)
+    if not changed:
+        return
+    if isinstance(workspace, History):
+        workspace._core.set_budget_record(_encode(entries))
+    else:
+        atomic_write(Path(workspace) / BUDGET_FILE, _encode(entries))
 
 
 def _same_budget(a: BudgetRecord, b: BudgetRecord) -> bool:
@@ -202,6 +224,6 @@ def _same_budget(a: BudgetRecord, b: BudgetRecord) -> bool:
     return {**asdict(a), **ignored} == {**asdict(b), **ignored}
 
 
-def _write_atomic(path: Path, entries: list[BudgetRecord]) -> None:
+def _encode(entries: list[BudgetRecord]) -> bytes:
     data: dict[str, Any] = {"format": _FORMAT, "budgets": [asdict(e) for e in entries]}
-    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
+    return (json.dumps(data, indent=2) + "\n").encode("utf-8")

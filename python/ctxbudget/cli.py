@@ -17,7 +17,7 @@ from ._cli_errors import CliError, CommandError, UsageError, describe_os_error, 
 from ._ctxbudget import __version__
 from ._redact import redact
 from .errors import CtxBudgetError, InvalidArgumentError
-from .history import is_database_url, workspace_path
+from .history import History, is_database_url, workspace_path
 from .tokens import Encoding
 
 __all__ = ["main"]
@@ -173,25 +173,55 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return cmd_history(args)
 
 
+def _cmd_db(args: argparse.Namespace) -> int:
+    from ._cli_db import cmd_db
+
+    return cmd_db(args)
+
+
+def _window_count(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _age(text: str) -> float:
+    from ._cli_retention import parse_age
+
+    return parse_age(text)
+
+
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_budget, plot_usage
 
-    if is_database_url(args.workspace):
+    target: str | History = args.workspace
+    if args.store is not None or is_database_url(args.workspace):
+        url = args.store or args.workspace
+        if args.store is not None and args.workspace is not None:
+            raise UsageError("ctxbudget plot", "give either a WORKSPACE or --store, not both")
+        if not args.conversation:
+            raise UsageError(
+                "ctxbudget plot",
+                "a postgresql:// store holds many conversations: name one with --conversation ID",
+            )
+        target = History.open(url, conversation=args.conversation, create=False)
+    elif args.workspace is None:
         raise UsageError(
-            "ctxbudget plot",
-            "plot reads a workspace directory; for a PostgreSQL conversation compute the "
-            "points with ctxbudget.plot.usage_points(History.open(url, conversation=…), "
-            "encoding)",
+            "ctxbudget plot", "name the transcript: a WORKSPACE, or --store URL --conversation ID"
         )
-    if not (_workspace_argument("ctxbudget plot", args.workspace) / "history").is_dir():
+    elif not (_workspace_argument("ctxbudget plot", args.workspace) / "history").is_dir():
         raise CommandError(
             "ctxbudget plot",
             f"{args.workspace} has no history/ directory: give a workspace a session wrote, "
             "e.g. ctxbudget-workspace/cooperative after ctxbudget demo",
         )
     given = {"model": args.model, "context_window": args.context_window}
-    record, recorded = plot_budget(args.workspace, threshold=args.threshold, **given)
-    out = plot_usage(args.workspace, args.output, threshold=args.threshold, **given)
+    record, recorded = plot_budget(target, threshold=args.threshold, **given)
+    out = plot_usage(target, args.output, threshold=args.threshold, **given)
     source = "recorded by the session" if recorded else "no budget recorded: model defaults"
     print(f"wrote {out} — budget: {record.describe()} ({source})")
     return 0
@@ -296,6 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("verify", "check every commit; exit 1 if anything is torn or damaged"),
         ("recover", "move torn tails to history/recovered/, re-stamp the receipt (adopts a copy)"),
         ("export", "every row (archive, then chat) as JSON lines"),
+        ("delete", "delete the conversation for good (rows, memory files, recovered tails)"),
+        ("prune", "remove sealed windows for good (by count, age, or below the privacy floor)"),
     ):
         cmd = hsub.add_parser(name, help=text, description=text)
         cmd.add_argument("workspace", metavar="WORKSPACE", nargs="?")
@@ -328,7 +360,48 @@ def build_parser() -> argparse.ArgumentParser:
             )
         if name == "read":
             cmd.add_argument("item_id", type=_item_id, metavar="ITEM")
+        if name == "delete":
+            cmd.add_argument("--yes", action="store_true", help="confirm: it cannot be undone")
+        if name == "prune":
+            cmd.add_argument(
+                "--keep-windows",
+                type=_window_count,
+                metavar="N",
+                help="keep the N newest sealed windows (the current one always stays)",
+            )
+            cmd.add_argument(
+                "--older-than",
+                type=_age,
+                metavar="AGE",
+                help="remove sealed windows whose newest row is older (30d, 12h, 90m, 3600s)",
+            )
+            cmd.add_argument(
+                "--below-floor",
+                action="store_true",
+                help="remove everything below the privacy floor (after a soft clear)",
+            )
     history.set_defaults(func=_cmd_history)
+    db = sub.add_parser(
+        "db",
+        help="set up a PostgreSQL database: migrate, check, print the DDL",
+        description="The PostgreSQL schema as a DBA runs it: migrate (as the role that owns "
+        "the tables), check (what a runtime role sees), ddl (the SQL, for review).",
+    )
+    dsub = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
+    for name, text in (
+        ("migrate", "create or migrate the schema (safe when run concurrently)"),
+        ("check", "exit 1 unless the schema is current (changes nothing)"),
+        ("ddl", "print the migration's SQL for review"),
+    ):
+        cmd = dsub.add_parser(name, help=text, description=text)
+        if name != "ddl":
+            cmd.add_argument("url", metavar="URL", help="a postgresql:// URL")
+        cmd.add_argument(
+            "--schema",
+            metavar="NAME",
+            help="the PostgreSQL schema (default: the URL's search_path)",
+        )
+    db.set_defaults(func=_cmd_db)
     plot = sub.add_parser(
         "plot",
         help="plot context usage per step (needs ctxbudget[plot])",
@@ -336,7 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
         "lines and a marker per rollover. The budget is the one the workspace's session "
         "recorded; the options override it.",
     )
-    plot.add_argument("workspace", metavar="WORKSPACE")
+    plot.add_argument("workspace", metavar="WORKSPACE", nargs="?")
+    plot.add_argument("--store", metavar="URL", help="a postgresql:// URL instead of WORKSPACE")
+    plot.add_argument("--conversation", metavar="ID", help="with --store: the conversation")
     plot.add_argument("-o", "--output", default="usage.png")
     plot.add_argument("--model", default=None, help="default: the recorded model")
     plot.add_argument(
@@ -357,9 +432,12 @@ def _doing(args: argparse.Namespace) -> str:
         where = args.workspace or f"conversation {args.conversation!r}"
         return redact(f"{args.history_command} the transcript of {where}")
     if args.command == "plot":
-        return f"plot {args.workspace} to {args.output}"
+        where = args.workspace or f"conversation {args.conversation!r}"
+        return redact(f"plot {where} to {args.output}")
     if args.command == "demo":
         return f"run the demo in {args.workspace}"
+    if args.command == "db":
+        return f"{args.db_command} the database schema"
     return "count"
 
 

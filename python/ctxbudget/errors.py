@@ -9,8 +9,10 @@ from __future__ import annotations
 
 __all__ = [
     "ConflictError",
+    "ConversationDeletedError",
     "CorruptHistoryError",
     "CtxBudgetError",
+    "DatabaseClosedError",
     "DatabaseError",
     "HistoryIOError",
     "InternalError",
@@ -22,6 +24,7 @@ __all__ = [
     "MediaError",
     "MessageChangedError",
     "PolicyError",
+    "SchemaNotMigratedError",
     "SettingsError",
     "TokenizerError",
     "UnknownEncodingError",
@@ -159,6 +162,29 @@ class DatabaseError(CtxBudgetError, ConnectionError):
     """
 
     transient: bool
+
+
+class SchemaNotMigratedError(DatabaseError):
+    """The database does not hold this library's schema (or an older one) and the
+    :class:`~ctxbudget.Database` was opened with ``migrate=False`` (a runtime role
+    without ``CREATE``). Nothing was changed: run the migration once, as the role that
+    owns the tables (``ctxbudget db migrate URL`` or :meth:`~ctxbudget.Database.migrate`).
+
+    Attributes: ``found`` (the version the database holds, 0: none), ``needed``.
+    """
+
+    found: int
+    needed: int
+
+
+class DatabaseClosedError(DatabaseError):
+    """The :class:`~ctxbudget.Database` was closed by its owner; nothing was done."""
+
+
+class ConversationDeletedError(CtxBudgetError, RuntimeError):
+    """The conversation (a workspace's transcript or a PostgreSQL conversation) was
+    deleted for good while this handle was open; nothing was written. Opening it again
+    starts a new, empty conversation under the same name."""
 
 
 class LoopAffinityError(CtxBudgetError, RuntimeError):

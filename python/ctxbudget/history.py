@@ -11,19 +11,25 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _ctxbudget
 from ._redact import redact
 from .errors import InvalidArgumentError
 
+if TYPE_CHECKING:
+    from .database import Database
+
 __all__ = [
     "AppendResult",
+    "DeleteReport",
     "Durability",
     "FileReport",
     "History",
+    "PruneReport",
     "Receipt",
     "RecoveryReport",
     "RotateReport",
@@ -83,6 +89,8 @@ Stamp = _ctxbudget.Stamp
 Receipt = _ctxbudget.Receipt
 RecoveryReport = _ctxbudget.RecoveryReport
 RotateReport = _ctxbudget.RotateReport
+DeleteReport = _ctxbudget.DeleteReport
+PruneReport = _ctxbudget.PruneReport
 FileReport = _ctxbudget.FileReport
 VerifyReport = _ctxbudget.VerifyReport
 
@@ -202,7 +210,7 @@ class History:
     @classmethod
     def open(
         cls,
-        workspace: str | os.PathLike[str],
+        workspace: str | os.PathLike[str] | Database,
         *,
         conversation: str | None = None,
         durability: Durability | str = Durability.FSYNC,
@@ -235,6 +243,23 @@ class History:
         :class:`~ctxbudget.InvalidArgumentError` (see :func:`url_problem`), never a
         directory named after it; no message shows a password.
         """
+        from .database import Database
+
+        if isinstance(workspace, Database):
+            _check_max_row_bytes(max_row_bytes)
+            if cursor_key is not None:
+                raise InvalidArgumentError(
+                    "cursor_key= belongs to Database.open when a Database is given"
+                )
+            if not isinstance(conversation, str) or not conversation:
+                raise InvalidArgumentError(
+                    "a Database holds many conversations: name one with conversation='…' "
+                    "(1 to 256 bytes, e.g. your chat or thread id)"
+                )
+            core = workspace._core.history(
+                conversation, max_row_bytes=max_row_bytes, create=bool(create)
+            )
+            return cls(core, None)
         # The same arguments are checked for either store: a typo fails on both.
         try:
             mode = Durability(durability).value
@@ -422,6 +447,79 @@ class History:
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
             raise InvalidArgumentError(f"seq must be a positive int, got {seq!r}")
         return self._core.quarantine_seq(seq, _check_seq(if_last_seq))
+
+    def prune(
+        self,
+        *,
+        keep_windows: int | None = None,
+        older_than: float | timedelta | None = None,
+        below_floor: bool = False,
+    ) -> PruneReport:
+        """Removes sealed windows for good, oldest first; the current window always stays.
+
+        ``keep_windows=N`` keeps the N newest sealed windows; ``older_than`` (seconds or a
+        ``timedelta``) removes the sealed windows whose newest row is older;
+        ``below_floor=True`` removes everything below the privacy floor (a soft clear
+        followed by a purge). Criteria combine (the furthest cut wins). The floor is never
+        lowered, windows keep their ids and seqs, and every cursor minted before answers
+        ``history_changed``. A workspace's prune rotates first and rewrites the archive;
+        ``history/recovered/`` is left as it is (:meth:`delete` removes it)."""
+        if keep_windows is not None and (
+            isinstance(keep_windows, bool) or not isinstance(keep_windows, int) or keep_windows < 0
+        ):
+            raise InvalidArgumentError(f"keep_windows must be an int >= 0, got {keep_windows!r}")
+        if isinstance(older_than, timedelta):
+            older_than = older_than.total_seconds()
+        if older_than is not None and (
+            isinstance(older_than, bool)
+            or not isinstance(older_than, (int, float))
+            or not older_than >= 0
+        ):
+            raise InvalidArgumentError(f"older_than must be seconds >= 0, got {older_than!r}")
+        if keep_windows is None and older_than is None and not below_floor:
+            raise InvalidArgumentError(
+                "prune needs a criterion: keep_windows=, older_than= or below_floor=True"
+            )
+        return self._core.prune(
+            keep_windows=keep_windows,
+            older_than=None if older_than is None else float(older_than),
+            below_floor=bool(below_floor),
+        )
+
+    @staticmethod
+    def delete(
+        workspace: str | os.PathLike[str] | Database,
+        *,
+        conversation: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> DeleteReport:
+        """Deletes a conversation for good and reports what was removed.
+
+        A workspace: its ``history/`` (rows, receipt, lock, ``recovered/`` tails),
+        ``memories/`` and ``budget.json`` (and the directory, if nothing else is left),
+        after a writer in progress finishes (up to ``lock_timeout`` seconds). A
+        ``postgresql://`` URL or a :class:`~ctxbudget.Database` with ``conversation=``:
+        its rows, memory files and counters, in one transaction. A writer still holding
+        it gets :class:`~ctxbudget.ConversationDeletedError` on its next write, never a
+        half-deleted conversation; opening the name again starts an empty one."""
+        from .database import Database
+
+        if isinstance(workspace, Database):
+            return workspace.delete(conversation or "")
+        if is_database_url(workspace):
+            if not isinstance(conversation, str) or not conversation:
+                raise InvalidArgumentError(
+                    "deleting from a postgresql:// store needs conversation='…'"
+                )
+            return _ctxbudget.History.delete_postgres(str(workspace), conversation=conversation)
+        path = workspace_path(workspace)
+        if conversation is not None:
+            raise InvalidArgumentError(
+                "conversation= applies to a postgresql:// store; a workspace holds one"
+            )
+        if not lock_timeout >= 0:
+            raise ValueError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
+        return _ctxbudget.History.delete_workspace(path, lock_timeout=float(lock_timeout))
 
     def rotate(self) -> RotateReport:
         """Moves closed windows to ``chat-archive.jsonl`` (a new epoch)."""

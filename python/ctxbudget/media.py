@@ -28,13 +28,16 @@ from . import _ctxbudget
 from .errors import MediaError
 
 __all__ = [
+    "PDF_MAX_PAGES",
+    "PDF_PAGE_TEXT_TOKENS",
     "Detail",
     "ImageFormat",
     "ImageProvider",
     "ImageSize",
-    "image_rule_for",
     "image_size",
     "image_tokens",
+    "pdf_page_count",
+    "pdf_tokens",
 ]
 
 ImageProvider = Literal["openai", "anthropic"]
@@ -106,8 +109,39 @@ def _dims(image: object) -> tuple[int, int] | None:
     return None if isinstance(got, str) else (got[1], got[2])
 
 
-def image_rule_for(model: str) -> ImageProvider:
-    """Whose image rule a model's requests follow: Anthropic's for Claude models (also
-    behind a provider prefix, e.g. ``anthropic/claude-…`` or Bedrock's
-    ``anthropic.claude-…``), else OpenAI's."""
-    return "anthropic" if "claude" in model.lower() else "openai"
+def pdf_page_count(data: bytes | bytearray | str) -> int:
+    """Pages of a PDF given as its bytes, or as base64 text or a base64 ``data:`` URL,
+    read without a PDF library: its page objects (``/Type /Page``), else its page
+    tree's ``/Count`` or a linearized file's ``/N``. Raises
+    :class:`~ctxbudget.MediaError` when they cannot be read (not a PDF; pages only
+    inside compressed object streams; bad base64)."""
+    got = _ctxbudget.pdf_page_count(data)
+    if isinstance(got, str):
+        raise MediaError(got)
+    return got
+
+
+def pdf_tokens(pages: int, *, profile: str = "openai_chat") -> int:
+    """Tokens of a PDF of ``pages`` pages (at most :data:`PDF_MAX_PAGES` count) by the
+    rule of the request profile ``profile`` (see :mod:`ctxbudget.tokens`):
+
+    - OpenAI puts "the extracted text and an image of each page" into the context:
+      :data:`PDF_PAGE_TEXT_TOKENS` for the text plus the page image at its high-detail
+      maximum (1,445), 4,445 a page;
+    - Anthropic: "1,500-3,000 tokens per page" of text (the upper bound) plus the page
+      as an image (at most 1,600), 4,600 a page;
+    - Gemini: "each document page is equivalent to 258 tokens".
+    """
+    if type(pages) is not int or pages < 0:
+        raise ValueError(f"pages must be a non-negative int, got {pages!r}")
+    if profile not in _ctxbudget.PROFILES:
+        known = ", ".join(_ctxbudget.PROFILES)
+        raise ValueError(f"profile must be one of {known}; got {profile!r}")
+    return _ctxbudget.pdf_tokens(pages, profile)
+
+
+PDF_MAX_PAGES: int = _ctxbudget.PDF_MAX_PAGES
+"""Pages of one document that count at most (Anthropic's limit per request)."""
+
+PDF_PAGE_TEXT_TOKENS: int = _ctxbudget.PDF_PAGE_TEXT_TOKENS
+"""Text tokens of one PDF page, upper bound (Anthropic documents 1,500-3,000)."""

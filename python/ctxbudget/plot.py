@@ -51,7 +51,7 @@ class UsagePoint:
 def usage_points(history: History, encoding: Encoding) -> list[UsagePoint]:
     """Request size at each step (assistant message), window by window, as the session
     measured it (see the module's docstring)."""
-    records = read_budgets(history.workspace)
+    records = read_budgets(history)
     mode_active = records[-1].mode_active if records else True
     recorded: dict[str, int] = {}
     for record in records:
@@ -89,13 +89,14 @@ def usage_points(history: History, encoding: Encoding) -> list[UsagePoint]:
 
 
 def plot_budget(
-    workspace: str | os.PathLike[str],
+    workspace: str | os.PathLike[str] | History,
     *,
     model: str | None = None,
     context_window: int | None = None,
     threshold: float | None = None,
 ) -> tuple[BudgetRecord, bool]:
-    """The budget to draw for ``workspace``: the newest recorded one with any given
+    """The budget to draw for ``workspace`` (a directory, or a ``History``: a PostgreSQL
+    conversation keeps its record in the database): the newest recorded one with any given
     argument overriding its field, and whether a record was found. Without a record the
     model (default ``gpt-4o``) gives the encoding and window, the threshold is 0.7."""
     recorded = read_budgets(workspace)
@@ -123,7 +124,7 @@ def plot_budget(
 
 
 def plot_usage(
-    workspace: str | os.PathLike[str],
+    workspace: str | os.PathLike[str] | History,
     output: str | os.PathLike[str],
     *,
     model: str | None = None,
@@ -143,7 +144,10 @@ def plot_usage(
     record, _ = plot_budget(
         workspace, model=model, context_window=context_window, threshold=threshold
     )
-    history = History.open(workspace, recover=False)
+    if isinstance(workspace, History):
+        history, name = workspace, workspace.conversation or str(workspace.workspace)
+    else:
+        history, name = History.open(workspace, recover=False), Path(workspace).name
     points = usage_points(history, Encoding(record.encoding))
     budget = record.budget()
     fig, ax = plt.subplots(figsize=(10, 4.5), dpi=110)
@@ -169,10 +173,7 @@ def plot_usage(
         )
     ax.set_xlabel("step")
     ax.set_ylabel("tokens")
-    ax.set_title(
-        f"Context usage — {Path(workspace).name} ({record.context_window:,}-token window, "
-        f"{budget.label})"
-    )
+    ax.set_title(f"Context usage — {name} ({record.context_window:,}-token window, {budget.label})")
     ax.legend(loc="upper left", fontsize=8)
     ax.set_ylim(0, record.context_window)
     fig.tight_layout()

@@ -23,6 +23,7 @@ __all__ = [
     "Action",
     "Budget",
     "Claims",
+    "CountSplit",
     "Decision",
     "threshold_is_off",
 ]
@@ -96,6 +97,28 @@ _NO_CLAIMS = Claims()
 
 
 @dataclass(frozen=True, slots=True)
+class CountSplit:
+    """How much of a request's count is exact, anchored and estimated (SPEC §1, Request
+    counting; the core's ``ctxbudget::anchor::CountSplit``)."""
+
+    exact: int = 0
+    """Tokens counted with the model's own tokenizer (or by a provider's count
+    endpoint)."""
+    anchored: int = 0
+    """Tokens the provider reported for an earlier request with the same prefix."""
+    estimated: int = 0
+    """Tokens estimated for a family without a public tokenizer (calibrated once the
+    conversation has anchored requests)."""
+    margin: int = 0
+    """What the hard guards add for the estimated part (``ESTIMATE_MARGIN_BP`` of it)."""
+
+    @property
+    def total(self) -> int:
+        """The whole count: ``exact + anchored + estimated``."""
+        return self.exact + self.anchored + self.estimated
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The outcome of :meth:`Budget.evaluate`."""
 
@@ -107,6 +130,10 @@ class Decision:
     """``projected`` as a percentage of the usable limit."""
     headroom: bool
     """Whether an advisory would fit (``projected + min(2_048, U // 8) < U``)."""
+    count: CountSplit
+    """How much of ``projected`` is exact, anchored and estimated, and the margin the
+    hard guards kept for the estimated part (a bare :meth:`Budget.evaluate` call
+    counts ``projected`` as exact)."""
 
     @property
     def is_advisory(self) -> bool:
@@ -127,7 +154,13 @@ _SET_DECISION = tuple(
         "handoff_target",
         "percent_used",
         "headroom",
+        "count",
     )
+)
+
+
+_SET_COUNT = tuple(
+    CountSplit.__dict__[name].__set__ for name in ("exact", "anchored", "estimated", "margin")
 )
 
 
@@ -250,25 +283,55 @@ class Budget:
         )
 
     def evaluate(
-        self, projected: int, claims: Claims | None = None, new_context_offered: bool = True
+        self,
+        projected: int,
+        claims: Claims | None = None,
+        new_context_offered: bool = True,
+        *,
+        count: CountSplit | None = None,
     ) -> Decision:
-        """The action for a next request of ``projected`` tokens (SPEC §2, in order)."""
+        """The action for a next request of ``projected`` tokens (SPEC §2, in order).
+        ``count`` says how much of it is estimated: the hard guard (rollover, or block
+        when Off, at the usable limit) then adds its :attr:`CountSplit.margin`."""
         # The exact-int check first: it is the per-step path, and `_int_arg` says why not.
         used = projected if type(projected) is int and projected >= 0 else None
         if used is None:
             used = _int_arg("projected", projected, 0)
         if claims is None:
             claims = _NO_CLAIMS
+        if count is None:
+            count = _new_object(CountSplit)
+            set_exact, set_anchored, set_estimated, set_margin = _SET_COUNT
+            set_exact(count, used)
+            set_anchored(count, 0)
+            set_estimated(count, 0)
+            set_margin(count, 0)
+        elif count.exact + count.anchored + count.estimated != used:
+            raise PolicyError(f"count parts ({count.total:,}) must add up to projected ({used:,})")
         try:
             action, headroom = self._core.evaluate(
-                used, claims.warning, claims.handoff, claims.final, bool(new_context_offered)
+                used,
+                claims.warning,
+                claims.handoff,
+                claims.final,
+                bool(new_context_offered),
+                count.margin,
             )
         except OverflowError:
             raise PolicyError(f"projected must fit in 64 bits, got {used:,}") from None
         usable = self.usable_limit
         d = _new_object(Decision)
-        set_action, set_projected, set_usable, set_target, set_percent, set_headroom = _SET_DECISION
+        (
+            set_action,
+            set_projected,
+            set_usable,
+            set_target,
+            set_percent,
+            set_headroom,
+            set_count,
+        ) = _SET_DECISION
         set_action(d, _ACTIONS[action])
+        set_count(d, count)
         set_projected(d, used)
         set_usable(d, usable)
         set_target(d, self.handoff_target)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._shared import strict_parameters, tool_definition
+from ._shared import tool_definition
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -30,15 +30,6 @@ __all__ = [
     "tool_output_text",
 ]
 
-# Keywords OpenAI's strict mode does not accept.
-_NOT_STRICT = ("minLength", "maxLength", "minimum", "maximum", "pattern")
-
-
-def _strict_tool_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    return strict_parameters(
-        dict(params), required=set(params.get("required", ())), drop=_NOT_STRICT
-    )
-
 
 def _tools(flavor: str, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
@@ -47,24 +38,20 @@ def _tools(flavor: str, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, An
             out.append(dict(t))  # a provider's built-in tool: sent as the host gave it
             continue
         params = dict(t["parameters"])
-        # ctxbudget's own tools are strict. A host tool (it carries "strict", see
-        # normalize_tool) is sent as the host defined it.
-        host = "strict" in t
-        definition = tool_definition(
-            flavor,
-            t["name"],
-            t["description"],
-            params,
-            params if host else _strict_tool_params(params),
-        )
-        if host and flavor == "openai":
-            if t["strict"] is None:
+        # Every function tool is sent with the schema the session counted. A host tool
+        # keeps its own strict flag (normalize_tool); ctxbudget's tools carry none and go
+        # non-strict: OpenAI's strict form (every property required, nullable types)
+        # renders longer than the schema counted, and they answer any arguments anyway.
+        strict = t.get("strict")
+        definition = tool_definition(flavor, t["name"], t["description"], params, params)
+        if flavor == "openai":
+            if strict is None:
                 definition["function"].pop("strict", None)  # Chat Completions: off
             else:
-                definition["function"]["strict"] = bool(t["strict"])
-        elif host and flavor == "openai_responses":
+                definition["function"]["strict"] = bool(strict)
+        elif flavor == "openai_responses":
             # The Responses API takes a missing flag as strict: say off unless asked.
-            definition["strict"] = bool(t["strict"])
+            definition["strict"] = bool(strict)
         out.append(definition)
     return out
 

@@ -1,7 +1,9 @@
 """Exact token counting: the typed API over the Rust core.
 
 Counts equal ``len(tiktoken.get_encoding(name).encode_ordinary(text))`` for every
-text, in linear time (a megabyte of spaces or a base64 blob included), and
+text, in linear time (a megabyte of spaces or a base64 blob included) — and, for an
+open-weight model's own tokenizer read from disk (:meth:`Encoding.from_dir`), its
+original's count, with its chat template for whole requests — and
 :attr:`TokenCount.exact` is true unless the encoding is a stated estimate for another
 model. Counting releases the GIL; :meth:`Encoding.count_many` uses every core.
 """
@@ -10,30 +12,34 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast
 
 from . import _ctxbudget
 from ._messages import as_message
 from .errors import InvalidJsonError
-from .media import ImageProvider, image_rule_for
 
 __all__ = [
     "CALL_TOKENS",
     "DEFAULT_CACHE_SIZE",
+    "FUNCTIONS_TOKENS",
+    "FUNCTION_TOKENS",
     "MESSAGE_TOKENS",
     "NAME_TOKENS",
     "OTHER_MEDIA_TOKENS",
-    "PDF_PAGE_TOKENS",
+    "PROFILES",
     "REPLY_TOKENS",
     "Encoding",
+    "RequestProfile",
     "TokenCount",
     "count_messages",
     "count_tokens",
     "encoding_for_model",
     "encoding_names",
     "messages_tokens",
+    "profile_for",
     "render_tools",
     "request_tokens",
 ]
@@ -52,6 +58,13 @@ NAME_TOKENS: int = _ctxbudget.NAME_TOKENS
 REPLY_TOKENS: int = _ctxbudget.REPLY_TOKENS
 """Tokens that prime the reply, once per request (``<|start|>assistant<|message|>``)."""
 
+FUNCTIONS_TOKENS: int = _ctxbudget.FUNCTIONS_TOKENS
+"""Tokens the tools section adds besides its text, once per request with function tools
+(with :data:`FUNCTION_TOKENS`, fitted to the cookbook's tool constants for gpt-4o)."""
+
+FUNCTION_TOKENS: int = _ctxbudget.FUNCTION_TOKENS
+"""Tokens each function tool adds besides its rendered text."""
+
 CALL_TOKENS: int = _ctxbudget.CALL_TOKENS
 """Tokens that frame one tool call besides its function's name and arguments."""
 
@@ -59,8 +72,40 @@ OTHER_MEDIA_TOKENS: int = _ctxbudget.OTHER_MEDIA_TOKENS
 """Allowance for a media part that is neither an image (counted by the provider's rule,
 :mod:`ctxbudget.media`) nor a paged document (audio, a file of unknown kind)."""
 
-PDF_PAGE_TOKENS: int = _ctxbudget.PDF_PAGE_TOKENS
-"""Allowance per page of a document part (at most 100 pages)."""
+RequestProfile = Literal[
+    "openai_chat", "openai_responses", "harmony", "anthropic_messages", "gemini"
+]
+"""How a provider renders a request, and so how it counts (SPEC §1, Request counting;
+docs/concepts.md names each profile's sources):
+
+- ``openai_chat``: the OpenAI cookbook's framing, function tools as the TypeScript
+  namespace the model reads, a tool call as its name and arguments;
+- ``openai_responses``: the same messages; ``function_call`` and
+  ``function_call_output`` items each a message of their own (an assistant turn that
+  only calls tools has no assistant message around its calls);
+- ``harmony`` (gpt-oss): exactly the tokens ``openai-harmony`` renders;
+- ``anthropic_messages``, ``gemini``: chat framing over a stated estimate, with their
+  providers' image and PDF rules.
+"""
+
+PROFILES: tuple[RequestProfile, ...] = cast(
+    "tuple[RequestProfile, ...]", tuple(_ctxbudget.PROFILES)
+)
+"""Every request profile's name."""
+
+
+def profile_for(model: str) -> RequestProfile:
+    """The request profile ``model``'s requests count with: ``harmony`` for gpt-oss,
+    ``anthropic_messages`` for Claude, ``gemini`` for Gemini (also behind provider
+    prefixes such as ``openai/gpt-oss-120b``), else ``openai_chat``. A host on OpenAI's
+    Responses API passes ``"openai_responses"`` itself."""
+    return cast(RequestProfile, _ctxbudget.profile_for_model(model))
+
+
+def _checked_profile(profile: str) -> RequestProfile:
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}")
+    return profile  # narrowed to RequestProfile by the membership test
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +115,8 @@ class TokenCount:
     tokens: int
     """Number of tokens; an estimate when ``exact`` is false."""
     exact: bool
-    """True when ``tokens`` equals tiktoken's count (false only for estimates)."""
+    """True when ``tokens`` equals the tokenizer's own count (tiktoken's, or the
+    original of a tokenizer file); false only for estimates."""
 
 
 class Encoding:
@@ -90,23 +136,116 @@ class Encoding:
         self._core = _ctxbudget.Encoding(name, cache_size=_check_cache_size(cache_size))
 
     @classmethod
-    def for_model(cls, model: str, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Encoding:
+    def for_model(
+        cls,
+        model: str,
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        tokenizers: str | os.PathLike[str] | None = None,
+    ) -> Encoding:
         """The encoding that counts tokens for ``model``.
 
-        Follows tiktoken's model table (exact names, then prefixes; ``ft:`` fine-tunes
-        count like their base model). Families without a public tokenizer (``claude-*``,
+        With ``tokenizers`` (a directory of model directories on this machine: plain
+        ``Llama-3.1-8B-Instruct/`` directories or a HuggingFace cache), the model's own
+        tokenizer is read from the directory named like it (``ollama/llama3.1:8b``
+        finds ``Llama-3.1-8B-Instruct``; see :meth:`from_dir`), or
+        :class:`~ctxbudget.TokenizerError` says none matches. Otherwise follows
+        tiktoken's model table (exact names, then prefixes; ``ft:`` fine-tunes count
+        like their base model). Families without a public tokenizer (``claude-*``,
         ``gemini-*``) get a stated estimate: see :attr:`estimate_scale`. Anything else
         raises :class:`~ctxbudget.UnknownModelError`.
         """
         if not isinstance(model, str):
             raise TypeError(f"model must be str, got {type(model).__name__}")
         enc = cls.__new__(cls)
-        enc._core = _ctxbudget.Encoding.for_model(model, cache_size=_check_cache_size(cache_size))
+        size = _check_cache_size(cache_size)
+        if tokenizers is not None:
+            enc._core = _ctxbudget.Encoding.for_model_in(
+                os.fspath(tokenizers), model, cache_size=size
+            )
+        else:
+            enc._core = _ctxbudget.Encoding.for_model(model, cache_size=size)
+        return enc
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
+    ) -> Encoding:
+        """The tokenizer in a file on this machine: a HuggingFace ``tokenizer.json``
+        (byte-level BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4…) or a Mistral
+        ``tekken*.json``.
+
+        Counts equal the original's ``encode(text, add_special_tokens=False)``: added
+        and special tokens written in the text count as one token each. Nothing is
+        downloaded; a file is read once per process. Raises
+        :class:`~ctxbudget.TokenizerError` naming what the file lacks or what it uses
+        that is not supported (a SentencePiece-style or WordPiece model).
+        """
+        enc = cls.__new__(cls)
+        enc._core = _ctxbudget.Encoding.from_file(
+            os.fspath(path), cache_size=_check_cache_size(cache_size)
+        )
+        return enc
+
+    @classmethod
+    def from_dir(
+        cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
+    ) -> Encoding:
+        """The tokenizer of a model directory as published (its ``tokenizer.json``
+        or ``tekken.json``) with its chat template (``chat_template.jinja``,
+        ``chat_template.json`` or ``tokenizer_config.json``): see :meth:`count_chat`."""
+        enc = cls.__new__(cls)
+        enc._core = _ctxbudget.Encoding.from_dir(
+            os.fspath(path), cache_size=_check_cache_size(cache_size)
+        )
         return enc
 
     @property
+    def has_chat_template(self) -> bool:
+        """True when the tokenizer came with a chat template (:meth:`from_dir`)."""
+        return self._core.has_chat_template
+
+    def render_chat(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        tools: Iterable[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        variables: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The text the model's own chat template renders, as ``transformers``'
+        ``apply_chat_template(messages, tools=tools, add_generation_prompt=…,
+        tokenize=False)`` does; ``variables`` adds template variables (for example
+        ``{"enable_thinking": False}``). Raises :class:`~ctxbudget.TokenizerError` when
+        the template refuses the conversation (its ``raise_exception`` message)."""
+        return self._core.render_chat(
+            _listed(messages),
+            None if tools is None else _listed(tools),
+            add_generation_prompt,
+            None if variables is None else dict(variables),
+        )
+
+    def count_chat(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        tools: Iterable[Mapping[str, Any]] | None = None,
+        variables: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Tokens of a request as an open-weight server sends it to the model: the
+        chat template rendered with the prompt for the reply, then tokenized — the count
+        of ``apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+        tokenize=True)`` (the ``chat_template`` counting profile)."""
+        return self._core.count_chat(
+            _listed(messages),
+            None if tools is None else _listed(tools),
+            None if variables is None else dict(variables),
+        )
+
+    @property
     def name(self) -> str:
-        """The encoding's name, e.g. ``"o200k_base"``."""
+        """The encoding's name, e.g. ``"o200k_base"`` (a file's stem or a model
+        directory's name for :meth:`from_file` and :meth:`from_dir`)."""
         return self._core.name
 
     @property
@@ -238,12 +377,12 @@ def messages_tokens(
     encoding: Encoding,
     messages: Iterable[Mapping[str, Any]],
     *,
-    images: ImageProvider = "openai",
+    profile: RequestProfile = "openai_chat",
 ) -> int:
-    """Tokens of ``messages`` with their framing, without the request's reply priming:
-    the rule :func:`count_messages` applies, for callers that sum requests piecewise.
-    Images count by ``images``' rule (see :mod:`ctxbudget.media`)."""
-    return encoding._core.count_messages(_listed(messages), images)
+    """Tokens of ``messages`` with their framing by ``profile``, without the request's
+    reply priming (nor, for ``harmony``, its system and developer messages): the rule
+    :func:`count_messages` applies, for callers that sum requests piecewise."""
+    return encoding._core.count_messages(_listed(messages), _checked_profile(profile))
 
 
 def request_tokens(
@@ -252,11 +391,14 @@ def request_tokens(
     messages: Iterable[Mapping[str, Any]],
     tools: Iterable[Mapping[str, Any]] = (),
     *,
-    images: ImageProvider = "openai",
+    profile: RequestProfile = "openai_chat",
 ) -> int:
-    """Tokens of a request: the reply priming, the system text as a system message, the
-    advertised tools and every message (see :func:`count_messages`)."""
-    return encoding._core.count_request(system or None, _listed(messages), _listed(tools), images)
+    """Tokens of a request by ``profile``: the reply priming, the system text as a
+    system message, the advertised tools and every message (see
+    :func:`count_messages`)."""
+    return encoding._core.count_request(
+        system or None, _listed(messages), _listed(tools), _checked_profile(profile)
+    )
 
 
 def render_tools(tools: Iterable[Mapping[str, Any]]) -> str:
@@ -277,9 +419,12 @@ def count_messages(
     *,
     model: str | None = None,
     encoding: str | Encoding | None = None,
+    profile: RequestProfile | None = None,
 ) -> int:
     """Tokens of a whole request, counted the way :class:`~ctxbudget.Session` budgets
-    it — the way OpenAI's chat format renders it (SPEC §1, Request counting): each
+    it — the way the provider renders it (SPEC §1, Request counting), by ``profile``
+    (default: the model's, :func:`profile_for`; ``openai_chat`` for an encoding). For
+    ``openai_chat``, the way OpenAI's chat format renders it: each
     message framed by :data:`MESSAGE_TOKENS` plus its role (and :data:`NAME_TOKENS` plus
     the name for a ``name``), :data:`REPLY_TOKENS` per request, a tool call as its
     function's name and arguments (:data:`CALL_TOKENS` each), and the function tools in
@@ -290,8 +435,9 @@ def count_messages(
     SDK objects, pydantic models or dataclasses of those shapes, or LangChain messages
     (anything else is a ``TypeError``). Text counts exactly; images count by the
     provider's documented rule (:mod:`ctxbudget.media`: Anthropic's for Anthropic-shaped
-    parts and Claude models, else OpenAI's tiles), documents :data:`PDF_PAGE_TOKENS` per
-    page (up to 100); parts of no known kind, and tools that are not functions, count as
+    parts and Claude models, else OpenAI's tiles), PDF documents by the provider's
+    per-page rule (:func:`ctxbudget.media.pdf_tokens`, up to 100 pages, read from inline
+    data); parts of no known kind, and tools that are not functions, count as
     their JSON. Give exactly one of ``model`` and ``encoding`` (a name or an
     :class:`Encoding`)::
 
@@ -300,5 +446,6 @@ def count_messages(
     if isinstance(messages, Mapping):
         raise TypeError("count_messages() takes a list of messages; wrap a single one in a list")
     messages = [as_message(m) for m in messages]
-    images = image_rule_for(model) if model is not None else "openai"
-    return request_tokens(_resolve(model, encoding), None, messages, tools or (), images=images)
+    if profile is None:
+        profile = profile_for(model) if model is not None else "openai_chat"
+    return request_tokens(_resolve(model, encoding), None, messages, tools or (), profile=profile)

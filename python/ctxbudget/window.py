@@ -180,6 +180,18 @@ class WindowFold:
         seq = self._core.last_user_seq
         return None if seq is None else self._rows.get(seq)
 
+    def opening_row(self) -> Row | None:
+        """The boundary row that opened the current window, if it was read (``None``
+        in the first window)."""
+        window = self._core.window_id
+        if not window.startswith("w:") or window == "w:0":
+            return None
+        try:
+            row = self._rows.get(int(window[2:]))
+        except ValueError:
+            return None
+        return row if row is not None and row.kind == "boundary" else None
+
     def visible_rows(self) -> list[Row]:
         """The rows of the window a request carries, oldest first."""
         rows = self._rows

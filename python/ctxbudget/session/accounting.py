@@ -10,18 +10,29 @@ and their tokens as the window fold reads rows, so a step costs O(new rows).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .. import _ctxbudget
 from ..history import Row
-from ..media import ImageProvider
 from ..prompts import Capabilities, PromptContext, Prompts
 from ..providers import tool_output_text
-from ..tokens import Encoding, messages_tokens, request_tokens
+from ..tokens import Encoding, RequestProfile, messages_tokens, request_tokens
 from ..window import WindowChange, WindowFold
 from .types import RequestHook
 
-__all__ = ["Requests", "WindowTokens", "row_messages", "text_of"]
+__all__ = [
+    "CALIBRATION_KEYS",
+    "Anchor",
+    "Requests",
+    "WindowTokens",
+    "carried_calibration",
+    "row_messages",
+    "text_of",
+]
 
 _SENT_AS_USER = ("lead_in", "advisory", "continuation")
 
@@ -68,31 +79,99 @@ def row_messages(row: Row, *, mode_active: bool) -> list[dict[str, Any]]:
     return [message]
 
 
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A request whose input tokens a provider reported (or a count endpoint counted),
+    bound to what was sent: the prefix's fingerprint, the last seq read and the number
+    of visible rows it carried (``meta.request`` of the reply that answered it)."""
+
+    reported: int
+    profile: int
+    """The profile's (uncalibrated) count of the same request."""
+    overhead: int
+    """The part of ``profile`` that was frame, system text and tools."""
+    last_seq: int
+    rows: int
+    fingerprint: str
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> Anchor | None:
+        """The anchor a reply row records, if it records a whole one."""
+        usage, request = meta.get("usage"), meta.get("request")
+        if not isinstance(usage, Mapping) or not isinstance(request, Mapping):
+            return None
+        fields = (
+            usage.get("input_tokens"),
+            request.get("profile"),
+            request.get("overhead", 0),
+            request.get("last_seq"),
+            request.get("rows"),
+        )
+        fp = request.get("fp")
+        counts = [v for v in fields if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+        if not isinstance(fp, str) or len(counts) != len(fields):
+            return None
+        reported, profile, overhead, last_seq, rows = counts
+        return cls(reported, profile, min(overhead, profile), last_seq, rows, fp)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+CALIBRATION_KEYS = ("reported", "estimated", "overhead", "step_reported", "step_estimated")
+"""The calibration sums, in the order the core takes them (``ctxbudget::anchor``)."""
+
+Sums = tuple[int, int, int, int, int]
+_NO_SUMS: Sums = (0, 0, 0, 0, 0)
+
+
+def carried_calibration(meta: Mapping[str, Any]) -> Sums:
+    """The calibration sums a boundary row carries into its window (``meta.calibration``)."""
+    cal = meta.get("calibration")
+    if not isinstance(cal, Mapping):
+        return _NO_SUMS
+    values = [cal.get(k, 0) for k in CALIBRATION_KEYS]
+    if not all(_count(v) for v in values):
+        return _NO_SUMS
+    r, e, o, sr, se = (int(v) for v in values)
+    return (r, e, o, sr, se)
+
+
 class WindowTokens:
     """The window's visible messages and their tokens (without request framing or
-    system text), updated from each :class:`~ctxbudget.window.WindowChange`."""
+    system text), updated from each :class:`~ctxbudget.window.WindowChange`, and the
+    anchors its replies record (with the calibration sums over them)."""
 
     __slots__ = (
+        "_anchors",
+        "_calibration",
+        "_carried",
         "_encoding",
-        "_images",
         "_messages",
         "_mode_active",
+        "_profile",
         "_tokens",
         "_total",
         "_visible",
     )
 
     def __init__(
-        self, encoding: Encoding, *, mode_active: bool, images: ImageProvider = "openai"
+        self, encoding: Encoding, *, mode_active: bool, profile: RequestProfile = "openai_chat"
     ) -> None:
         self._encoding = encoding
-        self._images: ImageProvider = images
+        self._profile: RequestProfile = profile
         self._mode_active = mode_active
         self._messages: dict[int, list[dict[str, Any]]] = {}
         self._tokens: dict[int, int] = {}
         self._total = 0
         # The visible messages in order, extended as rows arrive (None: rebuild).
         self._visible: list[dict[str, Any]] | None = []
+        # Anchors recorded by the window's visible replies, by seq (oldest first).
+        self._anchors: dict[int, Anchor] = {}
+        # Calibration sums the window's boundary carried over from the windows before.
+        self._carried: Sums = _NO_SUMS
+        self._calibration: tuple[tuple[int, int, Sums], Sums] | None = None
 
     def apply(self, change: WindowChange, fold: WindowFold) -> None:
         """Counts the rows a fold step found sent, and uncounts the rows its
@@ -100,21 +179,91 @@ class WindowTokens:
         if change.reset:
             self._messages.clear()
             self._tokens.clear()
+            self._anchors.clear()
             self._total = 0
             self._visible = []
+            self._carried = _NO_SUMS
+        if change.reset or not self._tokens:
+            opening = fold.opening_row()
+            if opening is not None:
+                self._carried = carried_calibration(opening.meta)
         for row in change.visible:
             messages = row_messages(row, mode_active=self._mode_active)
-            tokens = messages_tokens(self._encoding, messages, images=self._images)
+            tokens = messages_tokens(self._encoding, messages, profile=self._profile)
             self._messages[row.seq] = messages
             self._tokens[row.seq] = tokens
             self._total += tokens
             if self._visible is not None:
                 self._visible.extend(messages)
+            if row.role == "assistant" and "usage" in row.meta:
+                anchor = Anchor.from_meta(row.meta)
+                # A figure far from the profile's count of its own request (a placeholder,
+                # another request's usage) would hold every later count below the request.
+                if anchor is not None and _ctxbudget.anchor_plausible(
+                    anchor.reported, anchor.profile
+                ):
+                    self._anchors[row.seq] = anchor
         if change.retracts:
             for seq in [s for s in self._tokens if fold.is_retracted(s)]:
                 self._total -= self._tokens.pop(seq)
                 del self._messages[seq]
+                self._anchors.pop(seq, None)
                 self._visible = None
+
+    @property
+    def anchored(self) -> bool:
+        """Whether a visible reply of the window records an anchor."""
+        return bool(self._anchors)
+
+    def latest_anchor(self) -> Anchor | None:
+        """The anchor of the window's latest visible reply that records one."""
+        return self._anchors[next(reversed(self._anchors))] if self._anchors else None
+
+    def calibration(self) -> Sums:
+        """The calibration sums (:data:`CALIBRATION_KEYS`) over the conversation's
+        anchored requests: those the window's boundary carried in, plus its visible
+        replies' — each request, and each step between consecutive requests of one
+        prefix (the same fingerprint, more rows, nothing shrunk)."""
+        key = (len(self._anchors), next(reversed(self._anchors), 0), self._carried)
+        if self._calibration is not None and self._calibration[0] == key:
+            return self._calibration[1]
+        r, e, o, sr, se = self._carried
+        previous: Anchor | None = None
+        for a in self._anchors.values():
+            if a.reported and a.profile:
+                r, e, o = r + a.reported, e + a.profile, o + a.overhead
+                if (
+                    previous is not None
+                    and previous.fingerprint == a.fingerprint
+                    and a.rows > previous.rows
+                    and a.reported > previous.reported
+                    and a.profile > previous.profile
+                ):
+                    sr += a.reported - previous.reported
+                    se += a.profile - previous.profile
+                previous = a
+        sums = (r, e, o, sr, se)
+        self._calibration = (key, sums)
+        return sums
+
+    @property
+    def rows(self) -> int:
+        """Visible rows of the window (those a request carries)."""
+        return len(self._tokens)
+
+    def since(self, anchor: Anchor) -> int | None:
+        """Tokens of the visible rows appended after ``anchor``'s request, or ``None``
+        when the request's prefix is no longer what was sent (a row it carried was
+        retracted or fell below a floor)."""
+        after = tokens = 0
+        for seq in reversed(self._tokens):
+            if seq <= anchor.last_seq:
+                break
+            after += 1
+            tokens += self._tokens[seq]
+        if len(self._tokens) - after != anchor.rows:
+            return None
+        return tokens
 
     @property
     def tokens(self) -> int:
@@ -143,11 +292,12 @@ class Requests:
         "_base",
         "_capabilities",
         "_encoding",
+        "_fingerprint",
         "_fixed",
         "_host_tools",
-        "_images",
         "_offered",
         "_own_tools",
+        "_profile",
         "_tools_version",
     )
 
@@ -158,10 +308,10 @@ class Requests:
         host_tools: Sequence[Mapping[str, Any]],
         own_tools: Sequence[Mapping[str, Any]],
         *,
-        images: ImageProvider = "openai",
+        profile: RequestProfile = "openai_chat",
     ) -> None:
         self._encoding = encoding
-        self._images: ImageProvider = images
+        self._profile: RequestProfile = profile
         self._capabilities = capabilities
         self._host_tools = [dict(t) for t in host_tools]
         self._own_tools = [dict(t) for t in own_tools]
@@ -169,6 +319,7 @@ class Requests:
         # Bumped whenever the advertised tools change, so the cached overhead is recounted.
         self._tools_version = 0
         self._fixed: tuple[tuple[str, int], int] | None = None
+        self._fingerprint: tuple[tuple[str, str, int], str] | None = None
         self._base: tuple[tuple[str, str | None, str, int], str] | None = None
 
     # ----- the parts ------------------------------------------------------------------
@@ -238,9 +389,9 @@ class Requests:
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]],
     ) -> int:
-        """Tokens of a request: SPEC §1 framing (8 per message and tool schema, 1 per
-        request), text counts, tool-call JSON, media allowances."""
-        return request_tokens(self._encoding, system, messages, tools, images=self._images)
+        """Tokens of a request by the session's request profile (SPEC §1, Request
+        counting)."""
+        return request_tokens(self._encoding, system, messages, tools, profile=self._profile)
 
     def overhead(self, system: str) -> int:
         """Tokens of the request frame, the system text and every advertised tool schema
@@ -248,16 +399,27 @@ class Requests:
         key = (system, self._tools_version)
         if self._fixed is not None and self._fixed[0] == key:
             return self._fixed[1]
-        total = request_tokens(self._encoding, system, (), self.tools())
+        total = request_tokens(self._encoding, system, (), self.tools(), profile=self._profile)
         self._fixed = (key, total)
         return total
 
-    def projected(
-        self, owner: _Owner, fold: WindowFold, window: WindowTokens, hooks: Sequence[RequestHook]
-    ) -> int:
-        """Tokens of the next request before unrestricted hooks: frame, system, tools and
-        every visible row of the window (a running sum)."""
-        return self.overhead(self.system(owner, fold, hooks)) + window.tokens
+    def fingerprint(self, system: str, window_id: str, model: str) -> str:
+        """What binds a reported figure to the prefix of the request it answered: the
+        window, the model, the system text as sent (context-only hooks included) and
+        every advertised tool (cached while they do not change). Deterministic, so
+        every host computes the same one for the same request."""
+        key = (system, window_id, self._tools_version)
+        if self._fingerprint is not None and self._fingerprint[0] == key:
+            return self._fingerprint[1]
+        text = json.dumps(
+            [window_id, model, self._encoding.name, system, self.tools()],
+            sort_keys=True,
+            ensure_ascii=False,
+            default=str,
+        )
+        fp = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+        self._fingerprint = (key, fp)
+        return fp
 
     def assemble(
         self, owner: _Owner, fold: WindowFold, window: WindowTokens, hooks: Sequence[RequestHook]
@@ -279,19 +441,3 @@ class Requests:
                     }
                 )
         return request
-
-    def measure(
-        self,
-        owner: _Owner,
-        fold: WindowFold,
-        window: WindowTokens,
-        hooks: Sequence[RequestHook],
-        count: Callable[[str, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], int],
-    ) -> tuple[dict[str, Any] | None, int]:
-        """The request to send (``None`` when no unrestricted hook can change it; it is
-        built later) and its tokens — of the request after the hooks ran (``count``
-        counts an assembled request)."""
-        if all(h.context_only for h in hooks):
-            return None, self.projected(owner, fold, window, hooks)
-        request = self.assemble(owner, fold, window, hooks)
-        return request, count(request["system"], request["messages"], request["tools"])

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..policy import Action
+from ..policy import Action, Decision
 from . import steps
+from .anchoring import Measured
 from .steps import turn
 from .types import Turn
 
@@ -48,8 +49,8 @@ def decide(s: Session, events: list[str]) -> Turn:
         and not fold.is_retracted(last_user.seq)
         and last_user.seq not in s._fresh_checked
     ):
-        fresh = steps.fresh_request_tokens(s, last_user.parts)
-        if fresh >= s.budget.usable_limit:
+        fresh = s._counting.fresh(s, steps.fresh_request_tokens(s, last_user.parts))
+        if fresh.total + fresh.margin >= s.budget.usable_limit:
             return steps.quarantine(s, last_user, fresh, events)
         s._fresh_checked.add(last_user.seq)
 
@@ -59,8 +60,8 @@ def decide(s: Session, events: list[str]) -> Turn:
         if paused is not None:
             return paused
 
-    request, projected = s._measure()
-    decision = s.budget.evaluate(projected, fold.claims, caps.new_context)
+    measured = s._measure()
+    decision = _evaluate(s, measured)
     if decision.action is Action.BLOCK:
         return turn(s, "block", decision, events, reason="the usable limit is reached")
     if decision.action is Action.ROLLOVER:
@@ -69,11 +70,19 @@ def decide(s: Session, events: list[str]) -> Turn:
         paused = steps.rollover(s, "usable_limit", events)
         if paused is not None:
             return paused
-        request, projected = s._measure()
-        decision = s.budget.evaluate(projected, fold.claims, caps.new_context)
+        measured = s._measure()
+        decision = _evaluate(s, measured)
     if decision.is_advisory:
         steps.publish_advisory(s, decision, caps)
         events.append(f"advisory:{decision.action.value}")
-        request, projected = s._measure()
-        decision = replace(decision, projected=projected)
-    return turn(s, "send", decision, events, request=request)
+        measured = s._measure()
+        decision = replace(decision, projected=measured.split.total, count=measured.split)
+    return turn(s, "send", decision, events, measured=measured)
+
+
+def _evaluate(s: Session, measured: Measured) -> Decision:
+    """The budget's decision on a measured request (its estimated part guarded)."""
+    count = measured.split
+    return s.budget.evaluate(
+        count.total, s._fold.claims, s._capabilities().new_context, count=count
+    )

@@ -22,28 +22,32 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import providers
 from ..budget_record import record_request_overhead, record_session_budget
 from ..errors import ConflictError, InvalidArgumentError
 from ..history import AppendResult, Durability, History
-from ..media import image_rule_for
 from ..policy import Budget
 from ..prompts import DEFAULT_PROMPTS, Capabilities, Prompts
 from ..settings import Settings, Strategy
-from ..tokens import Encoding
+from ..tokens import Encoding, RequestProfile, profile_for
 from ..tools import OWN_TOOL_NAMES, ToolPolicy, Toolset
+from ..usage import Usage, usage_of
 from ..window import OpenCall, WindowChange, WindowFold, WindowView
 from . import keyed, steps
 from . import rows as make
 from .accounting import Requests, WindowTokens
+from .anchoring import Counting, CountRequest, Measured, RequestCounter, Sent
 from .decide import decide
 from .keyed import KeyedMessage, KeyIndex, SyncReport
 from .lock import SessionLock
 from .lock import locked as _locked
 from .lock import locked_brief as _locked_brief
 from .types import RequestHook, Turn, context_window_for, encoding_for
+
+if TYPE_CHECKING:
+    from ..database import Database
 
 __all__ = ["Session"]
 
@@ -103,7 +107,11 @@ class Session:
         read_only: bool,
         tools: Sequence[Mapping[str, Any]] = (),
         open_calls: str = "interrupt",
+        profile: RequestProfile | None = None,
+        counter: RequestCounter | None = None,
     ) -> None:
+        if counter is not None and not callable(counter):
+            raise TypeError(f"counter must be callable, got {type(counter).__name__}")
         if open_calls not in _OPEN_CALL_POLICIES:
             raise InvalidArgumentError(
                 f"open_calls must be one of {list(_OPEN_CALL_POLICIES)}, got {open_calls!r}"
@@ -134,19 +142,20 @@ class Session:
         self.new_context = self._toolset.new_context
         # The window: read once by the core's fold, counted once by the accounting.
         self._fold = WindowFold(history)
-        self._images = image_rule_for(model)
+        self.profile: RequestProfile = profile if profile is not None else profile_for(model)
         self._requests = Requests(
             encoding,
             self._toolset.capabilities,
             host_tools,
             self._toolset.definitions(),
-            images=self._images,
+            profile=self.profile,
         )
-        self._window = WindowTokens(encoding, mode_active=mode_active, images=self._images)
+        self._window = WindowTokens(encoding, mode_active=mode_active, profile=self.profile)
         self._view: WindowView | None = None
         self._overhead_window: str | None = None
-        self._sent: tuple[str, int] | None = None
-        """Window and tokens of the last request ``prepare`` sent (the reply's stamp)."""
+        self._sent: Sent | None = None
+        """The last request ``prepare`` sent (the reply's stamp)."""
+        self._counting = Counting(counter, estimated=encoding.is_estimate)
         self._sync()
         # Calls already open now were left by a process that stopped mid-step; calls made
         # while this session runs are the host's to answer.
@@ -156,8 +165,9 @@ class Session:
     @classmethod
     def open(
         cls,
-        workspace: str | os.PathLike[str],
+        workspace: str | os.PathLike[str] | None = None,
         *,
+        database: Database | None = None,
         conversation: str | None = None,
         cursor_key: str | None = None,
         model: str = "gpt-4o",
@@ -173,12 +183,17 @@ class Session:
         tools: Sequence[Mapping[str, Any]] = (),
         encoding: str | Encoding | None = None,
         open_calls: str = "interrupt",
+        profile: RequestProfile | None = None,
+        counter: RequestCounter | None = None,
+        tokenizer: str | os.PathLike[str] | None = None,
     ) -> Session:
         """Opens (or continues) the session stored in ``workspace``: a workspace directory,
         or a ``postgresql://`` URL with ``conversation=`` naming the conversation (and
         optionally ``cursor_key=``), as :meth:`History.open` takes them — every host
         that opens the same conversation continues the same session, its memory files
-        included (kept in the same database).
+        included (kept in the same database). ``database=`` (a
+        :class:`~ctxbudget.Database` the host opened with its pool settings) with
+        ``conversation=`` takes the place of the URL.
 
         Token-budget mode is active unless ``settings`` say otherwise (its effective
         strategy). ``threshold`` defaults to the settings' value for ``model`` (0.7).
@@ -189,12 +204,25 @@ class Session:
         ``encoding`` (a name such as ``"o200k_base"`` or an :class:`Encoding`) counts
         for any model name — a local model needs it and ``context_window``; without it
         the model's tokenizer is looked up (:class:`~ctxbudget.UnknownModelError` if
-        there is none). ``open_calls`` says what :meth:`prepare` does with tool calls
+        there is none). ``tokenizer`` counts with an open-weight model's own tokenizer
+        instead, read from this machine's disk (never downloaded): a ``tokenizer.json``
+        or ``tekken.json`` file, the model's directory, or a directory of model
+        directories where the one named like ``model`` is found
+        (``model="ollama/llama3.1:8b"`` finds ``Llama-3.1-8B-Instruct``); see
+        :meth:`Encoding.from_dir`. ``open_calls`` says what :meth:`prepare` does with tool calls
         that already had no result when the session opened (a process stopped between
         :meth:`add_assistant` and :meth:`add_tool_results`): ``"interrupt"`` records
         :data:`INTERRUPTED_OUTPUT` for each, so call/result pairs stay whole; ``"wait"``
         returns ``pause`` while any call of the window has no result (another worker is
         still running it). Calls made while the session runs are the host's to answer.
+        ``profile`` says how the provider renders requests, and so how they count
+        (:data:`~ctxbudget.tokens.RequestProfile`; SPEC §1): by default the model's
+        (:func:`~ctxbudget.tokens.profile_for`) — pass ``"openai_responses"`` for a host
+        on OpenAI's Responses API.
+        ``counter`` plugs in a provider's count endpoint as an exact source
+        (:class:`~ctxbudget.RequestCounter`, e.g.
+        :func:`ctxbudget.counters.anthropic_counter`): each request is counted by it
+        once, and a failure falls back to the estimate with an event.
         """
         if not isinstance(model, str):
             raise TypeError(f"model must be str, got {type(model).__name__}")
@@ -202,12 +230,25 @@ class Session:
         if settings is not None and threshold is None:
             threshold = settings.threshold_for(model)
         mode_active = settings is None or settings.effective_strategy is Strategy.TOKEN_BUDGET
+        target: str | os.PathLike[str] | Database
+        if database is not None and workspace is None:
+            target = database
+        elif workspace is not None and database is None:
+            target = workspace
+        else:
+            raise InvalidArgumentError(
+                "Session.open needs a workspace (a directory or a postgresql:// URL) or "
+                "database= (a ctxbudget.Database), not both"
+            )
         return cls(
             History.open(
-                workspace, conversation=conversation, cursor_key=cursor_key, durability=durability
+                target,
+                conversation=conversation,
+                cursor_key=cursor_key,
+                durability=durability,
             ),
             model=model,
-            encoding=encoding_for(model, encoding, window),
+            encoding=encoding_for(model, encoding, window, tokenizer),
             budget=Budget(window, 0.7 if threshold is None else threshold, output_reserve),
             mode_active=mode_active,
             tool_policy=tool_policy if tool_policy is not None else ToolPolicy.preset("exec"),
@@ -216,6 +257,8 @@ class Session:
             read_only=read_only,
             tools=tools,
             open_calls=open_calls,
+            profile=profile,
+            counter=counter,
         )
 
     # ----- the window, read back from the transcript ---------------------------------
@@ -229,7 +272,7 @@ class Session:
         if full:
             self._fold = WindowFold(self.history)
             self._window = WindowTokens(
-                self.encoding, mode_active=self.mode_active, images=self._images
+                self.encoding, mode_active=self.mode_active, profile=self.profile
             )
         self._apply(self._fold.advance())
 
@@ -261,7 +304,7 @@ class Session:
         if with_budget:
             record_session_budget(self, tokens)
         else:
-            record_request_overhead(self.history.workspace, fold.window_id, tokens)
+            record_request_overhead(self.history, fold.window_id, tokens)
 
     @_locked
     def view(self, *, refresh: bool = False) -> WindowView:
@@ -416,11 +459,19 @@ class Session:
         return list(range(r.last_seq - len(rows) + 1, r.last_seq + 1))
 
     def add_assistant(
-        self, text: str | None = None, tool_calls: Sequence[Mapping[str, Any]] = ()
+        self,
+        text: str | None = None,
+        tool_calls: Sequence[Mapping[str, Any]] = (),
+        *,
+        usage: Usage | Mapping[str, Any] | object | None = None,
     ) -> str:
         """Records the model's reply: text and/or tool calls (``id``, ``name``,
-        ``arguments``)."""
-        return self._add_assistant(text, tool_calls, None)
+        ``arguments``). ``usage`` is what the provider reported for the request
+        (:class:`~ctxbudget.Usage`, or the provider's own usage object or dict, read by
+        :func:`~ctxbudget.usage_of`): it is recorded with the reply, bound to the
+        request :meth:`prepare` last sent, and the next request's count starts from
+        it (SPEC §1, usage anchoring)."""
+        return self._add_assistant(text, tool_calls, None, usage_of(usage))
 
     @_locked
     def _add_assistant(
@@ -428,16 +479,33 @@ class Session:
         text: str | None,
         tool_calls: Sequence[Mapping[str, Any]],
         meta: Mapping[str, Any] | None,
+        usage: Usage | None = None,
     ) -> str:
-        rows = self._stamped([make.assistant_row(text, tool_calls, dict(meta or {}))])
+        rows = self._stamped([make.assistant_row(text, tool_calls, dict(meta or {}))], usage)
         r = self._append(rows)
         return str(r.first_seq)
 
-    def _stamped(self, rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        """``rows`` with the size of the request :meth:`prepare` last sent stamped on
-        their assistant messages (``meta.request_tokens``, what ``ctxbudget plot``
-        draws): what this session counted for the request the reply answers, measured
-        once, never recounted; only in the window it was sent in, and only once."""
+    @_locked_brief
+    def record_usage(self, usage: Usage | Mapping[str, Any] | object) -> bool:
+        """Notes what the provider reported for the request :meth:`prepare` last sent,
+        for integrations that see the usage before the reply's rows are written (the
+        Agents SDK's ``on_llm_end``): the next reply recorded carries it. ``False``
+        when no request is waiting for its reply."""
+        found = usage_of(usage)
+        if found is None or self._sent is None:
+            return False
+        self._sent = self._sent._replace(usage=found)
+        return True
+
+    def _stamped(
+        self, rows: Sequence[Mapping[str, Any]], usage: Usage | None = None
+    ) -> list[Mapping[str, Any]]:
+        """``rows`` with the request :meth:`prepare` last sent stamped on their
+        assistant messages: its size (``meta.request_tokens``, what ``ctxbudget plot``
+        draws: measured once, never recounted) on each, and on the first what binds
+        the provider's figure to that request (``meta.request``) and the figure itself
+        (``meta.usage``) — only in the window it was sent in, and only once. Without a
+        request to bind to, ``usage`` is still recorded."""
         replies = [
             n
             for n, row in enumerate(rows)
@@ -445,43 +513,63 @@ class Session:
             and row.get("role") == "assistant"
             and isinstance(row.get("meta") or {}, Mapping)
         ]
-        if not replies or self._sent is None:
+        if not replies:
             return list(rows)
-        (window, tokens), self._sent = self._sent, None
-        if window != self._fold.window_id:
-            return list(rows)
+        sent, self._sent = self._sent, None
         out = list(rows)
-        for n in replies:
+        if sent is None or sent.window != self._fold.window_id:
+            if usage is not None:
+                meta = dict(out[replies[0]].get("meta") or {})
+                meta["usage"] = usage.to_meta()
+                out[replies[0]] = {**out[replies[0]], "meta": meta}
+            return out
+        stamp = sent.meta(usage)
+        for k, n in enumerate(replies):
             meta = dict(out[n].get("meta") or {})
-            meta["request_tokens"] = tokens
+            if k == 0:
+                meta.update(stamp)
+            else:
+                meta["request_tokens"] = stamp["request_tokens"]
             out[n] = {**out[n], "meta": meta}
         return out
 
-    def add_assistant_from_openai(self, message: Any) -> str:
-        """Records an OpenAI ``ChatCompletionMessage`` (or its dict), tool calls included.
-        A Responses API reply goes to :meth:`add_assistant_from_openai_responses`."""
+    def add_assistant_from_openai(
+        self, message: Any, *, usage: Usage | Mapping[str, Any] | object | None = None
+    ) -> str:
+        """Records an OpenAI ``ChatCompletionMessage`` (or its dict), tool calls included;
+        ``usage`` is the completion's (``completion.usage``: its ``prompt_tokens``). A
+        Responses API reply goes to :meth:`add_assistant_from_openai_responses`."""
         text, calls = providers.from_openai_message(message)
-        return self.add_assistant(text, calls)
+        return self.add_assistant(text, calls, usage=usage)
 
-    def add_assistant_from_openai_responses(self, response: Any) -> str:
+    def add_assistant_from_openai_responses(
+        self, response: Any, *, usage: Usage | Mapping[str, Any] | object | None = None
+    ) -> str:
         """Records an OpenAI Responses API reply (a ``Response``, its dict or its
         ``output`` list): output text and refusals as text, ``function_call`` items as
         tool calls (keyed by ``call_id``), and ``reasoning`` items kept whole so that
         :meth:`Turn.to_openai_responses` sends them back. Any other output item is an
-        :class:`~ctxbudget.InvalidArgumentError` naming it."""
+        :class:`~ctxbudget.InvalidArgumentError` naming it. The reply's own usage
+        (``usage.input_tokens``) is recorded unless ``usage`` is given."""
         reply = providers.from_openai_response(response)
         meta: dict[str, Any] = {}
         if reply.reasoning:
             meta["reasoning"] = reply.reasoning
         if reply.refusal:
             meta["refusal"] = True
-        return self._add_assistant(reply.text, reply.tool_calls, meta)
+        found = usage_of(usage) if usage is not None else _reply_usage(response)
+        return self._add_assistant(reply.text, reply.tool_calls, meta, found)
 
-    def add_assistant_from_litellm(self, response: Any) -> str:
+    def add_assistant_from_litellm(
+        self, response: Any, *, usage: Usage | Mapping[str, Any] | object | None = None
+    ) -> str:
         """Records a LiteLLM ``ModelResponse`` of ``litellm.completion`` (or its dict, or
-        its ``choices[0].message``): OpenAI Chat-shaped text and tool calls. A response
+        its ``choices[0].message``): OpenAI Chat-shaped text and tool calls, with the
+        response's usage (``usage.prompt_tokens``) unless ``usage`` is given. A response
         with several choices is an :class:`~ctxbudget.InvalidArgumentError` (record the
         one you continue with: pass its message)."""
+        if usage is None:
+            usage = providers.get_field(response, "usage")
         choices = providers.get_field(response, "choices")
         if choices is not None:
             if len(choices) != 1:
@@ -490,12 +578,17 @@ class Session:
                     "the one the conversation continues with (response.choices[i].message)"
                 )
             response = providers.get_field(choices[0], "message")
-        return self.add_assistant_from_openai(response)
+        return self.add_assistant_from_openai(response, usage=usage)
 
-    def add_assistant_from_anthropic(self, message: Any) -> str:
-        """Records an Anthropic ``Message`` (or its dict), tool uses included."""
+    def add_assistant_from_anthropic(
+        self, message: Any, *, usage: Usage | Mapping[str, Any] | object | None = None
+    ) -> str:
+        """Records an Anthropic ``Message`` (or its dict), tool uses included, with its
+        usage (``input_tokens`` plus the cache writes and reads) unless ``usage`` is
+        given."""
         text, calls = providers.from_anthropic_message(message)
-        return self.add_assistant(text, calls)
+        found = usage_of(usage) if usage is not None else _reply_usage(message)
+        return self._add_assistant(text, calls, None, found)
 
     @_locked
     def run_tool(self, name: str, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
@@ -644,13 +737,31 @@ class Session:
         return self._requests.count(system, messages, tools)
 
     def _projected(self) -> int:
-        """Tokens of the next request before unrestricted hooks (a running sum)."""
-        return self._requests.projected(self, self._fold, self._window, self._hooks)
+        """Tokens of the next request (anchored where an anchor holds); with an
+        unrestricted hook registered, of the request before it."""
+        return self._counting.measure(self, count_inline=False, before_hooks=True).split.total
 
-    def _measure(self) -> tuple[dict[str, Any] | None, int]:
-        return self._requests.measure(
-            self, self._fold, self._window, self._hooks, self.count_request
-        )
+    def _measure(self) -> Measured:
+        """The next request (after unrestricted hooks) and its count, split."""
+        return self._counting.measure(self, count_inline=self._count_inline)
+
+    _count_inline = True
+    """Whether a cache miss calls the count endpoint in place (not inside an awaited
+    call, whose counts were taken off the loop before it started)."""
+
+    @_locked
+    def _count_wanted(
+        self,
+    ) -> tuple[tuple[str, int, int], CountRequest, tuple[int, int]] | None:
+        """What the count endpoint should count before an awaited :meth:`prepare`."""
+        self._sync()
+        return self._counting.wanted(self)
+
+    @_locked_brief
+    def _count_store(
+        self, key: tuple[str, int, int], profile: tuple[int, int], result: object
+    ) -> None:
+        self._counting.store(key, profile, result)
 
     @_locked
     def prepare(self) -> Turn:
@@ -659,15 +770,29 @@ class Session:
         Every write it makes is conditional on the rows it decided on; if another
         writer appended first it reads the new rows and decides again (``resync`` in
         the turn's events)."""
+        return self._prepare(True)
+
+    @_locked
+    def _prepare_counted(self) -> Turn:
+        """:meth:`prepare` for an awaited call, whose count-endpoint results were
+        taken off the event loop before it started: a miss is not counted in place."""
+        return self._prepare(False)
+
+    def _prepare(self, count_inline: bool) -> Turn:
+        """The decision loop of :meth:`prepare` (the caller holds the session)."""
         events: list[str] = []
-        for attempt in range(_MAX_RESYNCS + 1):
-            self._sync()
-            try:
-                return decide(self, events)
-            except ConflictError:
-                if attempt == _MAX_RESYNCS:
-                    raise
-                events.append("resync")
+        self._count_inline = count_inline
+        try:
+            for attempt in range(_MAX_RESYNCS + 1):
+                self._sync()
+                try:
+                    return decide(self, events)
+                except ConflictError:
+                    if attempt == _MAX_RESYNCS:
+                        raise
+                    events.append("resync")
+        finally:
+            self._count_inline = True
         raise AssertionError("unreachable")  # pragma: no cover
 
     @property
@@ -678,3 +803,11 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session({self.history.location!r}, window={self.window_id!r})"
+
+
+def _reply_usage(reply: Any) -> Usage | None:
+    """The usage a provider reply carries (``reply.usage``), if any."""
+    if isinstance(reply, (list, tuple)):
+        return None
+    found = reply.get("usage") if isinstance(reply, Mapping) else getattr(reply, "usage", None)
+    return usage_of(found) if found is not None else None

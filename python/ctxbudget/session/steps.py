@@ -11,10 +11,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..policy import Claims, Decision
+from ..policy import Claims, CountSplit, Decision
 from ..prompts import Capabilities, PromptContext
 from ..window import OpenCall
 from .accounting import text_of
+from .anchoring import Measured, Sent, calibration_meta
 from .types import INTERRUPTED_OUTPUT, Turn
 
 if TYPE_CHECKING:
@@ -90,18 +91,19 @@ def fresh_request_tokens(s: Session, trigger_parts: Sequence[Mapping[str, Any]])
     return s.count_request(s._requests.system(s, s._fold, s._hooks), messages, s._requests.tools())
 
 
-def quarantine(s: Session, last_user: Row, fresh: int, events: list[str]) -> Turn:
+def quarantine(s: Session, last_user: Row, fresh: CountSplit, events: list[str]) -> Turn:
     """Hides the user's message and stores it as a rejected request: one store
     operation (the retraction and the quarantine row, read and written as one batch)."""
     s.history.quarantine_seq(last_user.seq, if_last_seq=s._fold.last_seq)
     s._sync()
-    decision = s.budget.evaluate(fresh, Claims(), s._capabilities().new_context)
+    decision = s.budget.evaluate(fresh.total, Claims(), s._capabilities().new_context, count=fresh)
+    margin = f" (with {fresh.margin:,} kept for its estimated part)" if fresh.margin else ""
     return turn(
         s,
         "reject",
         decision,
         [*events, "quarantined"],
-        reason=f"the message alone needs {fresh:,} tokens; the usable "
+        reason=f"the message alone needs {fresh.total:,} tokens{margin}; the usable "
         f"limit is {s.budget.usable_limit:,}",
     )
 
@@ -149,7 +151,8 @@ def rollover(s: Session, reason: str, events: list[str]) -> Turn | None:
             reason="session_history is not allowed: sealing the window would lose its context",
         )
     trigger = _trigger(s)
-    if fresh_request_tokens(s, trigger["parts"]) >= s.budget.usable_limit:
+    fresh = s._counting.fresh(s, fresh_request_tokens(s, trigger["parts"]))
+    if fresh.total + fresh.margin >= s.budget.usable_limit:
         return turn(
             s, "pause", decision, events, reason="the fresh window would not fit the request"
         )
@@ -165,7 +168,11 @@ def rollover(s: Session, reason: str, events: list[str]) -> Turn | None:
         requested_by="model" if reason == "new_context" else None,
         lead_in=lead_in,
         trigger=trigger,
-        figures={"projected": decision.projected, "budget_tokens": s.budget.usable_limit},
+        figures={
+            "projected": decision.projected,
+            "budget_tokens": s.budget.usable_limit,
+            **calibration_meta(s),
+        },
         if_last_seq=fold.last_seq,
     )
     s._sync()
@@ -208,14 +215,24 @@ def turn(
     decision: Decision,
     events: list[str],
     reason: str | None = None,
-    request: dict[str, Any] | None = None,
+    measured: Measured | None = None,
 ) -> Turn:
     """The :class:`Turn` of ``status``: a ``send`` carries the request (assembled now
     unless measured already), the others only the system text."""
     hooks = tuple(s._hooks)  # the snapshot for this turn and its retries
     s._sent = None
-    if status == "send":
-        s._sent = (s._fold.window_id, decision.projected)
+    events = [*events, *s._counting.drain()]
+    request = measured.request if measured is not None else None
+    if status == "send" and measured is not None:
+        s._sent = Sent(
+            window=s._fold.window_id,
+            tokens=decision.projected,
+            profile=measured.profile,
+            overhead=measured.overhead,
+            last_seq=s._fold.last_seq,
+            rows=s._window.rows,
+            fingerprint=measured.fingerprint,
+        )
         if request is None:
             request = s._requests.assemble(s, s._fold, s._window, hooks)
     else:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _ctxbudget, providers
 from ..errors import InvalidArgumentError, UnknownModelError
-from ..policy import Decision
+from ..policy import CountSplit, Decision
 from ..tokens import Encoding
 
 __all__ = [
@@ -59,11 +60,34 @@ def _shared_encoding(name: str | None, model: str) -> Encoding:
     return Encoding(name) if name is not None else Encoding.for_model(model)
 
 
-def encoding_for(model: str, encoding: str | Encoding | None, window: int) -> Encoding:
+@functools.lru_cache(maxsize=64)
+def _shared_tokenizer(path: str, model: str) -> Encoding:
+    """One :class:`~ctxbudget.Encoding` per tokenizer path (and model) in a process."""
+    if os.path.isfile(path):
+        return Encoding.from_file(path)
+    if any(os.path.isfile(os.path.join(path, f)) for f in ("tokenizer.json", "tekken.json")):
+        return Encoding.from_dir(path)
+    return Encoding.for_model(model, tokenizers=path)
+
+
+def encoding_for(
+    model: str,
+    encoding: str | Encoding | None,
+    window: int,
+    tokenizer: str | os.PathLike[str] | None = None,
+) -> Encoding:
     """The :class:`~ctxbudget.Encoding` a session of ``model`` counts with: the one
     given (an instance as is; a name, shared by the process's sessions), else the
-    model's (shared too; a clear error for a model without a known tokenizer, naming
-    the fix)."""
+    tokenizer read from ``tokenizer`` (a file, a model directory, or a directory of
+    model directories searched by the model's name), else the model's (shared too; a
+    clear error for a model without a known tokenizer, naming the fix)."""
+    if tokenizer is not None:
+        if encoding is not None:
+            raise InvalidArgumentError(
+                "give encoding= or tokenizer=, not both: tokenizer= reads the model's own "
+                "tokenizer files"
+            )
+        return _shared_tokenizer(os.fspath(tokenizer), model)
     if isinstance(encoding, Encoding):
         return encoding
     if encoding is not None:
@@ -139,3 +163,9 @@ class Turn:
 
     reason: str | None = None
     """Why the status is not ``send``."""
+
+    @property
+    def count(self) -> CountSplit:
+        """How much of the request's count is exact, anchored and estimated (the
+        decision's :attr:`~ctxbudget.Decision.count`)."""
+        return self.decision.count

@@ -64,7 +64,10 @@ impl PyBudgetCore {
         no_panic(py, "Budget.enabled", || self.inner.enabled())
     }
 
-    /// `(action name, headroom)` for a next request of `projected` tokens.
+    /// `(action name, headroom)` for a next request of `projected` tokens, the hard
+    /// guard keeping `margin` tokens for the count's estimated part.
+    #[pyo3(signature = (projected, warning, handoff, final_prompt, new_context_offered, margin = 0))]
+    #[allow(clippy::too_many_arguments)]
     fn evaluate(
         &self,
         py: Python<'_>,
@@ -73,6 +76,7 @@ impl PyBudgetCore {
         handoff: bool,
         final_prompt: bool,
         new_context_offered: bool,
+        margin: u64,
     ) -> PyResult<(&'static str, bool)> {
         let claims = Claims {
             warning,
@@ -80,7 +84,9 @@ impl PyBudgetCore {
             final_prompt,
         };
         no_panic(py, "Budget.evaluate()", || {
-            let d = self.inner.evaluate(projected, claims, new_context_offered);
+            let d = self
+                .inner
+                .evaluate_guarded(projected, margin, claims, new_context_offered);
             (d.action.as_str(), d.headroom)
         })
     }

@@ -41,11 +41,16 @@ fn text_of<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, str>> 
     }
 }
 
-/// The image rule named `name`.
-fn image_rule(name: &str) -> PyResult<tokens::request::ImageRule> {
-    tokens::request::ImageRule::parse(name).ok_or_else(|| {
+/// The request profile named `name`.
+fn profile(name: &str) -> PyResult<tokens::profile::Profile> {
+    tokens::profile::Profile::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = tokens::profile::Profile::ALL
+            .iter()
+            .map(|p| p.name())
+            .collect();
         PyValueError::new_err(format!(
-            "images must be \"openai\" or \"anthropic\", got {name:?}"
+            "profile must be one of {}, got {name:?}",
+            known.join(", ")
         ))
     })
 }
@@ -99,6 +104,43 @@ pub(crate) struct PyEncoding {
     inner: Encoding,
 }
 
+impl PyEncoding {
+    /// The template, messages, tools and extra variables of a chat call, as JSON.
+    #[allow(clippy::type_complexity)]
+    fn chat_inputs(
+        &self,
+        messages: &Bound<'_, PyList>,
+        tools: Option<&Bound<'_, PyList>>,
+        extra: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(
+        &'static tokens::template::ChatTemplate,
+        serde_json::Value,
+        Option<serde_json::Value>,
+        Option<serde_json::Value>,
+    )> {
+        let template = self.inner.chat_template().ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "the tokenizer {:?} came without a chat template; open its model directory \
+                 with Encoding.from_dir()",
+                self.inner.name()
+            ))
+        })?;
+        let (messages, _) = json_values(messages, "a message")?;
+        let tools = tools
+            .map(|t| json_values(t, "a tool definition"))
+            .transpose()?
+            .map(|(values, _)| serde_json::Value::Array(values));
+        let extra = extra
+            .map(|e| {
+                crate::pyjson::encode_value(e)
+                    .and_then(|json| serde_json::from_slice(&json).ok())
+                    .ok_or_else(|| PyTypeError::new_err("template variables must be JSON-able"))
+            })
+            .transpose()?;
+        Ok((template, serde_json::Value::Array(messages), tools, extra))
+    }
+}
+
 #[pymethods]
 impl PyEncoding {
     /// `chunk_bytes` sets a chunk bound (cuts at exact boundaries only); it exists for
@@ -137,6 +179,104 @@ impl PyEncoding {
         Ok(PyEncoding {
             inner: inner.with_cache_capacity(cache_size),
         })
+    }
+
+    /// The tokenizer in a `tokenizer.json` or `tekken*.json` file.
+    #[staticmethod]
+    #[pyo3(signature = (path, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY))]
+    fn from_file(py: Python<'_>, path: std::path::PathBuf, cache_size: usize) -> PyResult<Self> {
+        let inner = no_panic(py, "loading the tokenizer", || {
+            crate::offload::blocking(py, move || Encoding::from_file(&path))
+        })??
+        .map_err(|e| token_error(py, e))?;
+        Ok(PyEncoding {
+            inner: inner.with_cache_capacity(cache_size),
+        })
+    }
+
+    /// The tokenizer (and chat template) of a model directory.
+    #[staticmethod]
+    #[pyo3(signature = (dir, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY))]
+    fn from_dir(py: Python<'_>, dir: std::path::PathBuf, cache_size: usize) -> PyResult<Self> {
+        let inner = no_panic(py, "loading the tokenizer", || {
+            crate::offload::blocking(py, move || Encoding::from_dir(&dir))
+        })??
+        .map_err(|e| token_error(py, e))?;
+        Ok(PyEncoding {
+            inner: inner.with_cache_capacity(cache_size),
+        })
+    }
+
+    /// The tokenizer of `model` from the model directories under `root`.
+    #[staticmethod]
+    #[pyo3(signature = (root, model, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY))]
+    fn for_model_in(
+        py: Python<'_>,
+        root: std::path::PathBuf,
+        model: String,
+        cache_size: usize,
+    ) -> PyResult<Self> {
+        let inner = no_panic(py, "loading the tokenizer", || {
+            crate::offload::blocking(py, move || Encoding::for_model_in(&root, &model))
+        })??
+        .map_err(|e| token_error(py, e))?;
+        Ok(PyEncoding {
+            inner: inner.with_cache_capacity(cache_size),
+        })
+    }
+
+    #[getter]
+    fn has_chat_template(&self) -> bool {
+        self.inner.chat_template().is_some()
+    }
+
+    /// The text the model's chat template renders for `messages` and `tools`.
+    #[pyo3(signature = (messages, tools, add_generation_prompt, extra))]
+    fn render_chat(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        tools: Option<&Bound<'_, PyList>>,
+        add_generation_prompt: bool,
+        extra: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<String> {
+        let (template, messages, tools, extra) = self.chat_inputs(messages, tools, extra)?;
+        no_panic(py, "rendering the chat template", || {
+            py.detach(|| {
+                template.render(
+                    &messages,
+                    tools.as_ref(),
+                    add_generation_prompt,
+                    extra.as_ref(),
+                )
+            })
+        })?
+        .map_err(|e| token_error(py, e))
+    }
+
+    /// Tokens of a request as the model's chat template renders it, with the prompt for
+    /// the reply.
+    #[pyo3(signature = (messages, tools, extra))]
+    fn count_chat(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        tools: Option<&Bound<'_, PyList>>,
+        extra: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<usize> {
+        let (template, messages, tools, extra) = self.chat_inputs(messages, tools, extra)?;
+        let bytes = messages.to_string().len();
+        let enc = self.inner.clone();
+        let job = move || {
+            tokens::template::chat_template_tokens(
+                &enc,
+                template,
+                &messages,
+                tools.as_ref(),
+                extra.as_ref(),
+            )
+        };
+        run_count(py, "counting a chat", bytes, job)
     }
 
     #[getter]
@@ -218,19 +358,19 @@ impl PyEncoding {
     }
 
     /// Tokens of a request — reply priming, the system text, the advertised tools and
-    /// every message — by the core's request rules (`tokens::request::request_tokens`);
-    /// `images` names the image rule (`"openai"` or `"anthropic"`). Long requests are
-    /// counted on the I/O pool inside a bridged call, like long texts.
-    #[pyo3(signature = (system, messages, tools, images))]
+    /// every message — by the core's request rules (`tokens::request::request_tokens`)
+    /// for the request profile named `profile`. Long requests are counted on the I/O
+    /// pool inside a bridged call, like long texts.
+    #[pyo3(signature = (system, messages, tools, profile))]
     fn count_request(
         &self,
         py: Python<'_>,
         system: Option<&str>,
         messages: &Bound<'_, PyList>,
         tools: &Bound<'_, PyList>,
-        images: &str,
+        profile: &str,
     ) -> PyResult<usize> {
-        let rule = image_rule(images)?;
+        let rule = self::profile(profile)?;
         let (messages, message_bytes) = json_values(messages, "a message")?;
         let (tools, tool_bytes) = json_values(tools, "a tool definition")?;
         let system = system.map(str::to_owned);
@@ -242,21 +382,19 @@ impl PyEncoding {
         run_count(py, "counting a request", bytes, job)
     }
 
-    /// Tokens of `messages` with their framing, without the request's reply priming.
+    /// Tokens of `messages` with their framing by the profile named `profile`, without
+    /// the request's reply priming (nor, for harmony, its system and developer
+    /// messages).
     fn count_messages(
         &self,
         py: Python<'_>,
         messages: &Bound<'_, PyList>,
-        images: &str,
+        profile: &str,
     ) -> PyResult<usize> {
-        let rule = image_rule(images)?;
+        let rule = self::profile(profile)?;
         let (messages, bytes) = json_values(messages, "a message")?;
         let enc = self.inner.clone();
-        let job = move || {
-            messages.iter().try_fold(0usize, |sum, m| {
-                Ok(sum + tokens::request::message_tokens(&enc, m, rule)?)
-            })
-        };
+        let job = move || tokens::request::messages_tokens(&enc, &messages, rule);
         run_count(py, "counting messages", bytes, job)
     }
 

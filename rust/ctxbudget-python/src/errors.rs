@@ -119,6 +119,7 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
                 ("last_seq", obj(py, last_seq)),
             ],
         ),
+        HistoryError::Deleted { .. } => raise(py, "ConversationDeletedError", message, &[]),
         HistoryError::Database { transient, .. } => raise(
             py,
             "DatabaseError",
@@ -126,6 +127,31 @@ pub(crate) fn history_error(py: Python<'_>, err: HistoryError) -> PyErr {
             &[("transient", obj(py, transient))],
         ),
         _ => raise(py, "InvalidArgumentError", message, &[]),
+    }
+}
+
+/// Maps a PostgreSQL store error: an unmigrated database and a closed database object
+/// get classes of their own (both `DatabaseError`s); the rest map as the store's errors.
+pub(crate) fn pg_error(py: Python<'_>, err: ctxbudget::pg::PgError) -> PyErr {
+    use ctxbudget::pg::PgError;
+    match err {
+        PgError::NotMigrated { found, needed } => raise(
+            py,
+            "SchemaNotMigratedError",
+            err.to_string(),
+            &[
+                ("found", obj(py, found)),
+                ("needed", obj(py, needed)),
+                ("transient", obj(py, false)),
+            ],
+        ),
+        PgError::Closed => raise(
+            py,
+            "DatabaseClosedError",
+            err.to_string(),
+            &[("transient", obj(py, false))],
+        ),
+        other => history_error(py, HistoryError::from(other)),
     }
 }
 

@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::backend::Backend;
 use crate::errors::{history_error, no_panic_store};
 use crate::reports::{
-    PyAppendResult, PyReceipt, PyRecoveryReport, PyRotateReport, PyVerifyReport, PyWindowInfo,
+    PyAppendResult, PyDeleteReport, PyPruneReport, PyReceipt, PyRecoveryReport, PyRotateReport,
+    PyVerifyReport, PyWindowInfo,
 };
 
 fn parse_rows(rows_json: &[u8]) -> Result<Vec<NewRow>, HistoryError> {
@@ -147,7 +148,7 @@ impl PyHistory {
                 Ok::<_, ctxbudget::pg::PgError>(Backend::Pg(Arc::new(history), Arc::clone(&db.key)))
             })
         })??
-        .map_err(|e| history_error(py, HistoryError::from(e)))?;
+        .map_err(|e| crate::errors::pg_error(py, e))?;
         Ok(PyHistory { inner: opened })
     }
 
@@ -319,6 +320,81 @@ impl PyHistory {
         self.run(py, "quarantine_seq()", move |h| {
             transcript::quarantine(h.store(), seq, if_last_seq)
         })
+    }
+
+    /// The budget record of a PostgreSQL conversation (`None`: none, or a workspace,
+    /// whose record is its `budget.json`).
+    fn budget_record<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let record = self.run(py, "budget_record()", |h| match h {
+            Backend::Pg(h, _) => h.conversation().budget_record().map_err(HistoryError::from),
+            Backend::File(_) => Ok(None),
+        })?;
+        Ok(record.map(|r| PyBytes::new(py, &r)))
+    }
+
+    /// Replaces the budget record of a PostgreSQL conversation (a workspace keeps its
+    /// own in `budget.json`: refused).
+    fn set_budget_record(&self, py: Python<'_>, record: Vec<u8>) -> PyResult<()> {
+        self.run(py, "set_budget_record()", move |h| match h {
+            Backend::Pg(h, _) => h
+                .conversation()
+                .set_budget_record(&record)
+                .map_err(HistoryError::from),
+            Backend::File(_) => Err(HistoryError::InvalidArgument(
+                "a workspace keeps its budget record in budget.json".into(),
+            )),
+        })
+    }
+
+    /// Removes sealed windows for good (see `History.prune`).
+    #[pyo3(signature = (*, keep_windows = None, older_than = None, below_floor = false))]
+    fn prune(
+        &self,
+        py: Python<'_>,
+        keep_windows: Option<usize>,
+        older_than: Option<f64>,
+        below_floor: bool,
+    ) -> PyResult<PyPruneReport> {
+        let spec = crate::database::prune_spec(keep_windows, older_than, below_floor)
+            .map_err(|e| history_error(py, e))?;
+        self.run(py, "prune()", move |h| match h {
+            Backend::File(h) => h.prune(&spec).map(PyPruneReport::from),
+            Backend::Pg(h, _) => h.prune(&spec).map(PyPruneReport::from),
+        })
+    }
+
+    /// Deletes a workspace's conversation for good (see `History.delete`).
+    #[staticmethod]
+    #[pyo3(signature = (workspace, *, lock_timeout))]
+    fn delete_workspace(
+        py: Python<'_>,
+        workspace: PathBuf,
+        lock_timeout: f64,
+    ) -> PyResult<PyDeleteReport> {
+        let timeout = Duration::from_secs_f64(lock_timeout.max(0.0));
+        no_panic_store(py, "History.delete()", || {
+            crate::offload::blocking(py, move || History::delete_workspace(&workspace, timeout))
+        })??
+        .map(PyDeleteReport::from)
+        .map_err(|e| history_error(py, e))
+    }
+
+    /// Deletes a conversation of the database at `url` for good (the URL's shared pool).
+    #[staticmethod]
+    #[pyo3(signature = (url, *, conversation))]
+    fn delete_postgres(
+        py: Python<'_>,
+        url: String,
+        conversation: String,
+    ) -> PyResult<PyDeleteReport> {
+        no_panic_store(py, "History.delete()", || {
+            crate::offload::blocking(py, move || {
+                let db = crate::backend::database(&url, None)?;
+                db.store.delete(&conversation)
+            })
+        })??
+        .map(PyDeleteReport::from)
+        .map_err(|e| crate::errors::pg_error(py, e))
     }
 
     fn rotate(&self, py: Python<'_>) -> PyResult<PyRotateReport> {

@@ -4,8 +4,9 @@
 //! Python values into core calls and back. Most modules are that conversion, one per
 //! area: `encoding`, `request` and `media` (counting), `history` and `backend` (the store),
 //! `rows` and `reports` (its values), `fold` (the window fold), `session_history` (the
-//! retrieval tool), `budget` (the ladder), `models` (the model table), `pg_memory`
-//! (memory files of a PostgreSQL conversation), `failpoints` (test builds only).
+//! retrieval tool), `budget` (the ladder), `anchor` (usage anchoring), `models` (the
+//! model table), `pg_memory` (memory files of a PostgreSQL conversation), `failpoints`
+//! (test builds only).
 //!
 //! Three modules hold code that exists only because the caller is Python: `pyjson`
 //! walks Python rows straight into the JSON bytes the store validates (faster than
@@ -14,8 +15,10 @@
 //! GIL around I/O and counting, and `errors` maps core errors to Python exceptions and
 //! turns a panic into `ctxbudget.InternalError`.
 
+mod anchor;
 mod backend;
 mod budget;
+mod database;
 mod encoding;
 mod errors;
 #[cfg(feature = "failpoints")]
@@ -53,6 +56,8 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<budget::PyBudgetCore>()?;
     m.add_function(wrap_pyfunction!(budget::threshold_is_off, m)?)?;
     m.add_class::<history::PyHistory>()?;
+    m.add_class::<database::PyDatabase>()?;
+    m.add_function(wrap_pyfunction!(database::pg_ddl, m)?)?;
     m.add_class::<pg_memory::PyPgMemoryFiles>()?;
     session_history::add(m)?;
     reports::add(m)?;
@@ -68,6 +73,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     media::add(m)?;
     models::add(m)?;
     request::add(m)?;
+    anchor::add(m)?;
     m.add("FUNCTIONS_TOKENS", tokens::request::FUNCTIONS_TOKENS)?;
     m.add("FUNCTION_TOKENS", tokens::request::FUNCTION_TOKENS)?;
     budget::add_constants(m)?;
@@ -80,8 +86,6 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("REPLY_TOKENS", tokens::request::REPLY_TOKENS)?;
     m.add("CALL_TOKENS", tokens::request::CALL_TOKENS)?;
     m.add("OTHER_MEDIA_TOKENS", tokens::request::OTHER_MEDIA_TOKENS)?;
-    m.add("PDF_PAGE_TOKENS", tokens::request::PDF_PAGE_TOKENS)?;
-    m.add("PDF_MAX_PAGES", tokens::request::PDF_MAX_PAGES)?;
     m.add("DEFAULT_CACHE_SIZE", tokens::DEFAULT_CACHE_CAPACITY)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

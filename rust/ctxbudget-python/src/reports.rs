@@ -162,6 +162,29 @@ report!(
 );
 
 report!(
+    /// What `History.delete` removed for good.
+    "DeleteReport" PyDeleteReport {
+        existed: bool,
+        rows: u64,
+        bytes: u64,
+        memory_files: u64,
+        recovered_files: u64,
+        other_files: u64,
+    }
+);
+
+report!(
+    /// What `History.prune` removed for good.
+    "PruneReport" PyPruneReport {
+        rows: u64,
+        bytes: u64,
+        kept_from: u64,
+        floor_seq: u64,
+        epoch: Option<u64>,
+    }
+);
+
+report!(
     /// Findings of a full check of one transcript file.
     "FileReport" PyFileReport {
         bytes: u64,
@@ -272,6 +295,31 @@ impl From<core::RotateReport> for PyRotateReport {
     }
 }
 
+impl From<core::DeleteReport> for PyDeleteReport {
+    fn from(r: core::DeleteReport) -> Self {
+        PyDeleteReport {
+            existed: r.existed,
+            rows: r.rows,
+            bytes: r.bytes,
+            memory_files: r.memory_files,
+            recovered_files: r.recovered_files,
+            other_files: r.other_files,
+        }
+    }
+}
+
+impl From<core::PruneReport> for PyPruneReport {
+    fn from(r: core::PruneReport) -> Self {
+        PyPruneReport {
+            rows: r.rows,
+            bytes: r.bytes,
+            kept_from: r.kept_from,
+            floor_seq: r.floor_seq,
+            epoch: r.epoch,
+        }
+    }
+}
+
 impl From<core::FileReport> for PyFileReport {
     fn from(f: core::FileReport) -> Self {
         PyFileReport {
@@ -308,6 +356,8 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyReceipt>()?;
     m.add_class::<PyRecoveryReport>()?;
     m.add_class::<PyRotateReport>()?;
+    m.add_class::<PyDeleteReport>()?;
+    m.add_class::<PyPruneReport>()?;
     m.add_class::<PyFileReport>()?;
     m.add_class::<PyVerifyReport>()?;
     Ok(())

@@ -1,6 +1,6 @@
-//! Where the PostgreSQL store's time goes (benches/README.md, "PostgreSQL: where the
-//! time goes"): the store's reads and appends as they are, beside the same work done in
-//! one statement, on one server and one connection each, interleaved.
+//! Where the PostgreSQL store's time goes: the store's reads and appends as they are,
+//! beside the same work done in one statement, on one server and one connection each,
+//! interleaved (docs/decisions.md, "PostgreSQL conversations behind the Store seam").
 //!
 //! `cargo run --profile quick -p ctxbudget --features postgres --example pg_profile -- URL [ROUNDS]`
 //!

@@ -334,11 +334,26 @@ impl Budget {
     /// One refinement: a delivered final prompt also suppresses a later handoff request,
     /// so the ladder only moves forward in a window.
     pub fn evaluate(&self, projected: u64, claims: Claims, new_context_offered: bool) -> Decision {
+        self.evaluate_guarded(projected, 0, claims, new_context_offered)
+    }
+
+    /// [`Self::evaluate`] for a count part of which is estimated: the hard guard (the
+    /// forced rollover, or block when Off, at `U`) compares `projected + margin` with the
+    /// usable limit, where `margin` is what the count keeps for its estimated part
+    /// ([`crate::anchor::CountSplit::guard_margin`]); the advisory stages use
+    /// `projected` as it is.
+    pub fn evaluate_guarded(
+        &self,
+        projected: u64,
+        margin: u64,
+        claims: Claims,
+        new_context_offered: bool,
+    ) -> Decision {
         let used = projected;
         let usable = self.usable_limit;
         let headroom = used.saturating_add(self.advisory_headroom) < usable;
         let reached = |point: i64| point > 0 && i128::from(used) >= i128::from(point);
-        let action = if used >= usable {
+        let action = if used.saturating_add(margin) >= usable {
             if self.enabled() {
                 Action::Rollover
             } else {
@@ -375,6 +390,28 @@ mod tests {
 
     fn budget(l: u64, t: f64) -> Budget {
         Budget::new(l, t, None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_guard_margin_moves_only_the_hard_guard() {
+        let b = budget(100_000, 0.7);
+        let u = b.usable_limit();
+        let none = Claims::default();
+        assert_eq!(b.evaluate(u - 10, none, true).action, Action::Continue);
+        assert_eq!(
+            b.evaluate_guarded(u - 10, 10, none, true).action,
+            Action::Rollover
+        );
+        // The stages read the count itself: a margin does not pull an advisory earlier.
+        assert_eq!(
+            b.evaluate_guarded(59_999, 5_000, none, true).action,
+            Action::Continue
+        );
+        let off = budget(100_000, 1.0);
+        assert_eq!(
+            off.evaluate_guarded(u - 1, 1, none, true).action,
+            Action::Block
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod anchor;
 pub mod budget;
 #[cfg(feature = "postgres")]
 pub mod pg;

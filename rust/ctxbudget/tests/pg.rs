@@ -199,7 +199,7 @@ fn the_epoch_changes_exactly_on_non_append_changes() {
     let e3 = c.state().unwrap().epoch;
     assert_ne!(e3, e2);
     // Deleted and opened again: empty, under a new epoch.
-    assert!(store.delete(&id).unwrap());
+    assert!(store.delete(&id).unwrap().existed);
     assert!(matches!(
         c.append(rows(&["z"])),
         Err(PgError::NoConversation(_))
@@ -617,6 +617,11 @@ BEGIN
   RETURN NULL;
 END
 $f$;
+DROP TABLE ctxbudget_budgets;
+DROP TRIGGER ctxbudget_rows_changed ON ctxbudget_rows;
+CREATE TRIGGER ctxbudget_rows_changed AFTER UPDATE OR DELETE ON ctxbudget_rows
+  FOR EACH ROW EXECUTE FUNCTION ctxbudget_rows_changed();
+ALTER TABLE ctxbudget_conversations DROP COLUMN pruned_before;
 DELETE FROM ctxbudget_schema_version WHERE version > 2;
 "#;
 

@@ -46,7 +46,10 @@ fn a_role_with_only_dml_rights_runs_conversations() {
         .expect("appends rows");
     assert_eq!(h.read(ReadFrom::Seq(1)).unwrap().rows.len(), 1);
     assert!(h.verify().unwrap().ok);
-    assert!(store.delete("chat").unwrap(), "deletes a conversation");
+    assert!(
+        store.delete("chat").unwrap().existed,
+        "deletes a conversation"
+    );
 }
 
 #[test]

@@ -11,17 +11,14 @@ in the SDK's own sessions). Rows ctxbudget writes itself
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...errors import MediaError
 from ...history import Row
-from ...media import image_size
+from ...media import image_size, pdf_page_count
 from ...providers import arguments_json, tool_output_text
 
 __all__ = [
@@ -55,7 +52,6 @@ _STORE_ONLY_KEYS = ("created_by", "_agents_tool_description", "_agents_tool_titl
 """Keys the SDK may save on an item but strips before it replays the item to a model."""
 
 _TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text", "summary_text"})
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
 def plain(item: Any) -> dict[str, Any]:
@@ -117,23 +113,21 @@ def _canonical_content(content: Any) -> Any:
 
 
 def _pdf_pages(part: Mapping[str, Any]) -> int | None:
-    """Pages of an inline PDF (``file_data`` as a data URL or bare base64), else None."""
+    """Pages of an inline PDF (``file_data`` as a data URL or bare base64), else None
+    (read by the core, :func:`ctxbudget.media.pdf_page_count`)."""
     data = part.get("file_data")
     if not isinstance(data, str):
         return None
     name = str(part.get("filename") or "")
     if data.startswith("data:"):
-        header, _, data = data.partition(",")
-        if "pdf" not in header:
+        if "pdf" not in data.partition(",")[0]:
             return None
     elif not name.lower().endswith(".pdf"):
         return None
     try:
-        raw = base64.b64decode(data, validate=False)
-    except (binascii.Error, ValueError):
+        return pdf_page_count(data)
+    except MediaError:
         return None
-    pages = len(_PDF_PAGE.findall(raw))
-    return pages or None
 
 
 def _media_part(part: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,8 +135,9 @@ def _media_part(part: Mapping[str, Any]) -> dict[str, Any]:
 
     An image counts by the provider's rule from its size, read from an inline image's
     header (the data stays in the stored item alone); one known only by URL counts at
-    its detail level's maximum. A file counts ``PDF_PAGE_TOKENS`` per page (its pages
-    read from inline PDF data, else one page); anything else ``OTHER_MEDIA_TOKENS``.
+    its detail level's maximum. A file counts by the provider's per-page PDF rule (its
+    pages read from inline PDF data, else one page); anything else
+    ``OTHER_MEDIA_TOKENS``.
     """
     kind = str(part.get("type"))
     if kind == "input_file":

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ...errors import ConflictError, CtxBudgetError, InvalidArgumentError
 from ...history import Row, is_database_url
 from ...session import Session, Turn, WindowView
+from ...tokens import RequestProfile, profile_for
 from .._common import NotSentError
 from .items import (
     CALL_TO_OUTPUT,
@@ -31,9 +32,11 @@ from .items import (
 from .request import agent_tools, model_of
 
 if TYPE_CHECKING:
-    from agents import Agent
+    from agents import Agent, RunHooks
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData, RunConfig
+
+    from ...database import Database
 
 __all__ = ["AgentsSession", "NotSentError", "SessionClosedError"]
 
@@ -89,6 +92,14 @@ _RUN_MARKS: ContextVar[weakref.WeakKeyDictionary[AgentsSession, _RunMark] | None
     "ctxbudget_agents_run_marks", default=None
 )
 """Each session's run mark in the current task (see :meth:`AgentsSession._bind`)."""
+
+
+def _sdk_profile(model: str) -> RequestProfile:
+    """The request profile of an SDK run on ``model``: OpenAI models get the Responses
+    API's (the SDK's default model class sends Responses items); any other keeps its
+    own (harmony for gpt-oss, Anthropic's or Gemini's estimates)."""
+    own = profile_for(model)
+    return "openai_responses" if own == "openai_chat" else own
 
 
 def _resolve_limit(limit: int | None, settings: SessionSettings | None) -> int | None:
@@ -149,8 +160,9 @@ class AgentsSession:
     def open(
         cls,
         session_id: str,
-        workspace: str | os.PathLike[str],
+        workspace: str | os.PathLike[str] | None = None,
         *,
+        database: Database | None = None,
         agent: Agent[Any] | None = None,
         model: str | None = None,
         conversation: str | None = None,
@@ -164,9 +176,12 @@ class AgentsSession:
         silent default). ``workspace`` is a workspace directory, or a ``postgresql://``
         URL (the swap for the SDK's ``SQLAlchemySession``): then the conversation is
         ``conversation``, by default ``session_id``, so every host serving that session
-        id continues the same conversation. ``options`` go to
+        id continues the same conversation; ``database=`` (a
+        :class:`~ctxbudget.Database` the host opened) takes the URL's place. ``options`` go to
         :meth:`ctxbudget.Session.open` (``context_window``, ``cursor_key``, ...); the
-        system text and tools sent are the running agent's own, set by the filter."""
+        system text and tools sent are the running agent's own, set by the filter.
+        Requests count by the ``openai_responses`` profile (the SDK sends Responses API
+        items) unless ``profile=`` says otherwise — ``harmony`` is kept for gpt-oss."""
         if model is None:
             if agent is None:
                 raise InvalidArgumentError(
@@ -175,10 +190,16 @@ class AgentsSession:
                     "context_window= for a model ctxbudget does not know)"
                 )
             model = model_of(agent)
-        if is_database_url(workspace) and conversation is None:
+        if (database is not None or is_database_url(workspace)) and conversation is None:
             conversation = session_id
         return cls(
-            Session.open(workspace, conversation=conversation, model=model, **options),
+            Session.open(
+                workspace,
+                database=database,
+                conversation=conversation,
+                model=model,
+                **{"profile": _sdk_profile(model), **options},
+            ),
             session_id,
             session_settings=session_settings,
         )
@@ -492,8 +513,39 @@ class AgentsSession:
 
         return RunConfig(call_model_input_filter=self.input_filter, **kwargs)
 
+    def run_hooks(self, hooks: RunHooks[Any] | None = None) -> RunHooks[Any]:
+        """``RunHooks`` for ``Runner.run(..., hooks=...)`` that record each model
+        response's usage (``ModelResponse.usage.input_tokens``) with the reply it
+        produced, bound to the request the filter prepared, so the next request's count
+        starts from the provider's figure (SPEC §1, usage anchoring). ``hooks`` (the
+        host's own) are called as well, after."""
+        return _usage_hooks(self.session, hooks)
+
     def __repr__(self) -> str:
         return f"AgentsSession({self.session_id!r}, {self.session!r})"
+
+
+def _usage_hooks(session: Session, inner: RunHooks[Any] | None) -> RunHooks[Any]:
+    """A ``RunHooks`` whose ``on_llm_end`` notes the response's usage on ``session``
+    (in memory, no I/O: the reply's rows carry it when they are written), then calls
+    ``inner``'s hooks."""
+    from agents import RunHooks
+
+    class UsageHooks(RunHooks[Any]):
+        async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            usage = getattr(response, "usage", None)
+            if usage is not None and getattr(usage, "requests", 1) != 0:
+                session.record_usage(usage)
+            if inner is not None:
+                await inner.on_llm_end(context, agent, response)
+
+    hooks = UsageHooks()
+    if inner is not None:
+        # Every other hook is the host's own.
+        for name in dir(RunHooks):
+            if name.startswith("on_") and name != "on_llm_end":
+                setattr(hooks, name, getattr(inner, name))
+    return hooks
 
 
 def _unsaved(

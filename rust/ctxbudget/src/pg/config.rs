@@ -35,6 +35,18 @@ pub struct PgOptions {
     /// (default 60 s), so that a client that hangs while holding a conversation's lock
     /// cannot stop the other hosts; its transaction is rolled back. At least 1 ms.
     pub idle_in_transaction_timeout: Duration,
+    /// Whether connecting creates or migrates the schema when it is missing or older
+    /// (default true: the simple case). False for runtime roles without `CREATE`: the
+    /// store then only checks the version and fails with
+    /// [`PgError::NotMigrated`](super::PgError::NotMigrated) until the migration has
+    /// been run ([`PgStore::migrate`](super::PgStore::migrate), `ctxbudget db migrate`).
+    pub migrate: bool,
+    /// The server's `statement_timeout` for every session of the pool (`None`: the
+    /// server's own setting). A statement cancelled by it fails with a database error.
+    pub statement_timeout: Option<Duration>,
+    /// The server's `lock_timeout` for every session of the pool (`None`: the server's
+    /// own setting): how long a write waits for a conversation another host is writing.
+    pub lock_timeout: Option<Duration>,
 }
 
 impl Default for PgOptions {
@@ -46,6 +58,9 @@ impl Default for PgOptions {
             reconnect_for: Duration::from_secs(30),
             schema: None,
             idle_in_transaction_timeout: IDLE_IN_TRANSACTION_TIMEOUT,
+            migrate: true,
+            statement_timeout: None,
+            lock_timeout: None,
         }
     }
 }
@@ -153,6 +168,14 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target> {
         "-c idle_in_transaction_session_timeout={}",
         options.idle_in_transaction_timeout.as_millis().max(1)
     ));
+    for (name, value) in [
+        ("statement_timeout", options.statement_timeout),
+        ("lock_timeout", options.lock_timeout),
+    ] {
+        if let Some(value) = value {
+            settings.push(format!("-c {name}={}", value.as_millis().max(1)));
+        }
+    }
     if let Some(schema) = &options.schema {
         if schema.is_empty() || schema.len() > 63 || schema.contains('\0') {
             return Err(PgError::Config(format!(

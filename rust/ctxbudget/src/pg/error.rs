@@ -83,9 +83,9 @@ pub enum PgError {
     /// The schema needs a migration that this role may not make; nothing was changed.
     #[error(
         "the database holds ctxbudget schema version {found} and this library needs version \
-         {needed}, but role {role:?} may not migrate it: it lacks {missing}. Connect once \
-         with a role that has it (the role that created the tables), or grant it; after \
-         that, roles with only SELECT, INSERT, UPDATE, DELETE on the tables suffice"
+         {needed}, but role {role:?} may not migrate it: it lacks {missing}. Run the migration once as a role that has \
+         it (`ctxbudget db migrate URL`, as the role that owns the tables), or grant it; \
+         after that, roles with only SELECT, INSERT, UPDATE, DELETE on the tables suffice"
     )]
     MigrationNotAllowed {
         /// Version found in the database (0: no tables yet).
@@ -97,6 +97,26 @@ pub enum PgError {
         /// The rights it lacks, named.
         missing: String,
     },
+    /// The store was opened without migrating (`PgOptions::migrate = false`, a runtime
+    /// role) and the database does not hold this library's schema yet; nothing was changed.
+    #[error(
+        "the database holds ctxbudget schema version {found} and this library needs version \
+         {needed}: run the migration first, as the role that owns the tables \
+         (`ctxbudget db migrate URL`, `ctxbudget.Database.migrate`, `PgStore::migrate`), \
+         or review its SQL with `ctxbudget db ddl`"
+    )]
+    NotMigrated {
+        /// Version found in the database (0: no tables).
+        found: i32,
+        /// The version this library needs.
+        needed: i32,
+    },
+    /// The store was closed by its owner ([`PgStore::close`](super::PgStore::close)).
+    #[error(
+        "this PostgreSQL database object was closed by its owner; open a new one \
+         (nothing was done)"
+    )]
+    Closed,
     /// A call with a deadline (a `session_history` page) ran out of time waiting for the
     /// server: a lock held by another session, a slow statement or a full pool.
     #[error(
@@ -168,6 +188,8 @@ impl std::fmt::Debug for PgError {
             PgError::Database { .. } => "Database",
             PgError::SchemaTooNew { .. } => "SchemaTooNew",
             PgError::MigrationNotAllowed { .. } => "MigrationNotAllowed",
+            PgError::NotMigrated { .. } => "NotMigrated",
+            PgError::Closed => "Closed",
             PgError::Timeout { .. } => "Timeout",
             PgError::Conflict { .. } => "Conflict",
             PgError::BatchIdReused { .. } => "BatchIdReused",

@@ -20,6 +20,7 @@
 //! ```
 
 mod bodies;
+mod budget;
 mod config;
 mod deadline;
 mod error;
@@ -27,19 +28,22 @@ mod key;
 mod memory;
 pub(crate) mod page;
 mod pool;
+mod retention;
 mod schema;
 pub(crate) mod transcript;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use budget::BUDGET_RECORD_MAX;
 pub use config::{PgOptions, SslMode, IDLE_IN_TRANSACTION_TIMEOUT};
 pub use error::{PgError, Result};
 pub use key::{CursorKey, CURSOR_KEY_ENV, CURSOR_KEY_MIN_BYTES};
 pub use memory::{
     MemoryEntry, MEMORY_CHECKPOINT_MAX, MEMORY_FILE_MAX, MEMORY_NAME_MAX, MEMORY_PATH_MAX,
 };
-pub use schema::{MIGRATION_LOCK, SCHEMA_VERSION};
+pub use retention::{DeleteReport, PruneReport};
+pub use schema::{ddl, MIGRATION_LOCK, SCHEMA_VERSION};
 pub use transcript::PgHistory;
 
 use pool::{Conn, Pool};
@@ -149,7 +153,9 @@ impl std::fmt::Debug for PgStore {
 }
 
 impl PgStore {
-    /// Connects, and creates or migrates the schema (safe when many hosts start at once).
+    /// Connects, and creates or migrates the schema (safe when many hosts start at once);
+    /// with [`PgOptions::migrate`] false it only checks that the schema is current
+    /// ([`PgError::NotMigrated`] otherwise), so a role without `CREATE` can connect.
     pub fn connect(url: &str, options: PgOptions) -> Result<PgStore> {
         let target = config::parse(url, &options)?;
         let ssl_mode = target.ssl_mode;
@@ -162,9 +168,39 @@ impl PgStore {
                 own_key: std::sync::OnceLock::new(),
             }),
         };
-        let schema = store.inner.options.schema.clone();
-        store.run(|c| schema::migrate(&mut c.client, schema.as_deref()).map(|_| ()))?;
+        if store.inner.options.migrate {
+            store.migrate()?;
+        } else {
+            store.run(|c| schema::require_current(&mut c.client).map(|_| ()))?;
+        }
         Ok(store)
+    }
+
+    /// Creates or migrates the schema to [`SCHEMA_VERSION`] (the explicit step a DBA
+    /// runs, as the role that owns the tables; `ctxbudget db migrate`). Safe when many
+    /// hosts run it at once; a database already current is only read. Returns the
+    /// version found before (0: no tables) and the version now.
+    pub fn migrate(&self) -> Result<(i32, i32)> {
+        let schema = self.inner.options.schema.clone();
+        let found = self.run(|c| schema::migrate(&mut c.client, schema.as_deref()))?;
+        Ok((found, SCHEMA_VERSION))
+    }
+
+    /// Closes the pool: idle connections now, busy ones when their call ends; every later
+    /// call on this store (and on the conversations and histories opened from it) fails
+    /// with [`PgError::Closed`]. Idempotent.
+    pub fn close(&self) {
+        self.inner.pool.close();
+    }
+
+    /// True once [`close`](Self::close) ran.
+    pub fn is_closed(&self) -> bool {
+        self.inner.pool.is_closed()
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &PgOptions {
+        &self.inner.options
     }
 
     /// The TLS mode in use.
@@ -234,20 +270,6 @@ impl PgStore {
             store: self.clone(),
             id: id.to_string(),
         }))
-    }
-
-    /// Deletes a conversation with its rows and memory files; false if it did not exist.
-    /// Opening it again starts an empty conversation under a new epoch.
-    pub fn delete(&self, id: &str) -> Result<bool> {
-        check_id("conversation id", id, CONVERSATION_ID_MAX)?;
-        self.run(|c| {
-            let s = c.statement("DELETE FROM ctxbudget_conversations WHERE conversation = $1")?;
-            let n = c
-                .client
-                .execute(&s, &[&id])
-                .map_err(PgError::db("deleting the conversation"))?;
-            Ok(n > 0)
-        })
     }
 
     /// Runs `op` on a pooled connection. When the connection breaks or the server is
@@ -562,6 +584,44 @@ const INSERT_BATCH: &str = "WITH ins AS ( \
      SET last_seq = $7::int8, floor_seq = GREATEST(floor_seq, $8::int8) \
      WHERE conversation = $1 AND (SELECT count(*) FROM ins) = $9::int8 RETURNING epoch";
 
+/// The values a batch insert binds besides the row bodies (both the locking path's
+/// [`INSERT_BATCH`] and the one-statement append): the seqs from `first`, the last seq,
+/// the highest seq whose row raises the privacy floor (0: none) and the row count.
+pub(crate) struct BatchSeqs {
+    /// One seq per row, from `first`.
+    pub(crate) seqs: Vec<i64>,
+    /// The batch's first seq.
+    pub(crate) first: i64,
+    /// The batch's last seq.
+    pub(crate) last: i64,
+    /// The highest seq of a floor row, 0 when none raises it.
+    pub(crate) floor: i64,
+    /// How many rows the batch holds.
+    pub(crate) rows: i64,
+}
+
+impl BatchSeqs {
+    /// The seqs of rows at `first..` whose floor flags are `floors` (not empty).
+    pub(crate) fn new(first: u64, floors: &[bool]) -> BatchSeqs {
+        let n = floors.len() as u64;
+        let last = first + n.saturating_sub(1);
+        let floor = floors
+            .iter()
+            .zip(first..)
+            .filter(|(f, _)| **f)
+            .map(|(_, s)| s)
+            .max()
+            .unwrap_or(0);
+        BatchSeqs {
+            seqs: (first..=last).map(to_i64).collect(),
+            first: to_i64(first),
+            last: to_i64(last),
+            floor: to_i64(floor),
+            rows: to_i64(n),
+        }
+    }
+}
+
 /// Inserts `bodies` (with their floor flags) at seqs from `first`, under batch id
 /// `batch_id`, inside `tx` (which holds the conversation's row lock); returns the epoch.
 /// The caller commits.
@@ -574,30 +634,21 @@ pub(crate) fn insert_batch(
     floors: &[bool],
     batch_id: &str,
 ) -> Result<u64> {
-    let n = bodies.len() as u64;
-    let last = first + n - 1;
-    let seqs: Vec<i64> = (first..=last).map(to_i64).collect();
-    let floor = floors
-        .iter()
-        .zip(first..)
-        .filter(|(f, _)| **f)
-        .map(|(_, s)| s)
-        .max()
-        .unwrap_or(0);
-    let (first_i, last_i, floor_i, n_i) = (to_i64(first), to_i64(last), to_i64(floor), to_i64(n));
+    let n = bodies.len();
+    let b = BatchSeqs::new(first, floors);
     let updated = tx
         .query(
             insert,
             &[
                 &conversation,
-                &seqs,
+                &b.seqs,
                 &bodies,
                 &floors,
-                &first_i,
+                &b.first,
                 &batch_id,
-                &last_i,
-                &floor_i,
-                &n_i,
+                &b.last,
+                &b.floor,
+                &b.rows,
             ],
         )
         .map_err(PgError::db("appending rows"))?;

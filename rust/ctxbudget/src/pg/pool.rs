@@ -34,6 +34,8 @@ struct State {
     idle: Vec<Conn>,
     /// Connections handed out or being opened.
     busy: usize,
+    /// Set by [`Pool::close`]: no connection is handed out any more.
+    closed: bool,
 }
 
 pub(crate) struct Pool {
@@ -59,6 +61,7 @@ impl Pool {
             state: Mutex::new(State {
                 idle: Vec::new(),
                 busy: 0,
+                closed: false,
             }),
             freed: Condvar::new(),
         }
@@ -99,6 +102,9 @@ impl Pool {
         });
         let mut state = self.lock();
         loop {
+            if state.closed {
+                return Err(PgError::Closed);
+            }
             while let Some(conn) = state.idle.pop() {
                 if conn.client.is_closed() {
                     continue;
@@ -142,7 +148,7 @@ impl Pool {
         let mut state = self.lock();
         state.busy = state.busy.saturating_sub(1);
         if let Some(conn) = conn {
-            if !conn.client.is_closed() {
+            if !conn.client.is_closed() && !state.closed {
                 state.idle.push(conn);
             }
         }
@@ -153,6 +159,21 @@ impl Pool {
     /// Closes every idle connection (the next use opens fresh ones).
     pub fn clear_idle(&self) {
         self.lock().idle.clear();
+    }
+
+    /// Closes the idle connections and refuses every later request
+    /// ([`PgError::Closed`]); connections in use close when their call returns them.
+    pub fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.idle.clear();
+        drop(state);
+        self.freed.notify_all();
+    }
+
+    /// True once [`Pool::close`] ran.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
     }
 }
 

@@ -23,7 +23,7 @@ pub const MIGRATION_LOCK: i64 = 0x6374_7862_6467_7431;
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`. Append, never edit.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Version 1: conversations, rows, memory files, keys.
 const V1: &str = r#"
@@ -182,6 +182,59 @@ END
 $f$;
 "#;
 
+/// Version 4: retention and the budget record. `pruned_before` marks the rows a prune
+/// removed for good (seqs below it are gone on purpose, not lost), and may only rise.
+/// `ctxbudget_budgets` keeps a conversation's budget record (what `budget.json` is to a
+/// workspace: the budgets its sessions ran with, for `ctxbudget plot`), deleted with it. The library's prunes and
+/// deletes mark their transaction (`ctxbudget.maintaining` = the conversation) and give
+/// the conversation one new epoch themselves, so the per-row trigger that renews the
+/// epoch on a hand edit is skipped for them (its `WHEN`), as it is for appends. Safe to
+/// run again over itself (a version row deleted by hand).
+const V4: &str = r#"
+ALTER TABLE ctxbudget_conversations
+  ADD COLUMN IF NOT EXISTS pruned_before bigint NOT NULL DEFAULT 1
+    CHECK (pruned_before >= 1 AND pruned_before <= last_seq + 1);
+
+CREATE OR REPLACE FUNCTION ctxbudget_conversation_guard() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  IF NEW.floor_seq < OLD.floor_seq THEN
+    RAISE EXCEPTION 'ctxbudget: the privacy floor of conversation % cannot be lowered (% -> %)',
+      OLD.conversation, OLD.floor_seq, NEW.floor_seq USING ERRCODE = 'check_violation';
+  END IF;
+  IF NEW.last_seq < OLD.last_seq THEN
+    RAISE EXCEPTION 'ctxbudget: the last seq of conversation % cannot go back (% -> %)',
+      OLD.conversation, OLD.last_seq, NEW.last_seq USING ERRCODE = 'check_violation';
+  END IF;
+  IF NEW.archived_before < OLD.archived_before THEN
+    RAISE EXCEPTION 'ctxbudget: archived rows of conversation % cannot be unarchived',
+      OLD.conversation USING ERRCODE = 'check_violation';
+  END IF;
+  IF NEW.pruned_before < OLD.pruned_before THEN
+    RAISE EXCEPTION 'ctxbudget: pruned rows of conversation % cannot come back',
+      OLD.conversation USING ERRCODE = 'check_violation';
+  END IF;
+  IF NEW.conversation <> OLD.conversation THEN
+    RAISE EXCEPTION 'ctxbudget: a conversation cannot be renamed'
+      USING ERRCODE = 'check_violation';
+  END IF;
+  RETURN NEW;
+END
+$f$;
+
+CREATE TABLE IF NOT EXISTS ctxbudget_budgets (
+  conversation text PRIMARY KEY
+    REFERENCES ctxbudget_conversations (conversation) ON DELETE CASCADE,
+  record bytea NOT NULL CHECK (octet_length(record) <= 65536),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+DROP TRIGGER IF EXISTS ctxbudget_rows_changed ON ctxbudget_rows;
+CREATE TRIGGER ctxbudget_rows_changed AFTER UPDATE OR DELETE ON ctxbudget_rows
+  FOR EACH ROW
+  WHEN (current_setting('ctxbudget.maintaining', true) IS DISTINCT FROM OLD.conversation)
+  EXECUTE FUNCTION ctxbudget_rows_changed();
+"#;
+
 /// Brings the schema to [`SCHEMA_VERSION`]; returns the version found before (0: no
 /// tables). A database already at it is only read.
 pub(crate) fn migrate(client: &mut Client, schema: Option<&str>) -> Result<i32> {
@@ -212,6 +265,63 @@ pub(crate) fn migrate(client: &mut Client, schema: Option<&str>) -> Result<i32> 
         }
     })
 }
+
+/// Checks, without changing anything, that the database holds this library's schema:
+/// [`PgError::NotMigrated`] when it is missing or older (run the migration first),
+/// [`PgError::SchemaTooNew`] when it is newer. What a store opened with
+/// `PgOptions::migrate = false` does on connecting: a runtime role needs no `CREATE`.
+pub(crate) fn require_current(client: &mut Client) -> Result<i32> {
+    match installed_version(client)? {
+        Some(v) if v == SCHEMA_VERSION => Ok(v),
+        Some(v) if v > SCHEMA_VERSION => Err(PgError::SchemaTooNew {
+            found: v,
+            known: SCHEMA_VERSION,
+        }),
+        found => Err(PgError::NotMigrated {
+            found: found.unwrap_or(0),
+            needed: SCHEMA_VERSION,
+        }),
+    }
+}
+
+/// The SQL the migration runs on an empty database, for a DBA to review or run by hand
+/// (`ctxbudget db ddl`): the schema (when named), the version table, every migration in
+/// order, each recorded, in one transaction under [`MIGRATION_LOCK`].
+pub fn ddl(schema: Option<&str>) -> String {
+    let mut out = String::from("-- ctxbudget schema, version ");
+    out.push_str(&SCHEMA_VERSION.to_string());
+    out.push_str(
+        ". Run as the role that will own the tables; runtime roles need only\n\
+         -- SELECT, INSERT, UPDATE, DELETE on them (docs/guide-deploy.md, \"Roles\").\n\
+         BEGIN;\n",
+    );
+    out.push_str(&format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});\n"
+    ));
+    if let Some(schema) = schema {
+        let q = quote_ident(schema);
+        out.push_str(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {q};\nSET LOCAL search_path = {q};\n"
+        ));
+    }
+    out.push_str(VERSION_TABLE);
+    out.push_str(";\n");
+    for (i, sql) in MIGRATIONS.iter().enumerate() {
+        out.push_str(&format!("\n-- version {}\n", i + 1));
+        out.push_str(sql.trim());
+        out.push_str(&format!(
+            "\nINSERT INTO ctxbudget_schema_version (version) VALUES ({});\n",
+            i + 1
+        ));
+    }
+    out.push_str("\nCOMMIT;\n");
+    out
+}
+
+/// The table that records which migrations ran.
+const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS ctxbudget_schema_version (
+  version int PRIMARY KEY,
+  applied_at timestamptz NOT NULL DEFAULT now())";
 
 /// The version recorded in `ctxbudget_schema_version`, `None` when that table does not
 /// exist (in the connection's `search_path`).
@@ -327,12 +437,8 @@ fn migrate_locked(client: &mut Client, schema: Option<&str>) -> Result<i32> {
             .map_err(PgError::db("CREATE SCHEMA"))?;
         }
     }
-    tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS ctxbudget_schema_version (
-           version int PRIMARY KEY,
-           applied_at timestamptz NOT NULL DEFAULT now())",
-    )
-    .map_err(PgError::db("creating ctxbudget_schema_version"))?;
+    tx.batch_execute(VERSION_TABLE)
+        .map_err(PgError::db("creating ctxbudget_schema_version"))?;
     let found: i32 = tx
         .query_one(
             "SELECT coalesce(max(version), 0) FROM ctxbudget_schema_version",

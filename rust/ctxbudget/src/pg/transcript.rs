@@ -12,6 +12,8 @@
 //! inserted or truncated by hand, the conversation recreated) rebuilds it. The bodies of
 //! the newest rows stay with the index (`bodies.rs`) for `session_history` pages.
 
+mod fast;
+
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -235,6 +237,9 @@ impl From<PgError> for HistoryError {
             } => HistoryError::Conflict {
                 expected_last_seq: *expected_last_seq,
                 last_seq: *last_seq,
+            },
+            PgError::NoConversation(id) => HistoryError::Deleted {
+                location: format!("postgresql conversation {id:?}"),
             },
             PgError::Invalid(_) | PgError::Config(_) => {
                 HistoryError::InvalidArgument(e.to_string())
@@ -522,6 +527,11 @@ impl PgHistory {
         let conversation = self.conversation.id();
         let batch_id = random_batch_id();
         let mut ix = self.index();
+        if let Some(raws) = raw {
+            if let Some(done) = self.append_fast(&mut ix, expected_last_seq, raws, &batch_id) {
+                return done.map(Some).map_err(HistoryError::from);
+            }
+        }
         let _writing = WriterMark::set(self);
         let mut failure: Option<HistoryError> = None;
         let outcome = self.conversation.store().run(|c| {
@@ -664,6 +674,30 @@ impl PgHistory {
     }
 }
 
+impl PgHistory {
+    /// Removes for good the sealed windows `spec` selects (the current window always
+    /// stays; the privacy floor is never lowered), in one transaction; cursors minted
+    /// before it answer `history_changed`. Changes nothing when it selects none.
+    pub fn prune(&self, spec: &crate::transcript::PruneSpec) -> Result<crate::store::PruneReport> {
+        if spec.is_empty() {
+            return Err(HistoryError::InvalidArgument(
+                "a prune needs a criterion: keep_windows, older_than or below_floor".into(),
+            ));
+        }
+        let rows = self.rows_since(0)?;
+        let floor = Store::floor_seq(self)?;
+        let now = std::time::SystemTime::now();
+        match crate::transcript::prune_cut(&rows, floor, spec, now) {
+            Some(cut) => Ok(self.conversation.prune_before(cut)?),
+            None => Ok(crate::store::PruneReport {
+                kept_from: self.conversation.pruned_before()?,
+                floor_seq: floor,
+                ..crate::store::PruneReport::default()
+            }),
+        }
+    }
+}
+
 impl Store for PgHistory {
     fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult> {
         if rows.is_empty() {
@@ -800,6 +834,7 @@ impl Store for PgHistory {
     /// reads: nothing is rewritten.
     fn verify(&self) -> Result<VerifyReport> {
         *self.index_for_read() = PgIndex::default();
+        let pruned_before = self.conversation.pruned_before()?;
         self.with_fresh(|ix, tx, conversation| {
             let beyond = tx
                 .query_one(
@@ -813,7 +848,8 @@ impl Store for PgHistory {
             let mut archive = FileReport::default();
             let mut violations = 0u64;
             let mut first_violation = None;
-            let mut expected = 1u64;
+            // Rows below the prune mark are gone on purpose.
+            let mut expected = pruned_before;
             for (e, &seq) in ix.entries.iter().zip(&ix.seqs) {
                 let report = if seq < ix.archived_before {
                     &mut archive

@@ -62,6 +62,17 @@ pub enum HistoryError {
     /// An argument other than a row is invalid.
     #[error("{0}")]
     InvalidArgument(String),
+    /// The conversation was deleted for good (by `delete`, from this or another
+    /// process) while this handle was open; nothing was written.
+    #[error(
+        "{location} was deleted (ctxbudget history delete, or a delete call) while this \
+         handle was open; nothing was written — open it again to start a new, empty \
+         conversation under that name, or stop writing to it"
+    )]
+    Deleted {
+        /// The workspace directory or the PostgreSQL conversation, as messages name it.
+        location: String,
+    },
     /// The transcript database (the PostgreSQL store) failed or refused the operation.
     #[error("{message}")]
     Database {

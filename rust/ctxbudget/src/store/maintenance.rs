@@ -198,7 +198,12 @@ impl History {
     pub fn rotate(&self) -> Result<RotateReport> {
         let mut locked = self.lock()?;
         self.writable(&mut locked)?;
-        let ix = Self::index(&locked)?;
+        self.rotate_locked(&mut locked)
+    }
+
+    /// [`rotate`](Self::rotate) under a held lock, the index refreshed and writable.
+    pub(super) fn rotate_locked(&self, locked: &mut Locked<'_>) -> Result<RotateReport> {
+        let ix = Self::index(locked)?;
         // The batch that opened the current window begins at the window's first seq,
         // as the fold knows it (the store does not read windows itself).
         let opened_at = ix.fold.window().seq();
@@ -260,11 +265,11 @@ impl History {
             }
         }
         fsutil::replace_file(&self.paths.chat, rest, self.durable(), "rotate.chat")?;
-        self.refresh(&mut locked)?;
+        self.refresh(locked)?;
         if let Some(ix) = locked.index.as_mut() {
             ix.rotation_finished();
         }
-        self.publish_stable_durable(epoch, &mut locked)?;
+        self.publish_stable_durable(epoch, locked)?;
         Ok(RotateReport {
             rows,
             bytes: cut,

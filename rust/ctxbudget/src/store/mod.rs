@@ -54,6 +54,7 @@ mod maintenance;
 mod options;
 pub(crate) mod read;
 mod reports;
+mod retention;
 
 use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -80,8 +81,8 @@ pub use index::fuzz_scan;
 pub(crate) use index::Snapshot;
 pub use options::{Durability, OpenOptions, Paths};
 pub use reports::{
-    AppendResult, FileReport, ReadFrom, RecoveryReport, RotateReport, RowsRead, StoredRow,
-    VerifyReport, WindowInfo,
+    AppendResult, DeleteReport, FileReport, PruneReport, ReadFrom, RecoveryReport, RotateReport,
+    RowsRead, StoredRow, VerifyReport, WindowInfo,
 };
 #[cfg(feature = "fuzzing")]
 pub use row::fuzz_rules;
@@ -166,7 +167,18 @@ impl History {
             &self.lock_token,
             &self.paths.lock,
             self.options.lock_timeout,
-        )?;
+        )
+        .map_err(|e| match e {
+            // The directory is gone: a delete removed the workspace's transcript.
+            HistoryError::Io { ref source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound && !self.paths.dir.exists() =>
+            {
+                HistoryError::Deleted {
+                    location: format!("workspace {}", self.paths.dir.display()),
+                }
+            }
+            other => other,
+        })?;
         let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
         let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Locked {

@@ -137,3 +137,37 @@ pub struct VerifyReport {
     /// receipt is stable.
     pub ok: bool,
 }
+
+/// What deleting a conversation (a workspace's transcript, or a PostgreSQL conversation)
+/// removed for good.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DeleteReport {
+    /// Whether there was anything to delete.
+    pub existed: bool,
+    /// Transcript rows removed (acknowledged ones; torn tails count as recovered files).
+    pub rows: u64,
+    /// Bytes of those rows.
+    pub bytes: u64,
+    /// Memory files removed.
+    pub memory_files: u64,
+    /// Files of `history/recovered/` (torn tails a recovery set aside) removed.
+    pub recovered_files: u64,
+    /// Other files removed with it: the workspace's budget record, receipt and lock.
+    pub other_files: u64,
+}
+
+/// What a prune removed: whole sealed windows from the oldest on, for good.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PruneReport {
+    /// Rows removed.
+    pub rows: u64,
+    /// Bytes of those rows.
+    pub bytes: u64,
+    /// The first seq kept: every row below it is gone (1 when nothing was ever pruned).
+    pub kept_from: u64,
+    /// The privacy floor after the prune: never lowered by it.
+    pub floor_seq: u64,
+    /// The transcript's new epoch (cursors minted before it answer `history_changed`);
+    /// `None` when nothing was removed and nothing changed.
+    pub epoch: Option<u64>,
+}

@@ -51,7 +51,12 @@ pub(crate) fn next_cut(family: Family, text: &[u8], start: usize, max: usize) ->
 ///   non-whitespace character (o200k: not `/`, which its punctuation pieces swallow
 ///   after newlines). For the GPT-2 pattern, whose `\s+(?!\S)` leaves a newline's
 ///   preceding whitespace attached, only a lone newline after non-whitespace counts.
+///
+/// A [`Family::Regex`] (any split regexes) has none: its text is never cut.
 pub(crate) fn is_exact_boundary(family: Family, text: &[u8], p: usize) -> bool {
+    if matches!(family, Family::Regex(_)) {
+        return false;
+    }
     let before = text[p - 1];
     if text[p] == b' ' && (0x21..=0x7E).contains(&before) {
         return true;
@@ -60,13 +65,14 @@ pub(crate) fn is_exact_boundary(family: Family, text: &[u8], p: usize) -> bool {
         return false;
     }
     match family {
-        Family::Cl100k | Family::O200k => {
+        Family::Cl100k | Family::Llama3 | Family::Qwen2 | Family::O200k | Family::Tekken => {
             let stop = (p + NEWLINE_LOOKAHEAD).min(text.len());
             let mut q = p;
             while q < stop {
                 let (class, len) = class_at(text, q);
                 if !class.is_space() {
-                    return !(family == Family::O200k && q == p && text[q] == b'/');
+                    let slash_joins = matches!(family, Family::O200k | Family::Tekken);
+                    return !(slash_joins && q == p && text[q] == b'/');
                 }
                 if text[q] == b'\n' || text[q] == b'\r' {
                     return false;
@@ -75,6 +81,7 @@ pub(crate) fn is_exact_boundary(family: Family, text: &[u8], p: usize) -> bool {
             }
             false
         }
+        Family::Regex(_) => false,
         Family::Gpt2 => {
             let lone = p == 1 || !class_at(text, p - 1 - len_before(text, p - 1)).0.is_space();
             lone && !class_at(text, p).0.is_space()

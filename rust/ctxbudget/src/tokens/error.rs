@@ -39,4 +39,19 @@ pub enum TokenError {
         /// Why it failed.
         reason: String,
     },
+    /// A tokenizer file or model directory could not be read.
+    #[error("could not read the tokenizer at {path}: {reason}")]
+    TokenizerFile {
+        /// The file or directory.
+        path: String,
+        /// Why: what is missing or not supported.
+        reason: String,
+    },
+    /// A chat template could not be rendered.
+    #[error("the chat template could not be rendered: {reason}")]
+    ChatTemplate {
+        /// The template engine's message (the template's own `raise_exception` text
+        /// included).
+        reason: String,
+    },
 }

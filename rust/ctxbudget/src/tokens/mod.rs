@@ -1,7 +1,10 @@
 //! Exact, linear-time token counting.
 //!
 //! Counts equal `len(tiktoken.get_encoding(name).encode_ordinary(text))` for every
-//! text of every shipped encoding. The rank tables are tiktoken's own files, embedded
+//! text of every shipped encoding, and the original's count for an open-weight
+//! tokenizer read from its files ([`Encoding::from_file`], [`Encoding::from_dir`]:
+//! HuggingFace `tokenizer.json` byte-level BPE, Mistral tekken), whose chat template
+//! [`template`] renders. The rank tables are tiktoken's own files, embedded
 //! in the library (no network, ever); the split into pre-tokens is a hand-written
 //! scanner equivalent to tiktoken's regex, which runs in one forward pass and never
 //! backtracks; pieces are merged by a hash lookup (most are one token), tiktoken's
@@ -19,17 +22,26 @@
 //! # Ok::<(), ctxbudget::tokens::TokenError>(())
 //! ```
 
+mod added;
 mod backtrack;
 mod bpe;
 mod cache;
 mod chunk;
 mod error;
+mod files;
+pub mod harmony;
+mod hf;
 mod json;
 pub mod media;
+mod merges;
 mod models;
+pub mod pdf;
 mod pieces;
 mod pretokenize;
+pub mod profile;
 pub mod request;
+mod split;
+pub mod template;
 pub mod typescript;
 mod unicode;
 mod vocab;
@@ -42,6 +54,7 @@ use rayon::prelude::*;
 pub use error::TokenError;
 pub use models::{model_encoding, ModelEncoding};
 
+use added::TextRules;
 use bpe::{Ranks, Scratch};
 use cache::CountCache;
 use pretokenize::Family;
@@ -75,8 +88,9 @@ pub fn encoding_names() -> impl Iterator<Item = &'static str> {
 pub struct TokenCount {
     /// Number of tokens; an estimate when `exact` is false.
     pub tokens: usize,
-    /// True when `tokens` equals tiktoken's count for the same encoding: always, unless
-    /// the encoding estimates another model's tokenizer ([`Encoding::for_model`]).
+    /// True when `tokens` equals the tokenizer's own count (tiktoken's for the shipped
+    /// encodings, the original's for a file read by [`Encoding::from_file`]): always,
+    /// unless the encoding estimates another model's tokenizer ([`Encoding::for_model`]).
     pub exact: bool,
 }
 
@@ -84,6 +98,11 @@ pub struct TokenCount {
 struct Tables {
     family: Family,
     ranks: Ranks,
+    /// Added tokens and normalizers of a tokenizer read from a file (`None` for
+    /// tiktoken's encodings, whose counts are `encode_ordinary`'s).
+    rules: Option<TextRules>,
+    /// The chat template that came with a tokenizer read from a directory.
+    template: Option<template::ChatTemplate>,
 }
 
 /// A tokenizer: counts tokens of text for one encoding.
@@ -124,7 +143,12 @@ fn load_tables(name: &str) -> Result<Tables, TokenError> {
         return Err(fail(format!("only {} ranks decoded", ranks.len())));
     }
     unicode::warm_up();
-    Ok(Tables { family, ranks })
+    Ok(Tables {
+        family,
+        ranks,
+        rules: None,
+        template: None,
+    })
 }
 
 /// The shared tables of `name`, loaded on first use.
@@ -166,6 +190,53 @@ impl Encoding {
             cache_capacity: DEFAULT_CACHE_CAPACITY,
             cache: Some(Arc::new(CountCache::new(DEFAULT_CACHE_CAPACITY))),
         })
+    }
+
+    /// The tokenizer in the file at `path`: a HuggingFace `tokenizer.json` (byte-level
+    /// BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4 and the like) or a Mistral
+    /// `tekken*.json`. Counts equal the original's (`encode(text,
+    /// add_special_tokens=False)`: added and special tokens in the text count as one
+    /// token each). Nothing is downloaded; a file is read once per process and its
+    /// tables are kept for the life of the process.
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Encoding, TokenError> {
+        Ok(Encoding::from_tables(files::load_file(path.as_ref())?))
+    }
+
+    /// The tokenizer of a model directory as published: its `tokenizer.json` or
+    /// `tekken.json`, with the chat template of its `tokenizer_config.json`,
+    /// `chat_template.jinja` or `chat_template.json` (see [`Encoding::chat_template`]).
+    pub fn from_dir(dir: impl AsRef<std::path::Path>) -> Result<Encoding, TokenError> {
+        Ok(Encoding::from_tables(files::load_dir(dir.as_ref())?))
+    }
+
+    /// The tokenizer of `model` found under `root`, a directory of model directories
+    /// the host keeps (plain `Llama-3.1-8B-Instruct/` directories or a HuggingFace
+    /// cache): `ollama/llama3.1:8b`, `hosted_vllm/Qwen/Qwen2.5-7B-Instruct` and the like
+    /// find theirs by name. See [`Encoding::from_dir`].
+    pub fn for_model_in(
+        root: impl AsRef<std::path::Path>,
+        model: &str,
+    ) -> Result<Encoding, TokenError> {
+        Ok(Encoding::from_tables(files::load_model(
+            root.as_ref(),
+            model,
+        )?))
+    }
+
+    fn from_tables((name, tables): (&'static str, &'static Tables)) -> Encoding {
+        Encoding {
+            name,
+            tables,
+            estimate_scale_bp: None,
+            chunk_bytes: chunk::CHUNK_BYTES,
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            cache: Some(Arc::new(CountCache::new(DEFAULT_CACHE_CAPACITY))),
+        }
+    }
+
+    /// The chat template that came with a tokenizer read by [`Encoding::from_dir`].
+    pub fn chat_template(&self) -> Option<&'static template::ChatTemplate> {
+        self.tables.template.as_ref()
     }
 
     /// The encoding that counts tokens for `model`: its real tokenizer when tiktoken
@@ -308,16 +379,11 @@ impl Encoding {
     }
 
     fn count_uncached(&self, text: &str) -> TokenCount {
-        let bytes = text.as_bytes();
-        let family = self.tables.family;
         let mut scratch = Scratch::lend_piece_cache();
-        let mut tokens = 0;
-        let mut start = 0;
-        while start < bytes.len() {
-            let end = chunk::next_cut(family, bytes, start, self.chunk_bytes);
-            tokens += self.count_chunk(&bytes[start..end], &mut scratch);
-            start = end;
-        }
+        let tokens = match &self.tables.rules {
+            Some(rules) => rules.count(text, &mut |s| self.count_text(s, &mut scratch)),
+            None => self.count_text(text, &mut scratch),
+        };
         scratch.return_piece_cache();
         TokenCount {
             tokens,
@@ -325,13 +391,36 @@ impl Encoding {
         }
     }
 
-    fn count_chunk(&self, chunk: &[u8], scratch: &mut Scratch) -> usize {
+    /// Tokens of text that holds no added token and is normalized.
+    fn count_text(&self, text: &str, scratch: &mut Scratch) -> usize {
+        let bytes = text.as_bytes();
         let family = self.tables.family;
         let mut tokens = 0;
+        let mut start = 0;
+        while start < bytes.len() {
+            // Cuts fall on ASCII bytes (see chunk.rs), so each chunk is a `str`.
+            let end = chunk::next_cut(family, bytes, start, self.chunk_bytes);
+            tokens += self.count_chunk(&text[start..end], scratch);
+            start = end;
+        }
+        tokens
+    }
+
+    fn count_chunk(&self, chunk: &str, scratch: &mut Scratch) -> usize {
+        let ranks = &self.tables.ranks;
+        let family = self.tables.family;
+        let mut tokens = 0;
+        if let Family::Regex(splits) = family {
+            splits.for_each_piece(chunk, &mut |piece| {
+                tokens += ranks.count_piece(piece, scratch);
+            });
+            return tokens;
+        }
+        let chunk = chunk.as_bytes();
         let mut i = 0;
         while i < chunk.len() {
             let end = pretokenize::piece_end(family, chunk, i);
-            tokens += self.tables.ranks.count_piece(&chunk[i..end], scratch);
+            tokens += ranks.count_piece(&chunk[i..end], scratch);
             i = end;
         }
         tokens

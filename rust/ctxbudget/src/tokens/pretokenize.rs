@@ -7,27 +7,58 @@
 //! leftmost-first semantics of every alternative are spelled out next to its code.
 //! Equivalence is checked against tiktoken-rs and Python tiktoken in the tests.
 
+use super::split::RegexSplits;
 use super::unicode::{class_at, len_before, Class, ASCII};
 
-/// The three split-pattern families of the encodings tiktoken ships.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The split patterns: those of the encodings tiktoken ships, the open-weight families
+/// that reuse them with a change or two (each scanned by hand), and any other sequence
+/// of `tokenizer.json` split regexes (run by a regex engine).
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Family {
-    /// r50k_base, p50k_base, p50k_edit (GPT-2 pattern).
+    /// r50k_base, p50k_base, p50k_edit (GPT-2 pattern); also `tokenizer.json`'s
+    /// `ByteLevel` pre-tokenizer with its own regex.
     Gpt2,
     /// cl100k_base.
     Cl100k,
+    /// Llama 3's `tokenizer.json` split (also Phi-4's): cl100k's without `\s++$`, so a
+    /// final whitespace run still ends at its last newline.
+    Llama3,
+    /// Qwen 2's (and Qwen 3's): Llama 3's with one digit per number piece.
+    Qwen2,
     /// o200k_base, o200k_harmony.
     O200k,
+    /// Mistral's tekken: o200k's without contractions, one digit per number piece.
+    Tekken,
+    /// Any other sequence of split regexes, run by the regex engine.
+    Regex(&'static RegexSplits),
 }
+
+impl PartialEq for Family {
+    fn eq(&self, other: &Family) -> bool {
+        match (self, other) {
+            (Family::Regex(a), Family::Regex(b)) => std::ptr::eq(*a, *b),
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
+    }
+}
+
+impl Eq for Family {}
 
 /// End (exclusive byte offset) of the piece that starts at `i`; `text` ends where the
 /// regex would see the end of input. `i < text.len()` and `i` is a char boundary.
+///
+/// A [`Family::Regex`] is split by [`RegexSplits::for_each_piece`] instead: its pieces
+/// are not found one end at a time, so here the rest of the text is one piece.
 #[inline]
 pub(crate) fn piece_end(family: Family, text: &[u8], i: usize) -> usize {
     match family {
         Family::Gpt2 => gpt2(text, i),
-        Family::Cl100k => cl100k(text, i),
-        Family::O200k => o200k(text, i),
+        Family::Cl100k => cl100k(text, i, true, 3),
+        Family::Llama3 => cl100k(text, i, false, 3),
+        Family::Qwen2 => cl100k(text, i, false, 1),
+        Family::O200k => o200k(text, i, true, 3),
+        Family::Tekken => o200k(text, i, false, 1),
+        Family::Regex(_) => text.len(),
     }
 }
 
@@ -189,7 +220,11 @@ fn gpt2(text: &[u8], i: usize) -> usize {
 
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|
 /// ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
-fn cl100k(text: &[u8], i: usize) -> usize {
+///
+/// Without `final_run` (Llama 3, Qwen 2), the pattern has no `\s++$`: its
+/// `\s*[\r\n]+|\s+(?!\S)|\s+` ends a whitespace run at its last newline even at the
+/// end of the text. `digits` is the `{1,3}` bound (Qwen 2: one).
+fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
     // The pieces of most text, decided from one or two ASCII bytes: exactly what the
     // alternatives below give for them (an apostrophe may start a contraction and
     // takes the general path).
@@ -200,7 +235,7 @@ fn cl100k(text: &[u8], i: usize) -> usize {
             return run(text, ascii_letters(text, i, true), Class::is_letter);
         }
         if c0 == Class::Number {
-            return numbers_up_to_three(text, i);
+            return numbers(text, i, digits);
         }
         let c1 = match text.get(i + 1) {
             Some(&b1) if b1 < 0x80 => Some(ASCII[usize::from(b1)]),
@@ -219,12 +254,12 @@ fn cl100k(text: &[u8], i: usize) -> usize {
             // Whitespace before whitespace, a digit or the end: no word, number or
             // punctuation alternative can start here.
             if c0.is_space() && (c1.is_space() || c1 == Class::Number) {
-                return cl100k_whitespace(text, i);
+                return cl100k_whitespace(text, i, final_run);
             }
         }
         // A newline never starts a word, number or punctuation piece.
         if c0 == Class::Newline {
-            return cl100k_whitespace(text, i);
+            return cl100k_whitespace(text, i, final_run);
         }
     }
     if let Some(len) = contraction(text, i, true) {
@@ -240,27 +275,31 @@ fn cl100k(text: &[u8], i: usize) -> usize {
     }
     // `\p{N}{1,3}+`
     if c0 == Class::Number {
-        return numbers_up_to_three(text, i);
+        return numbers(text, i, digits);
     }
     // ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
     if let Some(end) = symbols(text, i, c0, len0, b"\r\n") {
         return end;
     }
-    cl100k_whitespace(text, i)
+    cl100k_whitespace(text, i, final_run)
 }
 
-/// `\s++$|\s*[\r\n]|\s+(?!\S)|\s`: what is left of cl100k's pattern for a piece that
-/// starts with whitespace no other alternative takes.
+/// `\s++$|\s*[\r\n]|\s+(?!\S)|\s` (without `final_run`, no `\s++$`): what is left of
+/// cl100k's pattern for a piece that starts with whitespace no other alternative takes.
 #[inline]
-fn cl100k_whitespace(text: &[u8], i: usize) -> usize {
+fn cl100k_whitespace(text: &[u8], i: usize, final_run: bool) -> usize {
     let (end, last_newline) = space_run(text, i);
     // `\s++$`
-    if end == text.len() {
+    if final_run && end == text.len() {
         return end;
     }
     // `\s*[\r\n]`: greedy `\s*` backs off to the last newline of the run.
     if let Some(nl) = last_newline {
         return nl + 1;
+    }
+    // `\s+(?!\S)` is satisfied by the end of input.
+    if end == text.len() {
+        return end;
     }
     space_before_word(text, i, end)
 }
@@ -268,7 +307,17 @@ fn cl100k_whitespace(text: &[u8], i: usize) -> usize {
 /// `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
 /// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
 /// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-fn o200k(text: &[u8], i: usize) -> usize {
+///
+/// Without `contractions` (tekken) the words take no `'s`; `digits` is the `{1,3}`
+/// bound (tekken: one).
+fn o200k(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
+    let with_contraction = |end: usize| {
+        if contractions {
+            with_contraction(text, end)
+        } else {
+            end
+        }
+    };
     // The pieces of most text, decided from one or two ASCII bytes: exactly what the
     // alternatives below give for them. A lowercase word (after an optional space or
     // punctuation prefix) is `L+` at once; punctuation before a non-letter is the
@@ -279,14 +328,14 @@ fn o200k(text: &[u8], i: usize) -> usize {
         let c0 = ASCII[usize::from(b0)];
         if c0 == Class::Lower {
             let ascii_end = ascii_letters(text, i, false);
-            return with_contraction(text, run(text, ascii_end, Class::is_o200k_lower));
+            return with_contraction(run(text, ascii_end, Class::is_o200k_lower));
         }
         if c0 == Class::Number {
-            return numbers_up_to_three(text, i);
+            return numbers(text, i, digits);
         }
         if c0 == Class::Upper {
             if let Some(end) = o200k_ascii_capitals(text, i) {
-                return end;
+                return with_contraction(end);
             }
         }
         let c1 = match text.get(i + 1) {
@@ -297,11 +346,11 @@ fn o200k(text: &[u8], i: usize) -> usize {
         if let Some(c1) = c1 {
             if c0.is_word_prefix() && c1 == Class::Lower {
                 let ascii_end = ascii_letters(text, i + 1, false);
-                return with_contraction(text, run(text, ascii_end, Class::is_o200k_lower));
+                return with_contraction(run(text, ascii_end, Class::is_o200k_lower));
             }
             if c0.is_word_prefix() && c1 == Class::Upper {
                 if let Some(end) = o200k_ascii_capitals(text, i + 1) {
-                    return end;
+                    return with_contraction(end);
                 }
             }
             if c0.is_symbol() && !c1.is_letter() {
@@ -326,7 +375,7 @@ fn o200k(text: &[u8], i: usize) -> usize {
     let starts = [with_prefix, Some(i)];
     for start in starts.into_iter().flatten() {
         if let Some(end) = o200k_lower_word(text, start) {
-            return with_contraction(text, end);
+            return with_contraction(end);
         }
     }
     for start in starts.into_iter().flatten() {
@@ -334,11 +383,11 @@ fn o200k(text: &[u8], i: usize) -> usize {
             // `U+ L*`: when the first alternative failed from this start there is no
             // lower-class character after the `U` run, so `L*` matches nothing.
             let end = run(text, start, Class::is_o200k_upper);
-            return with_contraction(text, end);
+            return with_contraction(end);
         }
     }
     if c0 == Class::Number {
-        return numbers_up_to_three(text, i);
+        return numbers(text, i, digits);
     }
     if let Some(end) = symbols(text, i, c0, len0, b"\r\n/") {
         return end;
@@ -366,7 +415,8 @@ fn o200k_whitespace(text: &[u8], i: usize) -> usize {
 /// byte or the end of input, else `None` (for the general code). After `[A-Z]+` the
 /// `U` run can only go on with non-ASCII characters, so: a lowercase letter next makes
 /// it `U+ L+` (the first alternative); anything else leaves `U+` with no `L` in it, so
-/// the first alternative fails and the second takes the capitals alone.
+/// the first alternative fails and the second takes the capitals alone. The word's
+/// contraction, if the family has them, is the caller's to add.
 #[inline]
 fn o200k_ascii_capitals(text: &[u8], start: usize) -> Option<usize> {
     let mut j = start;
@@ -380,7 +430,7 @@ fn o200k_ascii_capitals(text: &[u8], start: usize) -> Option<usize> {
         Some(&b) if b >= 0x80 => return None,
         _ => j,
     };
-    Some(with_contraction(text, end))
+    Some(end)
 }
 
 /// `U* L+` from `start`, where `U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]` and
@@ -416,11 +466,11 @@ fn with_contraction(text: &[u8], end: usize) -> usize {
     end + contraction(text, end, true).unwrap_or(0)
 }
 
-/// `\p{N}{1,3}`
+/// `\p{N}{1,digits}`
 #[inline]
-fn numbers_up_to_three(text: &[u8], i: usize) -> usize {
+fn numbers(text: &[u8], i: usize, digits: usize) -> usize {
     let mut end = i;
-    for _ in 0..3 {
+    for _ in 0..digits {
         match (end < text.len()).then(|| class_at(text, end)) {
             Some((Class::Number, len)) => end += len,
             _ => break,

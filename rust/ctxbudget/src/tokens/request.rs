@@ -3,13 +3,19 @@
 //! and `<|end|>` (the cookbook's 3 tokens, plus the role's own and, for a `name`, one more
 //! and the name's), a tool call as its function's name and arguments, function tools as
 //! the TypeScript namespace the model reads ([`super::typescript`]), and 3 tokens that
-//! prime the reply. Images count by the providers' rules ([`super::media`]). The Python
-//! package counts with the same rules and constants; a Rust host counts its requests with
-//! [`RequestCount`].
+//! prime the reply. Images count by the providers' rules ([`super::media`]), PDF pages by
+//! theirs ([`super::pdf`]). Each [`Profile`] says which rules a provider's requests
+//! follow; the `harmony` profile counts its own rendering ([`super::harmony`]). The
+//! Python package counts with the same code; a Rust host counts its requests with
+//! [`request_tokens`] or [`RequestCount`].
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 
 use super::media::{self, Detail};
+use super::pdf::{self, PdfRule};
+use super::profile::Profile;
 use super::typescript::{tools_section, FunctionTool};
 use super::{Encoding, TokenError};
 
@@ -24,19 +30,17 @@ pub const REPLY_TOKENS: usize = 3;
 /// rendered as a message of its own addressed to the function).
 pub const CALL_TOKENS: usize = 3;
 /// Tokens that frame the tools section besides its text, once per request that
-/// advertises functions. With [`FUNCTION_TOKENS`], calibrated so that the harmony
-/// rendering's count agrees with the OpenAI cookbook's tool constants, which were measured
-/// against the API's `prompt_tokens` (within 0.3% on 1–20 realistic tools).
-pub const FUNCTIONS_TOKENS: usize = 2;
+/// advertises functions. With [`FUNCTION_TOKENS`], fitted so that the harmony
+/// rendering's count agrees with the OpenAI cookbook's tool constants for gpt-4o, which
+/// were measured against the API's `prompt_tokens`: on 1–20 realistic tool schemas (the
+/// corpus of `tests/request_corpus.py`) the count is within 1.5% of the cookbook's.
+pub const FUNCTIONS_TOKENS: usize = 0;
 /// Tokens each function tool adds besides its rendered text (see [`FUNCTIONS_TOKENS`]).
-pub const FUNCTION_TOKENS: usize = 3;
+pub const FUNCTION_TOKENS: usize = 2;
 /// Allowance for a media part that is neither an image nor a paged document (audio, a
-/// file of unknown kind): images count by [`media`]'s rules, documents per page.
+/// file of unknown kind): images count by [`media`]'s rules, documents per page
+/// ([`pdf`]).
 pub const OTHER_MEDIA_TOKENS: usize = 1_024;
-/// Allowance per page of a document part.
-pub const PDF_PAGE_TOKENS: usize = 3_000;
-/// Pages of one document part that are counted at most.
-pub const PDF_MAX_PAGES: usize = 100;
 
 /// A tool definition as a function tool, from the shapes hosts send: ctxbudget's neutral
 /// `{"name", "description", "parameters"}`, OpenAI Chat's `{"type": "function",
@@ -120,39 +124,138 @@ impl ImageRule {
     }
 }
 
-/// Tokens of a request: its reply priming, the system text as a system message, the
-/// advertised tools and every message (see [`message_tokens`]).
+/// Tokens of a request by `profile`: its reply priming, the system text as a system
+/// message, the advertised tools and every message (see [`message_tokens`]); for
+/// [`Profile::Harmony`], the harmony rendering's tokens ([`super::harmony`]).
 pub fn request_tokens(
     encoding: &Encoding,
     system: Option<&str>,
     messages: &[Value],
     tools: &[Value],
-    images: ImageRule,
+    profile: Profile,
 ) -> Result<usize, TokenError> {
+    if profile == Profile::Harmony {
+        return super::harmony::request_tokens(encoding, system, messages, tools);
+    }
     let mut total = REPLY_TOKENS + tools_tokens(encoding, tools)?;
     if let Some(text) = system.filter(|t| !t.is_empty()) {
         total += MESSAGE_TOKENS + encoding.count("system") + encoding.count(text);
     }
+    let names = call_names(messages);
     for message in messages {
-        total += message_tokens(encoding, message, images)?;
+        total += framed_message_tokens(encoding, message, profile, &names)?;
     }
     Ok(total)
 }
 
-/// Tokens of one message as sent, framing included, in any of the shapes hosts send:
-/// OpenAI Chat messages (`content` text or parts, `name`, `tool_calls`), OpenAI
-/// Responses items (`function_call`, `function_call_output`, messages; other items as
-/// their JSON), Anthropic messages (`text`, `image`, `document`, `tool_use`,
+/// Tokens of `messages` by `profile`, each with its framing, without the request's reply
+/// priming (nor, for harmony, its system and developer messages): [`message_tokens`]
+/// summed, a tool result framed by the name of a call among `messages`.
+pub fn messages_tokens(
+    encoding: &Encoding,
+    messages: &[Value],
+    profile: Profile,
+) -> Result<usize, TokenError> {
+    if profile == Profile::Harmony {
+        return messages.iter().try_fold(0, |sum, m| {
+            Ok(sum + super::harmony::message_tokens(encoding, m)?)
+        });
+    }
+    let names = call_names(messages);
+    messages.iter().try_fold(0, |sum, m| {
+        Ok(sum + framed_message_tokens(encoding, m, profile, &names)?)
+    })
+}
+
+/// Tool-call ids → function names, from every call in `messages` (Chat's `tool_calls`
+/// and Responses' `function_call` items): a result is framed by its function's name.
+pub(crate) fn call_names(messages: &[Value]) -> HashMap<&str, &str> {
+    let mut names = HashMap::new();
+    for message in messages {
+        let calls = message.get("tool_calls").and_then(Value::as_array);
+        for call in calls.into_iter().flatten() {
+            let spec = call.get("function").unwrap_or(call);
+            if let (Some(id), Some(name)) = (
+                call.get("id").and_then(Value::as_str),
+                spec.get("name").and_then(Value::as_str),
+            ) {
+                names.insert(id, name);
+            }
+        }
+        if message.get("type").and_then(Value::as_str) == Some("function_call") {
+            if let (Some(id), Some(name)) = (
+                message.get("call_id").and_then(Value::as_str),
+                message.get("name").and_then(Value::as_str),
+            ) {
+                names.insert(id, name);
+            }
+        }
+    }
+    names
+}
+
+/// Tokens of a tool result's author: the function it answers, as harmony names a tool
+/// message's author (`functions.NAME`); the role `tool` when the name is unknown.
+fn result_author_tokens(encoding: &Encoding, name: Option<&str>) -> usize {
+    match name.filter(|n| !n.is_empty()) {
+        Some(name) => encoding.count(&format!("functions.{name}")),
+        None => encoding.count("tool"),
+    }
+}
+
+/// Tokens of one message as sent by `profile`, framing included, in any of the shapes
+/// hosts send: OpenAI Chat messages (`content` text or parts, `name`, `tool_calls`),
+/// OpenAI Responses items (`function_call`, `function_call_output`, messages; other
+/// items as their JSON), Anthropic messages (`text`, `image`, `document`, `tool_use`,
 /// `tool_result` blocks) and ctxbudget's own (a `media` list, `reasoning`).
+///
+/// Under [`Profile::OpenAiResponses`] an assistant message that only calls tools (no
+/// content) is sent as its `function_call` items alone, without a message around them.
 pub fn message_tokens(
     encoding: &Encoding,
     message: &Value,
-    images: ImageRule,
+    profile: Profile,
+) -> Result<usize, TokenError> {
+    if profile == Profile::Harmony {
+        return super::harmony::message_tokens(encoding, message);
+    }
+    framed_message_tokens(
+        encoding,
+        message,
+        profile,
+        &call_names(std::slice::from_ref(message)),
+    )
+}
+
+/// [`message_tokens`] with the request's call names (`names`) for its tool results.
+fn framed_message_tokens(
+    encoding: &Encoding,
+    message: &Value,
+    profile: Profile,
+    names: &HashMap<&str, &str>,
 ) -> Result<usize, TokenError> {
     let Some(role) = message.get("role").and_then(Value::as_str) else {
-        return item_tokens(encoding, message);
+        return item_tokens(encoding, message, profile, names);
     };
-    let mut total = MESSAGE_TOKENS + encoding.count(role);
+    let calls_only = profile == Profile::OpenAiResponses
+        && role == "assistant"
+        && message
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .is_some_and(|calls| !calls.is_empty())
+        && is_empty_content(message.get("content"))
+        && message.get("media").is_none();
+    let mut total = if calls_only {
+        0
+    } else if role == "tool" {
+        let name = message.get("name").and_then(Value::as_str).or_else(|| {
+            let id = message.get("tool_call_id").and_then(Value::as_str)?;
+            names.get(id).copied()
+        });
+        MESSAGE_TOKENS + result_author_tokens(encoding, name)
+    } else {
+        MESSAGE_TOKENS + encoding.count(role)
+    };
     if role != "tool" {
         if let Some(name) = message.get("name").and_then(Value::as_str) {
             total += NAME_TOKENS + encoding.count(name);
@@ -160,7 +263,7 @@ pub fn message_tokens(
     }
     total += match message.get("content") {
         None | Some(Value::Null) => 0,
-        Some(content) => content_tokens(encoding, content, images)?,
+        Some(content) => content_tokens(encoding, content, profile)?,
     };
     for call in message
         .get("tool_calls")
@@ -178,7 +281,7 @@ pub fn message_tokens(
         .into_iter()
         .flatten()
     {
-        total += media_part_tokens(part, images).unwrap_or(OTHER_MEDIA_TOKENS);
+        total += media_tokens(part, profile);
     }
     if let Some(reasoning) = message.get("reasoning").filter(|r| !r.is_null()) {
         total += encoding.count_json(&reasoning.to_string())?;
@@ -186,19 +289,39 @@ pub fn message_tokens(
     Ok(total)
 }
 
+/// Whether a message's content sends nothing (absent, null, empty text or no parts).
+fn is_empty_content(content: Option<&Value>) -> bool {
+    match content {
+        None | Some(Value::Null) => true,
+        Some(Value::String(text)) => text.is_empty(),
+        Some(Value::Array(parts)) => parts.is_empty(),
+        Some(_) => false,
+    }
+}
+
 /// A Responses API item without a role.
-fn item_tokens(encoding: &Encoding, item: &Value) -> Result<usize, TokenError> {
+fn item_tokens(
+    encoding: &Encoding,
+    item: &Value,
+    profile: Profile,
+    names: &HashMap<&str, &str>,
+) -> Result<usize, TokenError> {
     Ok(match item.get("type").and_then(Value::as_str) {
         Some("function_call") => {
             let name = item.get("name").and_then(Value::as_str).unwrap_or("");
             call_tokens(encoding, name, item.get("arguments"))
         }
         Some("function_call_output") => {
+            let name = item
+                .get("call_id")
+                .and_then(Value::as_str)
+                .and_then(|id| names.get(id).copied())
+                .or_else(|| item.get("name").and_then(Value::as_str));
             MESSAGE_TOKENS
-                + encoding.count("tool")
+                + result_author_tokens(encoding, name)
                 + match item.get("output") {
                     Some(Value::String(text)) => encoding.count(text),
-                    Some(output) => content_tokens(encoding, output, ImageRule::OpenAi)?,
+                    Some(output) => content_tokens(encoding, output, profile)?,
                     None => 0,
                 }
         }
@@ -219,11 +342,11 @@ fn call_tokens(encoding: &Encoding, name: &str, arguments: Option<&Value>) -> us
 
 const TEXT_PARTS: &[&str] = &["text", "input_text", "output_text"];
 
-/// Message content: a string, or a list of parts.
-fn content_tokens(
+/// Message content: a string, or a list of parts (media by `profile`'s rules).
+pub(crate) fn content_tokens(
     encoding: &Encoding,
     content: &Value,
-    images: ImageRule,
+    profile: Profile,
 ) -> Result<usize, TokenError> {
     let parts = match content {
         Value::String(text) => return Ok(encoding.count(text)),
@@ -248,11 +371,11 @@ fn content_tokens(
             (_, Some("tool_result")) => {
                 MESSAGE_TOKENS
                     + match part.get("content") {
-                        Some(inner) => content_tokens(encoding, inner, images)?,
+                        Some(inner) => content_tokens(encoding, inner, profile)?,
                         None => 0,
                     }
             }
-            _ => match media_part_tokens(part, images) {
+            _ => match media_part_tokens(part, profile) {
                 Some(tokens) => tokens,
                 None => encoding.count_json(&part.to_string())?,
             },
@@ -267,9 +390,16 @@ fn str_field(encoding: &Encoding, part: &Value, key: &str) -> usize {
         .map_or(0, |t| encoding.count(t))
 }
 
+/// Tokens of a media part (ctxbudget's `media` list): an image or a document by
+/// `profile`'s rules, anything else [`OTHER_MEDIA_TOKENS`].
+pub(crate) fn media_tokens(part: &Value, profile: Profile) -> usize {
+    media_part_tokens(part, profile).unwrap_or(OTHER_MEDIA_TOKENS)
+}
+
 /// Tokens of a content part that is an image or a document in any provider's shape;
 /// `None` for any other part.
-fn media_part_tokens(part: &Value, images: ImageRule) -> Option<usize> {
+fn media_part_tokens(part: &Value, profile: Profile) -> Option<usize> {
+    let images = profile.image_rule();
     let kind = part.get("type").and_then(Value::as_str)?;
     fn str_of(v: Option<&Value>) -> Option<&str> {
         v.and_then(Value::as_str)
@@ -321,9 +451,11 @@ fn media_part_tokens(part: &Value, images: ImageRule) -> Option<usize> {
                     images,
                 ));
             }
-            Some(document_tokens(part))
+            Some(document_tokens(part, profile.pdf_rule()))
         }
-        "document" | "file" | "input_file" => Some(document_tokens(part)),
+        // Anthropic's document block: Anthropic's rule, whatever the request's.
+        "document" => Some(document_tokens(part, PdfRule::Anthropic)),
+        "file" | "input_file" => Some(document_tokens(part, profile.pdf_rule())),
         _ => None,
     }
 }
@@ -332,16 +464,30 @@ fn clamp_u32(v: u64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
 }
 
-/// A document's pages (at most [`PDF_MAX_PAGES`]), or the allowance for other media.
-fn document_tokens(part: &Value) -> usize {
-    match part.get("pages").and_then(Value::as_u64) {
-        Some(pages) => {
-            PDF_PAGE_TOKENS
-                * usize::try_from(pages)
-                    .unwrap_or(usize::MAX)
-                    .min(PDF_MAX_PAGES)
-        }
-        None => OTHER_MEDIA_TOKENS,
+/// A document part's tokens by `rule`: its `pages` as given, else the pages read from
+/// its inline PDF (ctxbudget's `data`, OpenAI's `file_data` or `file.file_data`,
+/// Anthropic's base64 `source`); a PDF whose pages cannot be read counts as one page.
+/// A part that is not a PDF costs [`OTHER_MEDIA_TOKENS`].
+fn document_tokens(part: &Value, rule: PdfRule) -> usize {
+    if let Some(pages) = part.get("pages").and_then(Value::as_u64) {
+        return pdf::pdf_tokens(usize::try_from(pages).unwrap_or(usize::MAX), rule);
+    }
+    let inline = part
+        .get("data")
+        .or_else(|| part.get("file_data"))
+        .or_else(|| part.get("file").and_then(|f| f.get("file_data")))
+        .or_else(|| part.get("source").and_then(|s| s.get("data")))
+        .and_then(Value::as_str);
+    let media_type = part
+        .get("media_type")
+        .or_else(|| part.get("source").and_then(|s| s.get("media_type")))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match inline.map(pdf::page_count_from_base64) {
+        Some(Ok(pages)) => pdf::pdf_tokens(pages, rule),
+        Some(Err(pdf::PdfError::PagesUnreadable)) => pdf::pdf_tokens(1, rule),
+        _ if media_type == "application/pdf" => pdf::pdf_tokens(1, rule),
+        _ => OTHER_MEDIA_TOKENS,
     }
 }
 
@@ -455,9 +601,10 @@ impl<'a> RequestCount<'a> {
         self
     }
 
-    /// A document part of `pages` pages (at most [`PDF_MAX_PAGES`] count).
+    /// A PDF document part of `pages` pages, by OpenAI's rule (at most
+    /// [`pdf::PDF_MAX_PAGES`] count).
     pub fn document(&mut self, pages: usize) -> &mut Self {
-        self.total += PDF_PAGE_TOKENS * pages.min(PDF_MAX_PAGES);
+        self.total += pdf::pdf_tokens(pages, PdfRule::OpenAi);
         self
     }
 

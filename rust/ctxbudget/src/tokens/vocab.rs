@@ -49,7 +49,7 @@ const BASE64_DIGITS: [u8; 256] = {
 
 /// Appends the bytes of one padded standard-base64 string to `out`; `None` if it is
 /// not one. (A general decoder spends more on setup than on a token of a few bytes.)
-fn decode_base64(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
+pub(crate) fn decode_base64(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
     if text.is_empty() || !text.len().is_multiple_of(4) {
         return None;
     }
@@ -107,6 +107,30 @@ impl Vocab {
             }
             vocab.starts.push(end);
             vocab.ranks.push(rank);
+        }
+        Ok(vocab)
+    }
+
+    /// A table of `tokens`, given in rank order (ranks 0, 1, 2, …). Empty tokens are
+    /// refused, as in a `.tiktoken` file.
+    pub(crate) fn from_tokens<'a>(
+        tokens: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Vocab, String> {
+        let mut vocab = Vocab {
+            bytes: Vec::new(),
+            starts: vec![0],
+            ranks: Vec::new(),
+        };
+        for (rank, token) in tokens.into_iter().enumerate() {
+            if token.is_empty() {
+                return Err(format!("token {rank} is empty"));
+            }
+            vocab.bytes.extend_from_slice(token);
+            let end = u32::try_from(vocab.bytes.len()).map_err(|_| "table too large")?;
+            vocab.starts.push(end);
+            vocab
+                .ranks
+                .push(u32::try_from(rank).map_err(|_| "table too large")?);
         }
         Ok(vocab)
     }

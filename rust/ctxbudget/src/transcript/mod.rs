@@ -12,6 +12,7 @@
 mod fold;
 mod kinds;
 mod ops;
+mod retention;
 mod row;
 pub mod rules;
 mod window;
@@ -25,5 +26,6 @@ pub use ops::{
     clear_soft, quarantine, rejected_row, reset_row, retract_and_quarantine, rollover, LeadIn,
     LeadInContext, RenderLeadIn, RolloverSpec,
 };
+pub use retention::{prune_cut, PruneSpec};
 pub use row::{OpenCall, Row};
 pub use window::{WindowId, WindowIdError};

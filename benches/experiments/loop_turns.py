@@ -2,8 +2,8 @@
 ``AsyncSession`` conversations: every turn of the loop timed in wall and thread-CPU
 time, every garbage collection timed through ``gc.callbacks``.
 
-    python benches/loop_turns.py                      # 200 conversations × 10 steps
-    python benches/loop_turns.py -n 20 --steps 40 --pace 0.05
+    python benches/experiments/loop_turns.py          # 200 conversations × 10 steps
+    python benches/experiments/loop_turns.py -n 20 --steps 40 --pace 0.05
 
 A turn that spent less than half of its wall time on the CPU was mostly preempted (the
 loop's thread waited for a CPU); the ready callbacks a turn started with tell a queue
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test_bench_async.py
 
 import test_bench_async as bench
 

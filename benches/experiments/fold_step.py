@@ -4,7 +4,7 @@ then bring the reader up to date. Compares the core's window fold
 open calls and retractions maintained in Rust) with reading the new rows through
 ``History.rows(since_seq=...)``. Run with the interpreter of the build to measure:
 
-    python benches/fold_step.py [STEPS]
+    python benches/experiments/fold_step.py [STEPS]
 
 Prints the median per step of each. Timing only: it never fails.
 """

@@ -1,7 +1,7 @@
 """A/B comparison of two builds of ctxbudget (two virtualenvs) on the store's hot paths,
 run alternately in one session so that machine noise hits both alike:
 
-    python benches/ab_store.py OLD_PYTHON NEW_PYTHON [ROUNDS]
+    python benches/experiments/ab_store.py OLD_PYTHON NEW_PYTHON [ROUNDS]
 
 Each round runs, in a fresh process per build: 2,000 single-row appends (durability
 ``none``, rows of about 2 KiB) to a 16 MiB transcript, 300 twenty-row appends, and 300

@@ -1,7 +1,7 @@
 """A/B comparison of two builds of ctxbudget on the agent loop's per-step paths, run
 alternately in one session so that machine noise hits both alike:
 
-    python benches/ab_session.py OLD_SRC NEW_SRC [ROUNDS]
+    python benches/experiments/ab_session.py OLD_SRC NEW_SRC [ROUNDS]
 
 ``OLD_SRC`` and ``NEW_SRC`` are directories holding a built ``ctxbudget`` package each
 (its ``python/`` directory after ``maturin develop``, or a copy of it); both run on this

@@ -1,18 +1,9 @@
-"""50 AgentsSessions in one event loop: the loop's longest stall, side by side.
-
-    python benches/agents_loop_stall.py            # 50 sessions x 20 turns, fsync
-    python benches/agents_loop_stall.py --short    # 50 sessions x 5 turns
-
-Each session appends a user and an assistant item and reads its last 4 items per turn,
-as a Runner does. "worker thread" is AgentsSession as shipped (store I/O off the loop);
-"on the loop" makes the very same calls synchronously inside the coroutines, which is
-what an integration without worker threads does. A 1 ms ticker measures how long the
-loop went without running. Prints a Markdown table; never fails on timing.
-"""
+"""50 ``AgentsSession``s in one event loop, as a Runner drives them: the loop's longest
+stall with the store calls in worker threads (as shipped) beside the very same calls made
+synchronously inside the coroutines (what an integration without worker threads does)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import tempfile
@@ -21,8 +12,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from registry import Benchmark, Result, markdown
+
 from ctxbudget import Session
 from ctxbudget.integrations.agents import AgentsSession
+
+from conftest import SHORT
 
 SESSIONS = 50
 
@@ -66,35 +61,68 @@ async def _threaded(sessions: list[AgentsSession], turns: int) -> None:
     await asyncio.gather(*(one(s, n) for n, s in enumerate(sessions)))
 
 
+def _row(role: str, text: str) -> dict[str, Any]:
+    return {"kind": "message", "role": role, "parts": [{"type": "text", "text": text}]}
+
+
 async def _on_loop(sessions: list[AgentsSession], turns: int) -> None:
+    """The same store work per turn, made synchronously inside the coroutines through
+    the public ``Session`` calls an ``AgentsSession`` makes: two appends and a read of
+    the window."""
+
     async def one(s: AgentsSession, n: int) -> None:
         for k in range(turns):
-            s._add_items([{"role": "user", "content": f"question {n}.{k}"}])
+            s.session.append_turn([_row("user", f"question {n}.{k}")])
             await asyncio.sleep(0)
-            s._add_items([{"role": "assistant", "content": f"answer {n}.{k}"}])
+            s.session.append_turn([_row("assistant", f"answer {n}.{k}")])
             await asyncio.sleep(0)
-            s._get_items(4)
+            s.session.view(refresh=True)
             await asyncio.sleep(0)
 
     await asyncio.gather(*(one(s, n) for n, s in enumerate(sessions)))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--short", action="store_true")
-    turns = 5 if parser.parse_args().short else 20
+def test_agents_sessions_loop_stall(benchmark: Any) -> None:
+    turns = 5 if SHORT else 20
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         threaded_sessions, loop_sessions = _sessions(root, "t"), _sessions(root, "l")
         threaded = asyncio.run(_measure(lambda: _threaded(threaded_sessions, turns)))
         on_loop = asyncio.run(_measure(lambda: _on_loop(loop_sessions, turns)))
-    print(f"{SESSIONS} sessions x {turns} turns (3 store calls each), durability=fsync\n")
-    print("| store I/O | longest loop stall | median tick gap | wall time |")
-    print("|---|---|---|---|")
-    for name, (stall, median, wall) in (("worker thread", threaded), ("on the loop", on_loop)):
-        print(f"| {name} | {stall:,.1f} ms | {median:.2f} ms | {wall:,.0f} ms |")
-    print(f"\nstall ratio (on the loop / worker thread): {on_loop[0] / threaded[0]:.1f}x")
+    benchmark.pedantic(lambda: None, rounds=1)
+    benchmark.extra_info.update(
+        turns=turns, rows={"worker thread": threaded, "on the loop": on_loop}
+    )
 
 
-if __name__ == "__main__":
-    main()
+def table(results: list[Result]) -> str:
+    rows = []
+    for r in results:
+        for name, (stall, median, wall) in r.info["rows"].items():
+            rows.append(
+                [
+                    f"{SESSIONS} × {r.info['turns']}",
+                    name,
+                    f"{stall:,.1f} ms",
+                    f"{median:.2f} ms",
+                    f"{wall:,.0f} ms",
+                ]
+            )
+    return markdown(
+        ["sessions × turns", "store I/O", "longest loop stall", "median tick gap", "wall time"],
+        rows,
+    )
+
+
+BENCHMARK = Benchmark(
+    topic="async",
+    title="Agents SDK sessions on one event loop",
+    about=(
+        "50 `AgentsSession`s × 20 turns (5 in short mode), each turn `add_items` (user), "
+        "`add_items` (assistant) and `get_items(limit=4)` with `fsync` durability, all "
+        "concurrent on one loop; a 1 ms ticker measures the gaps. *worker thread* is "
+        "`AgentsSession` as shipped, *on the loop* makes the same store calls (two appends, "
+        "a read of the window) synchronously inside the coroutines."
+    ),
+    table=table,
+)

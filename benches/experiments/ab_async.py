@@ -1,7 +1,7 @@
 """A/B comparison of builds of ctxbudget on the async bench (concurrent conversations and
 the event loop's stalls), run alternately so that machine noise hits them alike:
 
-    python benches/ab_async.py [--rounds N] [--pace S] SRC [SRC ...]
+    python benches/experiments/ab_async.py [--rounds N] [--pace S] SRC [SRC ...]
 
 Each ``SRC`` is a directory holding a built ``ctxbudget`` package (its ``python/``
 directory after ``maturin develop``, or an unpacked wheel); all run on this interpreter.
@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+BENCHES = Path(__file__).resolve().parents[1]  # test_bench_async.py
 
 PROBE = r"""
 import asyncio, json, shutil, sys, tempfile
@@ -73,7 +73,7 @@ def main() -> int:
         for src in builds[r % len(builds) :] + builds[: r % len(builds)]:
             env = {**os.environ, "PYTHONPATH": src}
             done = subprocess.run(
-                [sys.executable, "-c", PROBE, str(HERE), str(args.pace)],
+                [sys.executable, "-c", PROBE, str(BENCHES), str(args.pace)],
                 env=env,
                 capture_output=True,
                 text=True,

@@ -1,0 +1,23 @@
+"""Runs one of the core crate's Rust benches (``rust/ctxbudget/benches/``), which print
+their own Markdown tables, for the ``test_bench_rust_*`` modules."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cargo_table(benchmark: Any, bench: str, *args: str) -> None:
+    """``cargo bench -p ctxbudget --bench BENCH -- ARGS``; its Markdown table goes to
+    ``extra_info["table"]`` (the bench's own timing: pytest-benchmark times nothing)."""
+    cmd = ["cargo", "bench", "--quiet", "-p", "ctxbudget", "--bench", bench, "--", *args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+    assert lines, f"{' '.join(cmd)} printed no table:\n{proc.stdout[-2000:]}"
+    benchmark.pedantic(lambda: None, rounds=1)
+    benchmark.extra_info["table"] = "\n".join(lines)

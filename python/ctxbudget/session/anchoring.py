@@ -1,0 +1,304 @@
+"""How much of the next request's count is exact, anchored and estimated (SPEC §1,
+usage anchoring): the session's side of the core's arithmetic (``ctxbudget::anchor``).
+
+A reply recorded with usage carries the provider's figure (``meta.usage``) and what the
+request it answered was (``meta.request``: the prefix fingerprint, the last seq read,
+the visible rows and the profile's own count). While the next request keeps that
+prefix, its count is the reported figure plus the profile's count of the rows appended
+since; a changed fingerprint (another window, system text, tools, context-only hook
+output or model) or a retracted row of the prefix drops the anchor. For families
+without a public tokenizer the profile's counts are calibrated by the conversation's
+reported ÷ estimated ratio, re-derived from the transcript (the window's replies and
+what its boundary carried over). A host's count endpoint (:class:`RequestCounter`),
+when plugged in, counts whole requests exactly; its results are cached per request.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+from .. import _ctxbudget, providers
+from ..policy import CountSplit
+from ..usage import Usage
+from .accounting import CALIBRATION_KEYS, Anchor, Sums
+
+if TYPE_CHECKING:
+    from .loop import Session
+
+__all__ = ["CountRequest", "Counting", "Measured", "RequestCounter", "Sent"]
+
+_NO_SUMS: Sums = (0, 0, 0, 0, 0)
+_NONE: tuple[None, int] = (None, 0)
+_CACHE_SIZE = 16
+"""Count-endpoint results kept per session (the requests of the last few steps)."""
+
+
+@dataclass(frozen=True)
+class CountRequest:
+    """A whole request for a provider's count endpoint, in ctxbudget's neutral shape
+    (the shape of :class:`~ctxbudget.Turn`); ``to_anthropic()`` and friends give the
+    provider's keyword arguments."""
+
+    model: str
+    system: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """``system``, ``messages`` and ``tools`` for Anthropic (``messages.count_tokens``)."""
+        return providers.to_anthropic(self.system, self.messages, self.tools)
+
+    def to_openai_chat(self) -> dict[str, Any]:
+        """``messages`` and ``tools`` for OpenAI Chat Completions."""
+        return providers.to_openai_chat(self.system, self.messages, self.tools)
+
+    def to_openai_responses(self) -> dict[str, Any]:
+        """``instructions``, ``input`` and ``tools`` for the OpenAI Responses API."""
+        return providers.to_openai_responses(self.system, self.messages, self.tools)
+
+
+@runtime_checkable
+class RequestCounter(Protocol):
+    """A provider's count endpoint: the input tokens of a whole request (Anthropic's
+    ``messages.count_tokens``, Gemini's ``countTokens``; see :mod:`ctxbudget.counters`).
+    A plain :class:`~ctxbudget.Session` calls it on the calling thread; an
+    :class:`~ctxbudget.AsyncSession` awaits it when it returns an awaitable, else runs
+    it in a worker thread — never on the event loop. Whatever it raises (or a result
+    that is not a non-negative int) falls back to the estimate, with the event
+    ``count_endpoint_failed:<reason>``."""
+
+    def __call__(self, request: CountRequest, /) -> Any: ...
+
+
+class Sent(NamedTuple):
+    """The request :meth:`Session.prepare` last sent: the reply that answers it carries
+    its size and what binds a reported figure to it (a tuple: built on every step)."""
+
+    window: str
+    tokens: int
+    """The count the decision was made on."""
+    profile: int
+    """The profile's own count of the whole request (uncalibrated)."""
+    overhead: int
+    """The part of ``profile`` that is frame, system text and tools."""
+    last_seq: int
+    rows: int
+    fingerprint: str | None
+    """``None`` when an unrestricted hook could change anything: nothing anchors then."""
+    usage: Usage | None = None
+
+    def meta(self, usage: Usage | None) -> dict[str, Any]:
+        """The reply's metadata: ``request_tokens`` (the plot's figure), ``request``
+        (the binding) and ``usage`` (the reported figure), as far as known."""
+        meta: dict[str, Any] = {"request_tokens": self.tokens}
+        if self.fingerprint is not None:
+            meta["request"] = {
+                "profile": self.profile,
+                "overhead": self.overhead,
+                "last_seq": self.last_seq,
+                "rows": self.rows,
+                "fp": self.fingerprint,
+            }
+        usage = usage if usage is not None else self.usage
+        if usage is not None:
+            meta["usage"] = usage.to_meta()
+        return meta
+
+
+class Measured(NamedTuple):
+    """One measurement of the next request (a tuple: built on every step)."""
+
+    request: dict[str, Any] | None
+    """The request after unrestricted hooks (``None``: no such hook, built later)."""
+    split: CountSplit
+    """How much of the count is exact, anchored and estimated."""
+    profile: int
+    overhead: int
+    fingerprint: str | None
+
+
+_new_object = object.__new__
+_SET_SPLIT = tuple(
+    CountSplit.__dict__[name].__set__ for name in ("exact", "anchored", "estimated", "margin")
+)
+
+
+def split_of(exact: int, anchored: int = 0, estimated: int = 0, margin: int = 0) -> CountSplit:
+    """A :class:`CountSplit` built through its slots' setters (as ``Budget.evaluate``
+    builds its ``Decision``): the per-step path, a third of the frozen ``__init__``."""
+    c = _new_object(CountSplit)
+    set_exact, set_anchored, set_estimated, set_margin = _SET_SPLIT
+    set_exact(c, exact)
+    set_anchored(c, anchored)
+    set_estimated(c, estimated)
+    set_margin(c, margin)
+    return c
+
+
+def _split(
+    anchor: int | None, since: int, overhead: int, messages: int, estimated: bool, cal: Sums
+) -> CountSplit:
+    return split_of(*_ctxbudget.count_split(anchor, since, overhead, messages, estimated, cal))
+
+
+class Counting:
+    """The session's anchors beyond the transcript (count-endpoint results, cached per
+    request) and the events counting produced since the last turn."""
+
+    __slots__ = ("_cache", "counter", "estimated", "events")
+
+    def __init__(self, counter: RequestCounter | None, *, estimated: bool) -> None:
+        self.counter = counter
+        self.estimated = estimated
+        """Whether the session's encoding estimates a family without a public tokenizer."""
+        self._cache: OrderedDict[tuple[str, int, int], Anchor] = OrderedDict()
+        self.events: list[str] = []
+
+    def key(self, s: Session, fingerprint: str) -> tuple[str, int, int]:
+        """What identifies the request the session would send now."""
+        return (fingerprint, s._fold.last_seq, s._window.rows)
+
+    def wanted(
+        self, s: Session
+    ) -> tuple[tuple[str, int, int], CountRequest, tuple[int, int]] | None:
+        """The request to count (its key, the request and its profile count) when a
+        counter is plugged in and has not counted it yet."""
+        if self.counter is None or any(not h.context_only for h in s._hooks):
+            return None
+        system = s._requests.system(s, s._fold, s._hooks)
+        fp = s._requests.fingerprint(system, s._fold.window_id, s.model)
+        key = self.key(s, fp)
+        if key in self._cache:
+            return None
+        request = s._requests.assemble(s, s._fold, s._window, s._hooks)
+        overhead = s._requests.overhead(system)
+        counted = CountRequest(s.model, request["system"], request["messages"], request["tools"])
+        return key, counted, (overhead + s._window.tokens, overhead)
+
+    def store(self, key: tuple[str, int, int], profile: tuple[int, int], result: object) -> None:
+        """Keeps what the counter returned for ``key`` (or notes why it failed)."""
+        if isinstance(result, BaseException):
+            self.events.append(f"count_endpoint_failed:{type(result).__name__}")
+            return
+        tokens = _tokens_of(result)
+        if tokens is None:
+            self.events.append("count_endpoint_failed:result")
+            return
+        fp, last_seq, rows = key
+        self._cache[key] = Anchor(tokens, profile[0], profile[1], last_seq, rows, fp)
+        while len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    def call(self, s: Session) -> None:
+        """Counts the current request with the counter, on this thread (plain
+        :class:`Session`); failures fall back with an event."""
+        wanted = self.wanted(s)
+        if wanted is None or self.counter is None:
+            return
+        key, request, profile = wanted
+        try:
+            result: object = self.counter(request)
+        except Exception as exc:  # the host's endpoint: any failure falls back
+            result = exc
+        if inspect.isawaitable(result):
+            # An async client's call: only an AsyncSession can await it.
+            close = getattr(result, "close", None)
+            if callable(close):
+                close()
+            result = TypeError("a plain Session needs a synchronous counter")
+        self.store(key, profile, result)
+
+    def measure(self, s: Session, *, count_inline: bool, before_hooks: bool = False) -> Measured:
+        """The next request's count, split into its exact, anchored and estimated
+        parts (``before_hooks``: of the request before unrestricted hooks)."""
+        fold, window, hooks = s._fold, s._window, s._hooks
+        estimated = self.estimated
+        cal = window.calibration() if estimated else _NO_SUMS
+        if hooks and not before_hooks and any(not h.context_only for h in hooks):
+            # An unrestricted hook could change anything: counted whole, never anchored.
+            request = s._requests.assemble(s, fold, window, hooks)
+            full = s.count_request(request["system"], request["messages"], request["tools"])
+            overhead = min(full, s._requests.overhead(request["system"]))
+            split = _split(None, 0, overhead, full - overhead, estimated, cal)
+            return Measured(request, split, full, overhead, None)
+        if count_inline and self.counter is not None:
+            self.call(s)
+        system = s._requests.system(s, fold, hooks)
+        overhead = s._requests.overhead(system)
+        full = overhead + window.tokens
+        fp = s._requests.fingerprint(system, fold.window_id, s.model)
+        exact = self._cache.get(self.key(s, fp)) if self._cache else None
+        if exact is not None:
+            return Measured(None, split_of(exact.reported), full, overhead, fp)
+        anchor, since = self._anchor(window.latest_anchor(), fp, s) if window.anchored else _NONE
+        endpoint = self._latest_endpoint(fp) if self._cache else None
+        if endpoint is not None and (anchor is None or endpoint.last_seq > anchor.last_seq):
+            e_since = window.since(endpoint)
+            if e_since is not None:
+                # Counted exactly by the endpoint: exact, plus what was appended since.
+                rest = _split(0, e_since, overhead, window.tokens, estimated, cal)
+                return Measured(
+                    None,
+                    split_of(rest.exact + endpoint.reported, 0, rest.estimated, rest.margin),
+                    full,
+                    overhead,
+                    fp,
+                )
+        reported = anchor.reported if anchor is not None else None
+        split = _split(reported, since, overhead, window.tokens, estimated, cal)
+        return Measured(None, split, full, overhead, fp)
+
+    @staticmethod
+    def _anchor(anchor: Anchor | None, fp: str, s: Session) -> tuple[Anchor | None, int]:
+        if anchor is None or anchor.fingerprint != fp:
+            return None, 0
+        since = s._window.since(anchor)
+        return (None, 0) if since is None else (anchor, since)
+
+    def _latest_endpoint(self, fp: str) -> Anchor | None:
+        for anchor in reversed(self._cache.values()):
+            if anchor.fingerprint == fp:
+                return anchor
+        return None
+
+    def fresh(self, s: Session, profile: int) -> CountSplit:
+        """The count of a fresh window's first request, counted ``profile`` by the
+        profile: nothing anchors it; an estimate is calibrated."""
+        estimated = self.estimated
+        cal = s._window.calibration() if estimated else _NO_SUMS
+        overhead = min(profile, s._requests.overhead(s._requests.system(s, s._fold, s._hooks)))
+        return _split(None, 0, overhead, profile - overhead, estimated, cal)
+
+    def drain(self) -> list[str]:
+        """The events since the last call."""
+        events, self.events = self.events, []
+        return events
+
+
+def _tokens_of(result: object) -> int | None:
+    """A count endpoint's answer as tokens: an int, or a result object or dict with
+    ``input_tokens`` (Anthropic) or ``total_tokens`` / ``totalTokens`` (Gemini)."""
+    if isinstance(result, bool):
+        return None
+    if isinstance(result, int):
+        return result if result >= 0 else None
+    for key in ("input_tokens", "total_tokens", "totalTokens"):
+        value = result.get(key) if isinstance(result, Mapping) else getattr(result, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def calibration_meta(s: Session) -> dict[str, dict[str, int]]:
+    """The calibration sums a rollover's boundary carries into the next window (none
+    for an exact family or a conversation without anchored requests)."""
+    if not s._counting.estimated:
+        return {}
+    sums = s._window.calibration()
+    if not sums[0] or not sums[1]:
+        return {}
+    return {"calibration": dict(zip(CALIBRATION_KEYS, sums, strict=True))}

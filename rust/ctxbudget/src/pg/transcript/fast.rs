@@ -1,0 +1,116 @@
+//! One round trip for the common append: when the handle's index is current (same
+//! epoch, same last seq as the database), the batch is encoded for the seqs that follow
+//! and written by ONE statement in autocommit, which locks the conversation's row only if
+//! its epoch and last seq are still those the batch was encoded for, inserts the rows
+//! and moves the counters. If anything changed (another host appended, a rotation, a
+//! prune, a delete) it writes nothing and the locking path ([`PgHistory::append_locked`])
+//! runs instead, under the same batch id: an attempt whose acknowledgement was lost is
+//! found there by its id and never committed twice.
+
+use super::{PgHistory, PgIndex};
+use crate::pg::{to_i64, BatchSeqs, PgError};
+use crate::store::row::{Incoming, RawRow};
+use crate::store::AppendResult;
+use crate::transcript::WindowFold;
+
+/// The conditional append: `$10`/`$11` are the epoch and last seq the batch was encoded
+/// for. The CTE `c` holds the conversation's row lock and marks the statement's
+/// transaction as the library's append (the insert trigger's `WHEN`); nothing is
+/// inserted unless it found the row as expected, and the counters move only if every
+/// row was inserted. Returns the epoch, or no row when nothing was written.
+const APPEND_IF_CURRENT: &str = "WITH c AS ( \
+       SELECT conversation, set_config('ctxbudget.appending', conversation, true) AS mark \
+       FROM ctxbudget_conversations \
+       WHERE conversation = $1 AND epoch = $10::int8 AND last_seq = $11::int8 FOR UPDATE), \
+     ins AS ( \
+       INSERT INTO ctxbudget_rows (conversation, seq, body, floor, batch_id, batch_last) \
+       SELECT c.conversation, t.s, t.b, t.f, \
+              CASE WHEN t.s = $5::int8 THEN $6::text END, \
+              CASE WHEN t.s = $5::int8 THEN $7::int8 END \
+       FROM c, unnest($2::int8[], $3::bytea[], $4::bool[]) AS t(s, b, f) \
+       RETURNING 1) \
+     UPDATE ctxbudget_conversations \
+     SET last_seq = $7::int8, floor_seq = GREATEST(floor_seq, $8::int8) \
+     WHERE conversation = $1 AND (SELECT count(*) FROM ins) = $9::int8 RETURNING epoch";
+
+impl PgHistory {
+    /// The append of `raws` in one statement, if the index is current; `None` when the
+    /// locking path must run (the index is stale or not loaded, a condition or a row
+    /// needs its checks there, or the server refused the statement: that path gives the
+    /// verdict). A server that stayed away past the store's retries is the caller's
+    /// error at once, as the locking path would report it after retrying as long again.
+    pub(super) fn append_fast(
+        &self,
+        ix: &mut PgIndex,
+        expected_last_seq: Option<u64>,
+        raws: &[RawRow<'_>],
+        batch_id: &str,
+    ) -> Option<Result<AppendResult, PgError>> {
+        let epoch = ix.epoch?;
+        let last_seq = ix.last_seq;
+        if raws.is_empty() || expected_last_seq.is_some_and(|e| e != last_seq) {
+            return None;
+        }
+        let first = last_seq.checked_add(1)?;
+        let last = first.checked_add(raws.len() as u64 - 1)?;
+        if last >= i64::MAX as u64 {
+            return None;
+        }
+        let ts = crate::store::now_rfc3339();
+        let mut window = ix.fold.window();
+        let mut lines = Vec::with_capacity(raws.len());
+        for (i, raw) in raws.iter().enumerate() {
+            let row = Incoming::Raw(raw.clone());
+            let seq = first + i as u64;
+            window = WindowFold::next_window(window, seq, row.kind());
+            let (mut line, head) = row
+                .encode_checked(i, seq, &window.to_string(), &ts, self.max_row_bytes)
+                .ok()?;
+            line.pop();
+            lines.push((line, head.is_floor()));
+        }
+        let bodies: Vec<&[u8]> = lines.iter().map(|(l, _)| l.as_slice()).collect();
+        let floors: Vec<bool> = lines.iter().map(|(_, f)| *f).collect();
+        let batch = BatchSeqs::new(first, &floors);
+        let conversation = self.conversation.id();
+        let (epoch_i, last_seq_i) = (to_i64(epoch), to_i64(last_seq));
+        let written = self.conversation.store().run(|c| {
+            let s = c.statement(APPEND_IF_CURRENT)?;
+            let rows = c
+                .client
+                .query(
+                    &s,
+                    &[
+                        &conversation,
+                        &batch.seqs,
+                        &bodies,
+                        &floors,
+                        &batch.first,
+                        &batch_id,
+                        &batch.last,
+                        &batch.floor,
+                        &batch.rows,
+                        &epoch_i,
+                        &last_seq_i,
+                    ],
+                )
+                .map_err(PgError::db("appending rows"))?;
+            Ok(rows.first().map(|r| r.get::<_, i64>(0)))
+        });
+        let epoch_after = match written {
+            Ok(Some(e)) => crate::pg::from_i64(e),
+            Err(e) if e.is_transient() || matches!(e, PgError::Closed) => return Some(Err(e)),
+            Ok(None) | Err(_) => return None,
+        };
+        for (i, (line, floor)) in lines.iter().enumerate() {
+            ix.note(first + i as u64, line, *floor);
+        }
+        ix.last_seq = last;
+        Some(Ok(AppendResult {
+            first_seq: first,
+            last_seq: last,
+            epoch: epoch_after,
+            window: window.to_string(),
+        }))
+    }
+}

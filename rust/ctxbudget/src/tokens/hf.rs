@@ -1,0 +1,645 @@
+//! Tokenizer files of open-weight models, read into the same tables as tiktoken's.
+//!
+//! - HuggingFace `tokenizer.json` with a byte-level BPE model (Llama 3, Qwen 2/3,
+//!   DeepSeek, Phi-4, GPT-2 style files): its vocabulary, its merge list (followed
+//!   pair by pair, see [`super::merges`]), its added tokens and normalizers
+//!   ([`super::added`]) and its pre-tokenizer — a known split pattern is scanned by hand
+//!   ([`super::pretokenize`]), any other sequence of splits runs on the regex engine
+//!   ([`super::split`]).
+//! - Mistral's `tekken.json`: a tiktoken table (ranks in base64) and its split pattern.
+//!
+//! Anything else these formats can say (a SentencePiece-style `Metaspace` model, a
+//! WordPiece or Unigram model, a `Replace` normalizer) is refused with the part named,
+//! never counted by a guess.
+
+use std::borrow::Cow;
+
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::added::{AddedToken, Form, TextRules};
+use super::bpe::Ranks;
+use super::merges::PairMerges;
+use super::pretokenize::Family;
+use super::split::RegexSplits;
+use super::vocab::{decode_base64, Vocab};
+
+/// GPT-2's split regex, which a `ByteLevel` pre-tokenizer with `use_regex` runs.
+const GPT2_PATTERN: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+/// Split patterns scanned by hand, exactly as the files spell them.
+const KNOWN_PATTERNS: &[(&str, Family)] = &[
+    (GPT2_PATTERN, Family::Gpt2),
+    (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        Family::Llama3,
+    ),
+    (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        Family::Qwen2,
+    ),
+    (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        Family::O200k,
+    ),
+    (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        Family::Tekken,
+    ),
+];
+
+/// A tokenizer read from a file: its split, its merge table and its text rules.
+pub(crate) struct Loaded {
+    /// How text is split into pieces.
+    pub(crate) family: Family,
+    /// The byte-pair tables.
+    pub(crate) ranks: Ranks,
+    /// Added tokens and normalizers, when the file has any.
+    pub(crate) rules: Option<TextRules>,
+}
+
+/// The family of a sequence of split patterns: a hand-written scanner when there is
+/// exactly one and it is known, otherwise the regex engine.
+pub(crate) fn family_of(patterns: &[String]) -> Result<Family, String> {
+    if let [only] = patterns {
+        if let Some(&(_, family)) = KNOWN_PATTERNS.iter().find(|(p, _)| p == only) {
+            return Ok(family);
+        }
+    }
+    let splits = RegexSplits::new(patterns)?;
+    // Kept for the life of the process, like the tables that use it.
+    Ok(Family::Regex(Box::leak(Box::new(splits))))
+}
+
+/// Characters a byte-level vocabulary is written in: all below this.
+const BYTE_CHARS: usize = 256 + 68;
+
+/// GPT-2's map from bytes to the printable characters that byte-level vocabularies are
+/// written in, inverted: `byte + 1` by character (0: not byte-level).
+fn byte_of_char() -> [u16; BYTE_CHARS] {
+    let mut map = [0u16; BYTE_CHARS];
+    let mut extra = 0usize;
+    for b in 0..=255u8 {
+        let printable = matches!(b, 33..=126 | 161..=172 | 174..=255);
+        let c = if printable {
+            usize::from(b)
+        } else {
+            extra += 1;
+            255 + extra
+        };
+        map[c] = u16::from(b) + 1;
+    }
+    map
+}
+
+/// Bytes of a vocabulary string, or `None` if a character is not byte-level.
+fn decode(token: &str, map: &[u16; BYTE_CHARS]) -> Option<Vec<u8>> {
+    token
+        .chars()
+        .map(|c| match map.get(c as usize) {
+            Some(&v) if v > 0 => Some((v - 1) as u8),
+            _ => None,
+        })
+        .collect()
+}
+
+#[derive(Deserialize)]
+struct File<'a> {
+    #[serde(borrow)]
+    model: Model<'a>,
+    #[serde(default)]
+    normalizer: Option<Value>,
+    #[serde(default)]
+    pre_tokenizer: Option<Value>,
+    #[serde(default, borrow)]
+    added_tokens: Vec<FileAddedToken<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Model<'a> {
+    #[serde(rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    vocab: FxHashMap<BorrowedStr<'a>, u32>,
+    #[serde(borrow, default)]
+    merges: Vec<Merge<'a>>,
+    #[serde(default)]
+    ignore_merges: bool,
+    #[serde(default)]
+    continuing_subword_prefix: Option<String>,
+    #[serde(default)]
+    end_of_word_suffix: Option<String>,
+    #[serde(default)]
+    dropout: Option<f64>,
+}
+
+/// A merge: `"a b"` (older files) or `["a", "b"]`.
+enum Merge<'a> {
+    Joined(Cow<'a, str>),
+    Pair(Cow<'a, str>, Cow<'a, str>),
+}
+
+/// Reads either form straight from the parser (serde's untagged enums buffer every
+/// value first, which cost most of the load of a file with 280,000 merges).
+impl<'de: 'a, 'a> Deserialize<'de> for Merge<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MergeVisitor;
+        impl<'de> Visitor<'de> for MergeVisitor {
+            type Value = Merge<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a merge: \"left right\" or [left, right]")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Merge::Joined(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Merge<'de>, E> {
+                Ok(Merge::Joined(Cow::Owned(v.to_owned())))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Merge<'de>, A::Error> {
+                let part = |p: Option<Cow<'de, str>>| {
+                    p.ok_or_else(|| de::Error::custom("a merge pair needs two tokens"))
+                };
+                let left: Cow<'de, str> =
+                    part(seq.next_element::<BorrowedStr<'de>>()?.map(|b| b.0))?;
+                let right: Cow<'de, str> =
+                    part(seq.next_element::<BorrowedStr<'de>>()?.map(|b| b.0))?;
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::custom("a merge pair has two tokens"));
+                }
+                Ok(Merge::Pair(left, right))
+            }
+        }
+        deserializer.deserialize_any(MergeVisitor)
+    }
+}
+
+/// A string borrowed from the input where it has no escapes (serde's own `Cow`
+/// always copies).
+#[derive(PartialEq, Eq, Hash)]
+struct BorrowedStr<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = BorrowedStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Owned(v.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(StrVisitor)
+    }
+}
+
+#[derive(Deserialize)]
+struct FileAddedToken<'a> {
+    id: u32,
+    #[serde(borrow)]
+    content: Cow<'a, str>,
+    #[serde(default)]
+    single_word: bool,
+    #[serde(default)]
+    lstrip: bool,
+    #[serde(default)]
+    rstrip: bool,
+    #[serde(default)]
+    normalized: bool,
+}
+
+/// Reads a `tokenizer.json` document.
+pub(crate) fn load_tokenizer_json(text: &str) -> Result<Loaded, String> {
+    let file: File<'_> =
+        serde_json::from_str(text).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
+    let model = file.model;
+    if model.kind.as_deref().is_some_and(|k| k != "BPE") {
+        return Err(format!(
+            "its model is {}, not BPE: only byte-level BPE tokenizer.json files are read",
+            model.kind.as_deref().unwrap_or_default()
+        ));
+    }
+    if model
+        .continuing_subword_prefix
+        .as_deref()
+        .is_some_and(|s| !s.is_empty())
+        || model
+            .end_of_word_suffix
+            .as_deref()
+            .is_some_and(|s| !s.is_empty())
+    {
+        return Err("subword prefixes and suffixes are not byte-level BPE".to_owned());
+    }
+    if model.dropout.is_some_and(|d| d > 0.0) {
+        return Err("BPE dropout makes counts random".to_owned());
+    }
+    let patterns = pre_tokenizer(file.pre_tokenizer.as_ref())?;
+    let forms = normalizer(file.normalizer.as_ref())?;
+
+    let map = byte_of_char();
+    let added_ids: rustc_hash::FxHashSet<u32> = file.added_tokens.iter().map(|t| t.id).collect();
+    let mut entries: Vec<(u32, &str)> = model
+        .vocab
+        .iter()
+        .filter(|(_, id)| !added_ids.contains(id))
+        .map(|(s, &id)| (id, s.0.as_ref()))
+        .collect();
+    entries.sort_unstable();
+    // Internal ids are positions among the byte-level tokens, in the file's id order.
+    let mut internal: FxHashMap<&str, (u32, usize)> =
+        FxHashMap::with_capacity_and_hasher(entries.len(), FxBuildHasher);
+    let mut tokens: Vec<Vec<u8>> = Vec::with_capacity(entries.len());
+    let mut single = [false; 256];
+    for &(_, s) in &entries {
+        let Some(bytes) = decode(s, &map) else {
+            continue; // not byte-level: a stray entry no byte sequence can spell
+        };
+        if let [b] = bytes.as_slice() {
+            single[usize::from(*b)] = true;
+        }
+        internal.insert(s, (tokens.len() as u32, bytes.len()));
+        tokens.push(bytes);
+    }
+    if let Some(b) = single.iter().position(|&seen| !seen) {
+        return Err(format!(
+            "its vocabulary lacks byte {b:#04x}: not a byte-level BPE vocabulary"
+        ));
+    }
+    let mut listed = Vec::with_capacity(model.merges.len());
+    let mut joined = String::new();
+    for (index, merge) in model.merges.iter().enumerate() {
+        let (left, right) = match merge {
+            Merge::Pair(l, r) => (l.as_ref(), r.as_ref()),
+            Merge::Joined(s) => s
+                .split_once(' ')
+                .ok_or_else(|| format!("merge {index} ({s:?}) is not two tokens"))?,
+        };
+        let part = |s: &str| {
+            internal
+                .get(s)
+                .copied()
+                .ok_or_else(|| format!("merge {index} names {s:?}, which is not in the vocabulary"))
+        };
+        let (_, left_len) = part(left)?;
+        part(right)?;
+        joined.clear();
+        joined.push_str(left);
+        joined.push_str(right);
+        let (id, _) = part(&joined)?;
+        listed.push((id, left_len as u32, index as u32));
+    }
+    let vocab = Vocab::from_tokens(tokens.iter().map(Vec::as_slice))?;
+    let merges = PairMerges::new(vocab.len(), listed, model.ignore_merges);
+    let ranks = Ranks::with_merges(vocab, merges);
+    let added = file
+        .added_tokens
+        .iter()
+        .map(|t| {
+            let how = AddedToken {
+                lstrip: t.lstrip,
+                rstrip: t.rstrip,
+                single_word: t.single_word,
+                normalized: t.normalized,
+            };
+            (t.content.clone().into_owned(), how)
+        })
+        .collect();
+    let rules = TextRules::new(added, forms)?;
+    Ok(Loaded {
+        family: family_of(&patterns)?,
+        ranks,
+        rules: (!rules.is_empty()).then_some(rules),
+    })
+}
+
+/// The split regexes of a pre-tokenizer that ends in a byte-level mapping.
+fn pre_tokenizer(value: Option<&Value>) -> Result<Vec<String>, String> {
+    let mut patterns = Vec::new();
+    let mut byte_level = false;
+    let steps: Vec<&Value> = match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) if v["type"] == "Sequence" => v["pretokenizers"]
+            .as_array()
+            .map(|a| a.iter().collect())
+            .unwrap_or_default(),
+        Some(v) => vec![v],
+    };
+    let last = steps.len().saturating_sub(1);
+    for (i, step) in steps.iter().enumerate() {
+        match step["type"].as_str().unwrap_or_default() {
+            "ByteLevel" => {
+                if step["add_prefix_space"].as_bool() == Some(true) {
+                    return Err(
+                        "a ByteLevel pre-tokenizer with add_prefix_space is not supported"
+                            .to_owned(),
+                    );
+                }
+                if step["use_regex"].as_bool() != Some(false) {
+                    patterns.push(GPT2_PATTERN.to_owned());
+                }
+                byte_level = i == last;
+            }
+            "Split" => {
+                if step["behavior"] != "Isolated" || step["invert"].as_bool() == Some(true) {
+                    return Err(format!(
+                        "a Split pre-tokenizer with behavior {} is not supported (only Isolated)",
+                        step["behavior"]
+                    ));
+                }
+                let pattern = &step["pattern"];
+                if let Some(regex) = pattern["Regex"].as_str() {
+                    patterns.push(regex.to_owned());
+                } else if let Some(literal) = pattern["String"].as_str() {
+                    patterns.push(regex_syntax::escape(literal));
+                } else {
+                    return Err("a Split pre-tokenizer without a pattern".to_owned());
+                }
+            }
+            "Digits" => patterns.push(if step["individual_digits"].as_bool() == Some(true) {
+                r"\p{N}".to_owned()
+            } else {
+                r"\p{N}+".to_owned()
+            }),
+            other => {
+                return Err(format!(
+                    "its pre-tokenizer {other:?} is not supported (byte-level BPE only)"
+                ))
+            }
+        }
+    }
+    if !byte_level {
+        return Err(
+            "its pre-tokenizer does not end in ByteLevel: not a byte-level BPE tokenizer"
+                .to_owned(),
+        );
+    }
+    Ok(patterns)
+}
+
+/// The normalization forms of a normalizer.
+fn normalizer(value: Option<&Value>) -> Result<Vec<Form>, String> {
+    let Some(value) = value.filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let one = |kind: &str| -> Result<Form, String> {
+        Ok(match kind {
+            "NFC" => Form::Nfc,
+            "NFD" => Form::Nfd,
+            "NFKC" => Form::Nfkc,
+            "NFKD" => Form::Nfkd,
+            other => return Err(format!("its normalizer {other:?} is not supported")),
+        })
+    };
+    match value["type"].as_str().unwrap_or_default() {
+        "Sequence" => value["normalizers"]
+            .as_array()
+            .map(|steps| {
+                steps
+                    .iter()
+                    .map(|s| one(s["type"].as_str().unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or(Ok(Vec::new())),
+        kind => Ok(vec![one(kind)?]),
+    }
+}
+
+#[derive(Deserialize)]
+struct Tekken {
+    config: TekkenConfig,
+    vocab: Vec<TekkenToken>,
+}
+
+#[derive(Deserialize)]
+struct TekkenConfig {
+    pattern: String,
+    default_vocab_size: usize,
+    default_num_special_tokens: usize,
+}
+
+#[derive(Deserialize)]
+struct TekkenToken {
+    rank: usize,
+    token_bytes: String,
+}
+
+/// Reads a Mistral `tekken.json`: the first `default_vocab_size -
+/// default_num_special_tokens` ranks are the mergeable ones (the special tokens take
+/// the ids below them and are never read from text).
+pub(crate) fn load_tekken(text: &str) -> Result<Loaded, String> {
+    let file: Tekken =
+        serde_json::from_str(text).map_err(|e| format!("not a tekken.json file: {e}"))?;
+    let inner = file
+        .config
+        .default_vocab_size
+        .checked_sub(file.config.default_num_special_tokens)
+        .ok_or("default_num_special_tokens exceeds default_vocab_size")?;
+    if file.vocab.len() < inner {
+        return Err(format!(
+            "{} tokens, fewer than the {inner} its config asks for",
+            file.vocab.len()
+        ));
+    }
+    let mut bytes: Vec<Vec<u8>> = Vec::with_capacity(inner);
+    for (index, token) in file.vocab.iter().take(inner).enumerate() {
+        if token.rank != index {
+            return Err(format!("token {index} has rank {}", token.rank));
+        }
+        let mut out = Vec::new();
+        decode_base64(token.token_bytes.as_bytes(), &mut out)
+            .ok_or_else(|| format!("token {index}: bad base64"))?;
+        bytes.push(out);
+    }
+    let vocab = Vocab::from_tokens(bytes.iter().map(Vec::as_slice))?;
+    Ok(Loaded {
+        family: family_of(&[file.config.pattern])?,
+        ranks: Ranks::new(vocab),
+        rules: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tiny byte-level tokenizer.json: every byte, "ab", "abc" (from "ab" + "c").
+    fn tiny(merges: &str, extra: &str) -> String {
+        let map = byte_of_char();
+        let mut chars: Vec<(u8, char)> = (0..BYTE_CHARS)
+            .filter(|&c| map[c] > 0)
+            .filter_map(|c| Some(((map[c] - 1) as u8, char::from_u32(c as u32)?)))
+            .collect();
+        chars.sort_unstable();
+        let mut vocab: Vec<String> = chars
+            .iter()
+            .map(|(b, c)| format!("{}: {b}", serde_json::json!(c.to_string())))
+            .collect();
+        vocab.push("\"ab\": 256".to_owned());
+        vocab.push("\"abc\": 257".to_owned());
+        vocab.push("\"bc\": 258".to_owned());
+        format!(
+            r#"{{"model": {{"type": "BPE", "vocab": {{{}}}, "merges": {merges}}},
+               "pre_tokenizer": {{"type": "ByteLevel", "add_prefix_space": false}},
+               "normalizer": null, "added_tokens": [{extra}]}}"#,
+            vocab.join(", ")
+        )
+    }
+
+    fn count(loaded: &'static Loaded, text: &str) -> usize {
+        let mut scratch = super::super::bpe::Scratch::default();
+        let mut piece_count = |s: &str| {
+            let bytes = s.as_bytes();
+            let mut i = 0;
+            let mut n = 0;
+            while i < bytes.len() {
+                let end = super::super::pretokenize::piece_end(loaded.family, bytes, i);
+                n += loaded.ranks.count_piece(&bytes[i..end], &mut scratch);
+                i = end;
+            }
+            n
+        };
+        match &loaded.rules {
+            Some(rules) => rules.count(text, &mut piece_count),
+            None => piece_count(text),
+        }
+    }
+
+    fn load(text: &str) -> &'static Loaded {
+        Box::leak(Box::new(
+            load_tokenizer_json(text).unwrap_or_else(|e| panic!("{e}")),
+        ))
+    }
+
+    #[test]
+    fn only_listed_merges_apply() {
+        // "bc" is a token but no merge makes it: "abc" is a b c -> ab c -> abc.
+        let t = load(&tiny(r#"["a b", "ab c"]"#, ""));
+        assert_eq!(count(t, "abc"), 1);
+        assert_eq!(
+            count(t, "bc"),
+            2,
+            "bc is in the vocabulary but never merged"
+        );
+        // Listed the other way round, "abc" cannot form from "a" + "bc" alone.
+        let t = load(&tiny(r#"[["b", "c"], ["a", "bc"]]"#, ""));
+        assert_eq!(count(t, "abc"), 1);
+        assert_eq!(count(t, "ab"), 2);
+    }
+
+    #[test]
+    fn long_pieces_merge_on_ids_as_short_ones_on_bytes() {
+        let t = load(&tiny(r#"[["b", "c"], ["a", "bc"], ["a", "b"]]"#, ""));
+        let mut scratch = super::super::bpe::Scratch::default();
+        for text in [
+            "abc".repeat(40),
+            "ab".repeat(50) + "c",
+            "cab".repeat(30),
+            "a".repeat(100),
+        ] {
+            let piece = text.as_bytes();
+            let quadratic = t.ranks.merge_quadratic(piece, &mut Vec::new());
+            assert_eq!(
+                t.ranks.count_piece(piece, &mut scratch),
+                quadratic,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn added_tokens_are_one_token_each() {
+        let added = r#"{"id": 259, "content": "<s>", "special": true, "lstrip": false,
+                         "rstrip": false, "single_word": false, "normalized": false}"#;
+        let t = load(&tiny(r#"["a b"]"#, added));
+        assert_eq!(count(t, "<s>ab<s>"), 3);
+    }
+
+    #[test]
+    fn unsupported_files_say_what() {
+        let err = |s: &str| load_tokenizer_json(s).err().unwrap_or_default();
+        assert!(err("{}").contains("tokenizer.json"));
+        let wordpiece = r#"{"model": {"type": "WordPiece", "vocab": {}}}"#;
+        assert!(err(wordpiece).contains("WordPiece"));
+        let metaspace = tiny("[]", "").replace("ByteLevel", "Metaspace");
+        assert!(err(&metaspace).contains("Metaspace"));
+        let bad_merge = tiny(r#"["a zz"]"#, "");
+        assert!(err(&bad_merge).contains("zz"));
+    }
+
+    /// Pieces of `text` by the hand-written scanner of `family`.
+    fn scanned(family: Family, text: &str) -> Vec<String> {
+        let bytes = text.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            let end = super::super::pretokenize::piece_end(family, bytes, i);
+            out.push(text[i..end].to_owned());
+            i = end;
+        }
+        out
+    }
+
+    /// Pieces of `text` by the regex engine running `pattern`.
+    fn matched(pattern: &str, text: &str) -> Vec<String> {
+        let splits = RegexSplits::new(&[pattern.to_owned()]).unwrap_or_else(|e| panic!("{e}"));
+        let mut out = Vec::new();
+        splits.for_each_piece(text, &mut |p| {
+            out.push(String::from_utf8_lossy(p).into_owned())
+        });
+        out
+    }
+
+    proptest::proptest! {
+        /// Every hand-scanned pattern splits exactly as the regex it stands for.
+        #[test]
+        fn hand_written_scanners_equal_their_regexes(
+            chars in proptest::collection::vec(proptest::sample::select(vec![
+                'a', 'Z', 'é', 'Σ', 'ǅ', 'ʰ', '中', '\u{301}', '1', '٣', 'Ⅻ', ' ', ' ', '\t',
+                '\n', '\r', '\u{a0}', '\u{3000}', '\'', 's', 'S', 't', 'l', 'v', 'e', 'r',
+                'ſ', '!', '/', '.', '_', '😀', '\u{200d}',
+            ]), 0..40)
+        ) {
+            let text: String = chars.into_iter().collect();
+            for (pattern, family) in KNOWN_PATTERNS {
+                proptest::prop_assert_eq!(
+                    scanned(*family, &text),
+                    matched(pattern, &text),
+                    "{:?} on {:?}", family, text
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn llama3_ends_a_final_whitespace_run_at_its_last_newline() {
+        assert_eq!(scanned(Family::Llama3, "a\n  "), ["a", "\n", "  "]);
+        assert_eq!(scanned(Family::Cl100k, "a\n  "), ["a", "\n  "]);
+        assert_eq!(scanned(Family::Qwen2, "x123"), ["x", "1", "2", "3"]);
+        assert_eq!(
+            scanned(Family::Tekken, "it's 42"),
+            ["it", "'s", " ", "4", "2"]
+        );
+    }
+
+    #[test]
+    fn known_patterns_compile_and_unknown_ones_run_on_the_engine() {
+        for (pattern, _) in KNOWN_PATTERNS {
+            assert!(
+                RegexSplits::new(&[(*pattern).to_owned()]).is_ok(),
+                "{pattern}"
+            );
+        }
+        assert!(matches!(
+            family_of(&[r"\p{N}{1,3}".to_owned()]),
+            Ok(Family::Regex(_))
+        ));
+        assert_eq!(family_of(&[GPT2_PATTERN.to_owned()]), Ok(Family::Gpt2));
+    }
+}

@@ -1,0 +1,223 @@
+//! The merge list of a `tokenizer.json` BPE model, as the byte-pair merger consults it.
+//!
+//! tiktoken merges any two adjacent parts whose bytes together are a token, lowest
+//! token rank first. A HuggingFace BPE model merges only the pairs its `merges` list
+//! names, lowest *merge* index first: a token may be listed with one split and not
+//! another, and (Llama 3's files, converted from tiktoken) one token may be listed under
+//! several splits at different indices. So for these tables the merger asks, for a pair
+//! of adjacent parts, "which merge index joins exactly this left part with this right
+//! part?" — the token's bytes are found by the same hash lookup as tiktoken's, and the
+//! split is then looked up among the few listed for that token.
+
+use std::cmp::Reverse;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+use rustc_hash::FxHashMap;
+
+use super::bpe::{Ranks, Scratch, NO_RANK};
+
+/// Marks "no neighbour" in the heap merge's linked list.
+const NONE: usize = usize::MAX;
+
+/// Whether a piece that is itself a vocabulary token is one token.
+const UNKNOWN: u8 = 0;
+const WHOLE: u8 = 1;
+const NOT_WHOLE: u8 = 2;
+
+/// The listed splits of every token, by token id.
+pub(crate) struct PairMerges {
+    /// `entries[starts[id]..starts[id + 1]]` are token `id`'s splits.
+    starts: Vec<u32>,
+    /// `(length of the left part, merge index)`, sorted by length.
+    entries: Vec<(u32, u32)>,
+    /// The model's `ignore_merges`: a piece that is a token is that token, merged or not.
+    ignore_merges: bool,
+    /// Per token, whether merging its own bytes gives back the token (learnt on first
+    /// use: most pieces are whole tokens, and most tokens merge back to themselves).
+    whole: Vec<AtomicU8>,
+    /// `(left id, right id) -> (merge index, joined id)`, built for the first long
+    /// piece (ordinary text never needs it).
+    pairs: OnceLock<FxHashMap<(u32, u32), (u32, u32)>>,
+}
+
+impl PairMerges {
+    /// Builds the table from `(token id, left length, merge index)` triples for
+    /// `tokens` tokens.
+    pub(crate) fn new(
+        tokens: usize,
+        mut listed: Vec<(u32, u32, u32)>,
+        ignore_merges: bool,
+    ) -> PairMerges {
+        listed.sort_unstable();
+        let mut starts = Vec::with_capacity(tokens + 1);
+        let mut entries = Vec::with_capacity(listed.len());
+        let mut next = 0;
+        for id in 0..tokens as u32 {
+            starts.push(entries.len() as u32);
+            while next < listed.len() && listed[next].0 == id {
+                let (_, left, index) = listed[next];
+                // A split listed twice merges at its first index (HuggingFace keeps the
+                // first entry of a duplicated pair).
+                if entries.last().map(|&(l, _)| l) != Some(left)
+                    || starts[id as usize] as usize == entries.len()
+                {
+                    entries.push((left, index));
+                }
+                next += 1;
+            }
+        }
+        starts.push(entries.len() as u32);
+        PairMerges {
+            starts,
+            entries,
+            ignore_merges,
+            whole: (0..tokens).map(|_| AtomicU8::new(UNKNOWN)).collect(),
+            pairs: OnceLock::new(),
+        }
+    }
+
+    /// Merge index that joins the first `left` bytes of token `id` with the rest, or
+    /// [`NO_RANK`] when the merge list does not name that split.
+    #[inline]
+    pub(crate) fn rank(&self, id: u32, left: usize) -> u32 {
+        let i = id as usize;
+        let splits = &self.entries[self.starts[i] as usize..self.starts[i + 1] as usize];
+        for &(l, index) in splits {
+            if l as usize == left {
+                return index;
+            }
+        }
+        NO_RANK
+    }
+
+    /// The merges by the ids of their parts.
+    fn pairs(&self, ranks: &Ranks) -> &FxHashMap<(u32, u32), (u32, u32)> {
+        self.pairs.get_or_init(|| {
+            let vocab = ranks.vocab();
+            let mut pairs = FxHashMap::default();
+            pairs.reserve(self.entries.len());
+            for (id, bytes) in vocab.iter() {
+                let i = id as usize;
+                for &(left, index) in
+                    &self.entries[self.starts[i] as usize..self.starts[i + 1] as usize]
+                {
+                    let (l, r) = bytes.split_at(left as usize);
+                    let (l, r) = (ranks.rank(l), ranks.rank(r));
+                    if l != NO_RANK && r != NO_RANK {
+                        pairs.insert((l, r), (index, id));
+                    }
+                }
+            }
+            pairs
+        })
+    }
+
+    /// HuggingFace's merge of one piece (lowest merge index first, leftmost on ties) on
+    /// token ids: `O(n log n)`, each pair a lookup of two ids whatever the parts' length.
+    pub(crate) fn merge_heap(&self, ranks: &Ranks, piece: &[u8], scratch: &mut Scratch) -> usize {
+        let pairs = self.pairs(ranks);
+        let n = piece.len();
+        let Scratch {
+            next,
+            prev,
+            rank,
+            ids,
+            heap,
+            ..
+        } = scratch;
+        next.clear();
+        prev.clear();
+        rank.clear();
+        ids.clear();
+        heap.clear();
+        next.extend((1..=n).map(|k| if k < n { k } else { NONE }));
+        prev.extend((0..n).map(|k| if k == 0 { NONE } else { k - 1 }));
+        ids.extend(piece.iter().map(|&b| ranks.rank(&[b])));
+        let pair = |ids: &[u32], next: &[usize], k: usize| -> (u32, u32) {
+            let m = next[k];
+            if m == NONE {
+                return (NO_RANK, NO_RANK);
+            }
+            pairs
+                .get(&(ids[k], ids[m]))
+                .copied()
+                .unwrap_or((NO_RANK, NO_RANK))
+        };
+        for k in 0..n {
+            let (r, _) = pair(ids, next, k);
+            rank.push(r);
+            if r != NO_RANK {
+                heap.push(Reverse((r, k)));
+            }
+        }
+        let mut parts = n;
+        while let Some(Reverse((r, k))) = heap.pop() {
+            if rank[k] != r || next[k] == NONE {
+                continue; // stale: the pair changed since it was pushed
+            }
+            let m = next[k];
+            let (_, joined) = pair(ids, next, k);
+            ids[k] = joined;
+            let after = next[m];
+            next[k] = after;
+            if after != NONE {
+                prev[after] = k;
+            }
+            rank[m] = NO_RANK;
+            next[m] = NONE;
+            parts -= 1;
+            let (rk, _) = pair(ids, next, k);
+            rank[k] = rk;
+            if rk != NO_RANK {
+                heap.push(Reverse((rk, k)));
+            }
+            let p = prev[k];
+            if p != NONE {
+                let (rp, _) = pair(ids, next, p);
+                rank[p] = rp;
+                if rp != NO_RANK {
+                    heap.push(Reverse((rp, p)));
+                }
+            }
+        }
+        parts
+    }
+
+    /// Whether a piece spelling token `id` counts as one token; `merge` merges the
+    /// piece's bytes when that is not yet known.
+    #[inline]
+    pub(crate) fn is_whole(&self, id: u32, merge: impl FnOnce() -> usize) -> bool {
+        if self.ignore_merges {
+            return true;
+        }
+        let slot = &self.whole[id as usize];
+        match slot.load(Ordering::Relaxed) {
+            WHOLE => true,
+            NOT_WHOLE => false,
+            _ => {
+                let whole = merge() == 1;
+                slot.store(if whole { WHOLE } else { NOT_WHOLE }, Ordering::Relaxed);
+                whole
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_listed_splits_merge_and_the_first_listing_wins() {
+        let m = PairMerges::new(3, vec![(2, 1, 7), (2, 2, 3), (2, 1, 9), (1, 1, 0)], false);
+        assert_eq!(m.rank(2, 1), 7);
+        assert_eq!(m.rank(2, 2), 3);
+        assert_eq!(m.rank(2, 3), NO_RANK);
+        assert_eq!(m.rank(1, 1), 0);
+        assert_eq!(m.rank(0, 1), NO_RANK);
+        assert!(m.is_whole(1, || 1));
+        assert!(m.is_whole(1, || unreachable!("learnt")));
+        assert!(!m.is_whole(2, || 2));
+    }
+}

@@ -1,0 +1,132 @@
+//! Request profiles (SPEC §1, Request counting): how a provider renders — and so
+//! counts — a request. One owner for Rust and Python hosts; [`super::request`] counts
+//! by them.
+//!
+//! ```
+//! use ctxbudget::tokens::profile::Profile;
+//!
+//! assert_eq!(Profile::for_model("openai/gpt-oss-120b"), Profile::Harmony);
+//! assert_eq!(Profile::for_model("claude-sonnet-4-5"), Profile::AnthropicMessages);
+//! assert_eq!(Profile::for_model("gpt-4o"), Profile::OpenAiChat);
+//! assert_eq!(Profile::parse("openai_responses"), Some(Profile::OpenAiResponses));
+//! ```
+
+use super::pdf::PdfRule;
+use super::request::ImageRule;
+
+/// How a request is rendered and counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// OpenAI Chat Completions: the cookbook's framing (3 tokens per message plus its
+    /// role, +1 and the name for a `name`, 3 per request), function tools as the
+    /// TypeScript namespace plus the calibrated constants, a tool call as its name and
+    /// arguments inside an assistant message.
+    OpenAiChat,
+    /// OpenAI Responses: messages framed as in chat; each `function_call` and
+    /// `function_call_output` item is a message of its own, so an assistant turn that
+    /// only calls tools has no assistant message around its calls.
+    OpenAiResponses,
+    /// gpt-oss: exactly the harmony renderer's tokens ([`super::harmony`]).
+    Harmony,
+    /// Anthropic Messages: chat framing over an estimated tokenizer; Anthropic's image
+    /// and PDF rules.
+    AnthropicMessages,
+    /// Gemini: chat framing over an estimated tokenizer; Gemini's PDF rule.
+    Gemini,
+}
+
+impl Profile {
+    /// Every profile, in the order of its names.
+    pub const ALL: [Profile; 5] = [
+        Profile::OpenAiChat,
+        Profile::OpenAiResponses,
+        Profile::Harmony,
+        Profile::AnthropicMessages,
+        Profile::Gemini,
+    ];
+
+    /// The profile's name: `openai_chat`, `openai_responses`, `harmony`,
+    /// `anthropic_messages` or `gemini`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::OpenAiChat => "openai_chat",
+            Profile::OpenAiResponses => "openai_responses",
+            Profile::Harmony => "harmony",
+            Profile::AnthropicMessages => "anthropic_messages",
+            Profile::Gemini => "gemini",
+        }
+    }
+
+    /// The profile named `name` (see [`Profile::name`]).
+    pub fn parse(name: &str) -> Option<Profile> {
+        Profile::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The profile a model's requests are counted with: harmony for gpt-oss, Anthropic's
+    /// for Claude, Gemini's for Gemini (also behind provider prefixes such as
+    /// `openai/`, `anthropic/`, `bedrock/…anthropic.`, `models/`), OpenAI chat for any
+    /// other model. A host on the Responses API chooses `openai_responses` itself.
+    pub fn for_model(model: &str) -> Profile {
+        let lower = model.to_ascii_lowercase();
+        let forms = super::windows::name_forms(&lower);
+        if forms.iter().any(|f| f.starts_with("gpt-oss")) {
+            Profile::Harmony
+        } else if lower.contains("claude") {
+            Profile::AnthropicMessages
+        } else if forms.iter().any(|f| f.starts_with("gemini")) {
+            Profile::Gemini
+        } else {
+            Profile::OpenAiChat
+        }
+    }
+
+    /// Whose rule counts the request's images.
+    pub fn image_rule(self) -> ImageRule {
+        match self {
+            Profile::AnthropicMessages => ImageRule::Anthropic,
+            _ => ImageRule::OpenAi,
+        }
+    }
+
+    /// Whose rule counts the request's PDF pages.
+    pub fn pdf_rule(self) -> PdfRule {
+        match self {
+            Profile::AnthropicMessages => PdfRule::Anthropic,
+            Profile::Gemini => PdfRule::Gemini,
+            _ => PdfRule::OpenAi,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_resolve() {
+        for name in [
+            "gpt-oss-20b",
+            "gpt-oss-120b",
+            "openai/gpt-oss-20b",
+            "GPT-OSS-120B",
+        ] {
+            assert_eq!(Profile::for_model(name), Profile::Harmony, "{name}");
+        }
+        for name in [
+            "anthropic/claude-sonnet-4-5",
+            "us.anthropic.claude-3-5-haiku",
+        ] {
+            assert_eq!(
+                Profile::for_model(name),
+                Profile::AnthropicMessages,
+                "{name}"
+            );
+        }
+        assert_eq!(Profile::for_model("models/gemini-2.5-pro"), Profile::Gemini);
+        assert_eq!(Profile::for_model("openai/gpt-4o"), Profile::OpenAiChat);
+        for p in Profile::ALL {
+            assert_eq!(Profile::parse(p.name()), Some(p));
+        }
+        assert_eq!(Profile::parse("chat"), None);
+    }
+}

