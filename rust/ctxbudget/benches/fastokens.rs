@@ -1,5 +1,5 @@
 //! ctxbudget against the `fastokens` crate, side by side in one run, as one Markdown
-//! table (benches/README.md, "ctxbudget and fastokens"): counting the OpenAI encodings
+//! table (`benches/test_bench_tokens_fastokens_rust.py`): counting the OpenAI encodings
 //! on the Python standard library file by file (cold first pass, steady state, and in
 //! batch over 2 threads) and on 1 MiB runs of one character.
 //!
