@@ -3,6 +3,7 @@ their own Markdown tables, for the ``test_bench_rust_*`` modules."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 def cargo_table(benchmark: Any, bench: str, *args: str) -> None:
     """``cargo bench -p ctxbudget --bench BENCH -- ARGS``; its Markdown table goes to
-    ``extra_info["table"]`` (the bench's own timing: pytest-benchmark times nothing)."""
-    cmd = ["cargo", "bench", "--quiet", "-p", "ctxbudget", "--bench", bench, "--", *args]
+    ``extra_info["table"]`` (the bench's own timing: pytest-benchmark times nothing).
+
+    Built with the cargo profile ``CTXBUDGET_BENCH_PROFILE`` names when it is set (the one
+    the run's line records), else cargo's ``bench`` profile."""
+    profile = os.environ.get("CTXBUDGET_BENCH_PROFILE")
+    chosen = ["--profile", profile] if profile else []
+    cmd = ["cargo", "bench", "--quiet", *chosen, "-p", "ctxbudget", "--bench", bench, "--", *args]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")

@@ -90,6 +90,31 @@ def test_surrogates_count_like_tiktoken(name: str, sample: str, tiktoken_encodin
     assert ctxbudget.Encoding(name, cache_size=0).count(sample) == expected
 
 
+CODE_UNITS = st.one_of(
+    st.from_regex(r"[a-z_]{1,12}|[A-Z][a-z]{0,8}|[A-Z]{2,5}|[0-9]{1,6}", fullmatch=True),
+    st.sampled_from(
+        [
+            *(" ", "  ", "\n", "\n    ", "\t", "\r\n", " \n", "(", ").", ":", " = ", "'s"),
+            *("'T", '"', "#", "/", "\n/", "!\n", "->", "[", "{", "\x0b", "\x0c", "\x00"),
+            *("é", "É", "中", "\u0301", "\xa0", "\u3000", "😀", "ʰ", "ǅ", "ſ", "٣"),
+        ]
+    ),
+)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@given(sample=st.lists(CODE_UNITS, max_size=60).map("".join))
+def test_code_like_text_counts_twice_like_tiktoken(  # type: ignore[no-untyped-def]
+    name: str, sample: str, tiktoken_encodings
+) -> None:
+    """Mostly ASCII code (the scanners' ASCII fast paths), counted twice: the second
+    time the per-thread piece cache holds its repeated pieces."""
+    expected = len(tiktoken_encodings[name].encode_ordinary(sample))
+    enc = ctxbudget.Encoding(name, cache_size=0)
+    assert enc.count(sample) == expected
+    assert enc.count(sample) == expected
+
+
 def _stdlib_corpus() -> list[tuple[str, str]]:
     """Python's own standard library sources and text files: real code and prose."""
     root = Path(sysconfig.get_paths()["stdlib"])

@@ -97,6 +97,43 @@ proptest! {
     }
 }
 
+/// Code-like text: words, capitals, digits, punctuation, indentation and newlines,
+/// mostly ASCII (the scanners' one- and two-byte fast paths, and the per-thread piece
+/// cache, which repeated words hit), with a little non-ASCII next to it.
+fn code_like_text() -> impl Strategy<Value = String> {
+    let unit = prop_oneof![
+        6 => "[a-z_]{1,12}",
+        2 => "[A-Z][a-z]{0,8}",
+        1 => "[A-Z]{2,5}",
+        2 => "[0-9]{1,6}",
+        4 => prop::sample::select(vec![
+            " ", "  ", "\n", "\n    ", "\n\n        ", "\t", "\r\n", " \n", "(", ")", ".", ",",
+            ":", "=", " = ", "==", "'", "'s", "'T", "\"", "#", "/", "//", "\n/", "!\n", "->",
+            "[", "]", "{", "}", "*", "\u{b}", "\u{c}", "\0",
+        ]).prop_map(str::to_owned),
+        1 => prop::sample::select(vec![
+            "é", "É", "中", "\u{301}", "\u{a0}", "\u{3000}", "😀", "ʰ", "ǅ", "ſ", "٣",
+        ]).prop_map(str::to_owned),
+    ];
+    prop::collection::vec(unit, 0..60).prop_map(|units| units.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    /// Counted twice (the second time with the piece cache holding its pieces), and
+    /// equal to tiktoken-rs both times.
+    #[test]
+    fn code_like_text_equals_tiktoken_rs(text in code_like_text()) {
+        for name in ENCODINGS {
+            let expected = oracle(name).encode_ordinary(&text).len();
+            let enc = ours(name);
+            prop_assert_eq!(enc.count(&text), expected, "{} on {:?}", name, text);
+            prop_assert_eq!(enc.count(&text), expected, "{} again on {:?}", name, text);
+        }
+    }
+}
+
 /// One unit of a long run: a character, a pair, or a base64-like or code-like word.
 fn run_unit() -> impl Strategy<Value = String> {
     prop_oneof![

@@ -21,13 +21,14 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use rustc_hash::FxHasher;
 
 use super::backtrack::{Backtrack, LongScratch};
 use super::merges::PairMerges;
+use super::pieces::{self, PieceCache};
 use super::vocab::Vocab;
 
 /// Pieces at least this long are counted by the backtracking encoder instead of the
@@ -49,6 +50,9 @@ const NONE: usize = usize::MAX;
 /// ranks do.
 pub(crate) struct Ranks {
     vocab: Vocab,
+    /// Unique id of this table (never 0), which keys its entries in the per-thread
+    /// [`PieceCache`]: an address could be reused by a later table.
+    id: u64,
     /// Open-addressing hash table of token ids, indexed by a hash of their bytes.
     slots: Vec<u32>,
     mask: usize,
@@ -79,6 +83,40 @@ fn hash(bytes: &[u8]) -> usize {
     h.finish() as usize
 }
 
+/// `a == b`, without a call to `memcmp` for the short strings that tokens and pieces
+/// mostly are: two overlapping word loads compare 4 to 16 bytes.
+#[inline(always)]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        0 => true,
+        // First, middle and last byte: every byte of a string of 1 to 3.
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4),
+        8..=16 => word8(a, 0) == word8(b, 0) && word8(a, n - 8) == word8(b, n - 8),
+        _ => a == b,
+    }
+}
+
+/// The 4 bytes of `s` from `at` as one word (`at + 4 <= s.len()`).
+#[inline(always)]
+fn word4(s: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&s[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+/// The 8 bytes of `s` from `at` as one word (`at + 8 <= s.len()`).
+#[inline(always)]
+fn word8(s: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&s[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
 impl Ranks {
     /// Indexes every token of `vocab`.
     pub(crate) fn new(vocab: Vocab) -> Ranks {
@@ -94,8 +132,10 @@ impl Ranks {
             }
             slots[i] = id;
         }
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ranks {
             vocab,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             slots,
             mask,
             max_len,
@@ -144,10 +184,16 @@ impl Ranks {
         if bytes.len() > self.max_len {
             return NO_RANK;
         }
-        let mut i = hash(bytes) & self.mask;
+        self.rank_hashed(bytes, hash(bytes))
+    }
+
+    /// [`Ranks::rank`] of `bytes` (at most `max_len` long) whose hash is `h`.
+    #[inline(always)]
+    fn rank_hashed(&self, bytes: &[u8], h: usize) -> u32 {
+        let mut i = h & self.mask;
         loop {
             let id = self.slots[i];
-            if id == NO_RANK || self.vocab.token(id) == bytes {
+            if id == NO_RANK || same_bytes(self.vocab.token(id), bytes) {
                 return id;
             }
             i = (i + 1) & self.mask;
@@ -160,16 +206,25 @@ impl Ranks {
         if piece.len() <= 1 {
             return piece.len();
         }
-        let id = self.rank(piece);
-        if id != NO_RANK {
-            match &self.merges {
-                None => return 1,
-                Some(merges) => {
-                    if merges.is_whole(id, || self.merge_any(piece, scratch)) {
-                        return 1;
-                    }
+        if piece.len() <= pieces::MAX_BYTES {
+            // One hash serves the token lookup and the piece cache.
+            let h = hash(piece);
+            if piece.len() <= self.max_len {
+                let id = self.rank_hashed(piece, h);
+                if id != NO_RANK && self.is_whole(id, piece, scratch) {
+                    return 1;
                 }
             }
+            if let Some(n) = scratch.pieces.get(self.id, piece, h) {
+                return n;
+            }
+            let n = self.merge_quadratic(piece, &mut scratch.parts);
+            scratch.pieces.insert(self.id, piece, h, n);
+            return n;
+        }
+        let id = self.rank(piece);
+        if id != NO_RANK && self.is_whole(id, piece, scratch) {
+            return 1;
         }
         if piece.len() < LONG_MIN_BYTES {
             return self.merge_quadratic(piece, &mut scratch.parts);
@@ -237,6 +292,16 @@ impl Ranks {
             });
         if spawned.is_err() {
             self.builder.store(0, Ordering::Release);
+        }
+    }
+
+    /// Whether `piece`, which spells token `id`, counts as that one token: always for
+    /// tiktoken's tables; for a merge list, only if its merges reach the whole piece.
+    #[inline(always)]
+    fn is_whole(&self, id: u32, piece: &[u8], scratch: &mut Scratch) -> bool {
+        match &self.merges {
+            None => true,
+            Some(merges) => merges.is_whole(id, || self.merge_any(piece, scratch)),
         }
     }
 
@@ -370,6 +435,24 @@ pub(crate) struct Scratch {
     pub(crate) ids: Vec<u32>,
     pub(crate) heap: BinaryHeap<Reverse<(u32, usize)>>,
     long: LongScratch,
+    /// Counts of short multi-token pieces; see [`Scratch::lend_piece_cache`].
+    pieces: PieceCache,
+}
+
+impl Scratch {
+    /// Buffers for one count, with this thread's piece cache lent to them; give the
+    /// cache back with [`Scratch::return_piece_cache`] when the count is done.
+    pub(crate) fn lend_piece_cache() -> Scratch {
+        Scratch {
+            pieces: PieceCache::take(),
+            ..Scratch::default()
+        }
+    }
+
+    /// Gives the piece cache back to this thread (see [`Scratch::lend_piece_cache`]).
+    pub(crate) fn return_piece_cache(self) {
+        self.pieces.give_back();
+    }
 }
 
 #[cfg(test)]
@@ -393,6 +476,23 @@ pub(crate) mod tests {
             line(m.as_bytes());
         }
         Ranks::new(Vocab::parse(&text).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        let base: Vec<u8> = (0..40u8).collect();
+        for n in 0..=base.len() {
+            let a = &base[..n];
+            assert!(same_bytes(a, a), "{n}");
+            for k in 0..n {
+                let mut b = a.to_vec();
+                b[k] ^= 0x20;
+                assert!(!same_bytes(a, &b), "{n} {k}");
+            }
+            if n > 0 {
+                assert!(!same_bytes(a, &base[..n - 1]), "{n}");
+            }
+        }
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod media;
 mod merges;
 mod models;
 pub mod pdf;
+mod pieces;
 mod pretokenize;
 pub mod profile;
 pub mod request;
@@ -378,11 +379,12 @@ impl Encoding {
     }
 
     fn count_uncached(&self, text: &str) -> TokenCount {
-        let mut scratch = Scratch::default();
+        let mut scratch = Scratch::lend_piece_cache();
         let tokens = match &self.tables.rules {
             Some(rules) => rules.count(text, &mut |s| self.count_text(s, &mut scratch)),
             None => self.count_text(text, &mut scratch),
         };
+        scratch.return_piece_cache();
         TokenCount {
             tokens,
             exact: true,

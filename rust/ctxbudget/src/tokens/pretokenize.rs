@@ -8,7 +8,7 @@
 //! Equivalence is checked against tiktoken-rs and Python tiktoken in the tests.
 
 use super::split::RegexSplits;
-use super::unicode::{class_at, len_before, Class};
+use super::unicode::{class_at, len_before, Class, ASCII};
 
 /// The split patterns: those of the encodings tiktoken ships, the open-weight families
 /// that reuse them with a change or two (each scanned by hand), and any other sequence
@@ -71,6 +71,42 @@ fn run(text: &[u8], mut i: usize, keep: impl Fn(Class) -> bool) -> usize {
             break;
         }
         i += len;
+    }
+    i
+}
+
+/// Bytes `[i, end)` that are ASCII letters (`[a-z]`, or `[A-Za-z]` when `upper`), eight
+/// at a time: the end of the ASCII part of a word's letter run. Any byte that is not
+/// such a letter (including every non-ASCII byte) stops it, for [`run`] to go on from.
+#[inline(always)]
+fn ascii_letters(text: &[u8], mut i: usize, upper: bool) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let fold = if upper { 0x20 * ONES } else { 0 };
+    while let Some(chunk) = text.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(w);
+        let folded = x | fold;
+        // Per byte b < 0x80: b + 0x1F sets the high bit iff b >= b'a'; b + 0x05 iff
+        // b > b'z'. Bytes with the high bit set are excluded outright.
+        let at_least_a = folded.wrapping_add(0x1F * ONES);
+        let above_z = folded.wrapping_add(0x05 * ONES);
+        let letters = at_least_a & !above_z & !x & HIGH;
+        if letters != HIGH {
+            // The first byte that is not a letter. A byte below 0x80 plus 0x1F stays
+            // below 0x100; only a byte of 0x80 or more (never a letter) can carry into
+            // the next one, which comes after the first non-letter and is not read.
+            return i + ((!letters & HIGH).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < text.len() {
+        let b = text[i] | if upper { 0x20 } else { 0 };
+        if !b.is_ascii_lowercase() || text[i] >= 0x80 {
+            break;
+        }
+        i += 1;
     }
     i
 }
@@ -189,6 +225,43 @@ fn gpt2(text: &[u8], i: usize) -> usize {
 /// `\s*[\r\n]+|\s+(?!\S)|\s+` ends a whitespace run at its last newline even at the
 /// end of the text. `digits` is the `{1,3}` bound (Qwen 2: one).
 fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
+    // The pieces of most text, decided from one or two ASCII bytes: exactly what the
+    // alternatives below give for them (an apostrophe may start a contraction and
+    // takes the general path).
+    let b0 = text[i];
+    if b0 < 0x80 && b0 != b'\'' {
+        let c0 = ASCII[usize::from(b0)];
+        if c0.is_letter() {
+            return run(text, ascii_letters(text, i, true), Class::is_letter);
+        }
+        if c0 == Class::Number {
+            return numbers(text, i, digits);
+        }
+        let c1 = match text.get(i + 1) {
+            Some(&b1) if b1 < 0x80 => Some(ASCII[usize::from(b1)]),
+            Some(_) => None,
+            None => Some(Class::Newline), // end of input: no letter follows
+        };
+        if let Some(c1) = c1 {
+            if c0.is_word_prefix() && c1.is_letter() {
+                return run(text, ascii_letters(text, i + 1, true), Class::is_letter);
+            }
+            if c0.is_symbol() {
+                if let Some(end) = symbols(text, i, c0, 1, b"\r\n") {
+                    return end;
+                }
+            }
+            // Whitespace before whitespace, a digit or the end: no word, number or
+            // punctuation alternative can start here.
+            if c0.is_space() && (c1.is_space() || c1 == Class::Number) {
+                return cl100k_whitespace(text, i, final_run);
+            }
+        }
+        // A newline never starts a word, number or punctuation piece.
+        if c0 == Class::Newline {
+            return cl100k_whitespace(text, i, final_run);
+        }
+    }
     if let Some(len) = contraction(text, i, true) {
         return i + len;
     }
@@ -208,6 +281,13 @@ fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
     if let Some(end) = symbols(text, i, c0, len0, b"\r\n") {
         return end;
     }
+    cl100k_whitespace(text, i, final_run)
+}
+
+/// `\s++$|\s*[\r\n]|\s+(?!\S)|\s` (without `final_run`, no `\s++$`): what is left of
+/// cl100k's pattern for a piece that starts with whitespace no other alternative takes.
+#[inline]
+fn cl100k_whitespace(text: &[u8], i: usize, final_run: bool) -> usize {
     let (end, last_newline) = space_run(text, i);
     // `\s++$`
     if final_run && end == text.len() {
@@ -238,6 +318,57 @@ fn o200k(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
             end
         }
     };
+    // The pieces of most text, decided from one or two ASCII bytes: exactly what the
+    // alternatives below give for them. A lowercase word (after an optional space or
+    // punctuation prefix) is `L+` at once; punctuation before a non-letter is the
+    // punctuation alternative; ASCII capitals are settled by `o200k_ascii_capitals`;
+    // anything next to non-ASCII takes the general path.
+    let b0 = text[i];
+    if b0 < 0x80 {
+        let c0 = ASCII[usize::from(b0)];
+        if c0 == Class::Lower {
+            let ascii_end = ascii_letters(text, i, false);
+            return with_contraction(run(text, ascii_end, Class::is_o200k_lower));
+        }
+        if c0 == Class::Number {
+            return numbers(text, i, digits);
+        }
+        if c0 == Class::Upper {
+            if let Some(end) = o200k_ascii_capitals(text, i) {
+                return with_contraction(end);
+            }
+        }
+        let c1 = match text.get(i + 1) {
+            Some(&b1) if b1 < 0x80 => Some(ASCII[usize::from(b1)]),
+            Some(_) => None,
+            None => Some(Class::Newline), // end of input: no letter follows
+        };
+        if let Some(c1) = c1 {
+            if c0.is_word_prefix() && c1 == Class::Lower {
+                let ascii_end = ascii_letters(text, i + 1, false);
+                return with_contraction(run(text, ascii_end, Class::is_o200k_lower));
+            }
+            if c0.is_word_prefix() && c1 == Class::Upper {
+                if let Some(end) = o200k_ascii_capitals(text, i + 1) {
+                    return with_contraction(end);
+                }
+            }
+            if c0.is_symbol() && !c1.is_letter() {
+                if let Some(end) = symbols(text, i, c0, 1, b"\r\n/") {
+                    return end;
+                }
+            }
+            // Whitespace before whitespace, a digit or the end: no word, number or
+            // punctuation alternative can start here.
+            if c0.is_space() && (c1.is_space() || c1 == Class::Number) {
+                return o200k_whitespace(text, i);
+            }
+        }
+        // A newline never starts a word, number or punctuation piece.
+        if c0 == Class::Newline {
+            return o200k_whitespace(text, i);
+        }
+    }
     let (c0, len0) = class_at(text, i);
     // The optional prefix is greedy: the word is tried after it first, then without it.
     let with_prefix = c0.is_word_prefix().then_some(i + len0);
@@ -261,6 +392,13 @@ fn o200k(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
     if let Some(end) = symbols(text, i, c0, len0, b"\r\n/") {
         return end;
     }
+    o200k_whitespace(text, i)
+}
+
+/// `\s*[\r\n]+|\s+(?!\S)|\s+`: what is left of o200k's pattern for a piece that
+/// starts with whitespace no other alternative takes.
+#[inline]
+fn o200k_whitespace(text: &[u8], i: usize) -> usize {
     let (end, last_newline) = space_run(text, i);
     // `\s*[\r\n]+`: the match ends right after the last newline of the run.
     if let Some(nl) = last_newline {
@@ -271,6 +409,28 @@ fn o200k(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
         return end;
     }
     space_before_word(text, i, end)
+}
+
+/// o200k's word from `start` when it begins with ASCII capitals followed by an ASCII
+/// byte or the end of input, else `None` (for the general code). After `[A-Z]+` the
+/// `U` run can only go on with non-ASCII characters, so: a lowercase letter next makes
+/// it `U+ L+` (the first alternative); anything else leaves `U+` with no `L` in it, so
+/// the first alternative fails and the second takes the capitals alone. The word's
+/// contraction, if the family has them, is the caller's to add.
+#[inline]
+fn o200k_ascii_capitals(text: &[u8], start: usize) -> Option<usize> {
+    let mut j = start;
+    while j < text.len() && text[j].is_ascii_uppercase() {
+        j += 1;
+    }
+    let end = match text.get(j) {
+        Some(&b) if b.is_ascii_lowercase() => {
+            run(text, ascii_letters(text, j, false), Class::is_o200k_lower)
+        }
+        Some(&b) if b >= 0x80 => return None,
+        _ => j,
+    };
+    Some(end)
 }
 
 /// `U* L+` from `start`, where `U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]` and
@@ -357,6 +517,46 @@ mod tests {
 
     fn split(family: Family, text: &str) -> Vec<&str> {
         pieces(family, text).map(|(a, b)| &text[a..b]).collect()
+    }
+
+    /// The word-at-a-time letter scan ends where a byte-by-byte scan does.
+    #[test]
+    fn ascii_letters_ends_where_a_byte_scan_does() {
+        let alphabet: Vec<u8> = (0u8..=255).collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 24) as usize;
+            // Mostly letters, now and then any byte (the scan reads bytes, not text).
+            let text: Vec<u8> = (0..len)
+                .map(|k| {
+                    let r = (seed >> (k % 8 * 8)) as usize ^ (k * 31);
+                    if r.is_multiple_of(7) {
+                        alphabet[r % 256]
+                    } else {
+                        b"azAZmqMQ"[r % 8]
+                    }
+                })
+                .collect();
+            for upper in [false, true] {
+                for start in 0..=text.len() {
+                    let expected = start
+                        + text[start..]
+                            .iter()
+                            .take_while(|&&b| {
+                                b.is_ascii_lowercase() || (upper && b.is_ascii_uppercase())
+                            })
+                            .count();
+                    assert_eq!(
+                        ascii_letters(&text, start, upper),
+                        expected,
+                        "{text:?} from {start}, upper {upper}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -89,7 +89,6 @@ const CODEPOINTS: usize = 0x11_0000;
 
 /// Two-level table: `index[cp / 256]` picks a deduplicated block of 256 classes.
 struct Table {
-    ascii: [u8; 128],
     index: Vec<u16>,
     blocks: Vec<u8>,
 }
@@ -141,8 +140,6 @@ fn build_table() -> Table {
     flat[usize::from(b'\r')] = Class::Newline as u8;
     flat[usize::from(b'\n')] = Class::Newline as u8;
 
-    let mut ascii = [0u8; 128];
-    ascii.copy_from_slice(&flat[..128]);
     let mut index = Vec::with_capacity(CODEPOINTS / BLOCK);
     let mut blocks: Vec<u8> = Vec::new();
     let mut seen: HashMap<&[u8], u16> = HashMap::new();
@@ -159,11 +156,7 @@ fn build_table() -> Table {
         };
         index.push(id);
     }
-    Table {
-        ascii,
-        index,
-        blocks,
-    }
+    Table { index, blocks }
 }
 
 /// Forces the table to be built now rather than on first use.
@@ -171,16 +164,43 @@ pub(crate) fn warm_up() {
     let _ = table();
 }
 
+/// Classes of the ASCII characters, known at compile time so that the hot ASCII path
+/// reads neither the lazily built table nor its `OnceLock` (the tests check it against
+/// the table built from `regex-syntax`).
+pub(crate) const ASCII: [Class; 128] = {
+    let mut table = [Class::Other; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        table[b] = match c {
+            b'\r' | b'\n' => Class::Newline,
+            b'\t' | 0x0B | 0x0C | b' ' => Class::Space,
+            b'A'..=b'Z' => Class::Upper,
+            b'a'..=b'z' => Class::Lower,
+            b'0'..=b'9' => Class::Number,
+            _ => Class::Other,
+        };
+        b += 1;
+    }
+    table
+};
+
 /// Class and UTF-8 length of the character starting at byte `i` of `text`.
 ///
 /// `i` must be a character boundary of a valid UTF-8 string and less than its length.
-#[inline]
+#[inline(always)]
 pub(crate) fn class_at(text: &[u8], i: usize) -> (Class, usize) {
-    let t = table();
     let b0 = text[i];
     if b0 < 0x80 {
-        return (Class::from_u8(t.ascii[b0 as usize]), 1);
+        return (ASCII[b0 as usize], 1);
     }
+    class_at_non_ascii(text, i, b0)
+}
+
+/// [`class_at`] for a character that is not ASCII.
+#[inline(never)]
+fn class_at_non_ascii(text: &[u8], i: usize, b0: u8) -> (Class, usize) {
+    let t = table();
     let (cp, len) = decode(text, i, b0);
     let block = t.index[(cp as usize) / BLOCK] as usize;
     (
@@ -247,6 +267,19 @@ mod tests {
         assert_eq!(class_of('😀'), Class::Other);
         assert_eq!(class_of('\0'), Class::Other);
         assert_eq!(class_of('\u{10FFFF}'), Class::Other);
+    }
+
+    #[test]
+    fn the_const_ascii_classes_are_the_unicode_tables() {
+        let built = table();
+        for b in 0..128u8 {
+            let slot = usize::from(built.index[0]) * BLOCK + usize::from(b);
+            assert_eq!(
+                ASCII[usize::from(b)],
+                Class::from_u8(built.blocks[slot]),
+                "{b:#x}"
+            );
+        }
     }
 
     #[test]

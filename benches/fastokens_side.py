@@ -1,0 +1,168 @@
+"""ctxbudget against the fastokens PyPI package, side by side in one run, from Python: the
+rows of ``test_bench_tokens_fastokens_py``'s table. Counting o200k_base and cl100k_base
+on the Python standard library file by file (cold first pass, steady state, batch over 2
+threads), 1 MiB runs of one character, and the cold start (`import` + load + first
+count, in a fresh interpreter).
+
+Single-thread figures are CPU seconds of the counting thread (`time.thread_time`, so
+other load on the machine does not count), the median over interleaved rounds; batch
+and cold-start figures are wall seconds. ctxbudget's whole-text count cache is off
+(`cache_size=0`); its per-thread piece cache and fastokens' pretoken caches are on, as
+they ship. A cold pass runs on a fresh thread with a fresh fastokens tokenizer; steady
+state is a further pass on the same thread. Counts are checked equal first.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import fastokens
+
+import ctxbudget
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "rust" / "ctxbudget" / "src" / "tokens" / "data"
+ENCODINGS = ("o200k_base", "cl100k_base")
+MIB = 1 << 20
+
+
+def theirs(name: str) -> fastokens.Tokenizer:
+    return fastokens.Tokenizer.from_tiktoken(str(DATA / f"{name}.tiktoken"), encoding=name)
+
+
+def on_fresh_thread(work: Callable[[], object], warm: bool = False) -> float:
+    """CPU seconds of `work` on a new thread (after one unmeasured call when `warm`)."""
+    out: list[float] = []
+
+    def body() -> None:
+        if warm:
+            work()
+        start = time.thread_time()
+        work()
+        out.append(time.thread_time() - start)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return out[0]
+
+
+def ours_pass(enc: ctxbudget.Encoding, texts: list[str]) -> Callable[[], int]:
+    return lambda: sum(enc.count(t) for t in texts)
+
+
+def their_pass(fast: fastokens.Tokenizer, texts: list[str]) -> Callable[[], int]:
+    return lambda: sum(len(fast.encode_ordinary(t)) for t in texts)
+
+
+HEADER = (
+    "| measure | input | ctxbudget s | fastokens s | "
+    "fastokens ÷ ctxbudget (> 1: ctxbudget faster) | equal counts |\n|---|---|---|---|---|---|"
+)
+"""The table's header; each ``*_rows`` function gives its rows."""
+
+
+def row(measure: str, size: str, ours: float, fast: float, equal: bool = True) -> str:
+    return (
+        f"| {measure} | {size} | {ours:.3f} | {fast:.3f} | **{fast / ours:.2f}×** | "
+        f"{'yes' if equal else 'NO'} |"
+    )
+
+
+def corpus_rows(texts: list[str], rounds: int) -> list[str]:
+    rows = []
+    mib = f"{sum(len(t.encode()) for t in texts) / MIB:.1f} MiB"
+    for name in ENCODINGS:
+        enc = ctxbudget.Encoding(name, cache_size=0)
+        fast = theirs(name)
+        for t in texts:
+            assert enc.count(t) == len(fast.encode_ordinary(t)), name
+        cold: tuple[list[float], list[float]] = ([], [])
+        steady: tuple[list[float], list[float]] = ([], [])
+        for _ in range(rounds):
+            cold[0].append(on_fresh_thread(ours_pass(enc, texts)))
+            cold[1].append(on_fresh_thread(their_pass(theirs(name), texts)))
+            steady[0].append(on_fresh_thread(ours_pass(enc, texts), warm=True))
+            steady[1].append(on_fresh_thread(their_pass(fast, texts), warm=True))
+        for label, pair in (("cold first pass", cold), ("steady state", steady)):
+            rows.append(
+                row(
+                    f"{name}, stdlib corpus, {label}, 1 thread",
+                    mib,
+                    statistics.median(pair[0]),
+                    statistics.median(pair[1]),
+                )
+            )
+    return rows
+
+
+def batch_rows(texts: list[str], rounds: int) -> list[str]:
+    rows = []
+    mib = f"{sum(len(t.encode()) for t in texts) / MIB:.1f} MiB"
+    for name in ENCODINGS:
+        enc = ctxbudget.Encoding(name, cache_size=0)
+        fast = theirs(name)
+        assert sum(enc.count_many(texts)) == sum(
+            len(ids) for ids in fast.encode_batch(texts, add_special_tokens=False)
+        )
+        a, b = [], []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            enc.count_many(texts)
+            a.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            fast.encode_batch(texts, add_special_tokens=False)
+            b.append(time.perf_counter() - start)
+        rows.append(
+            row(
+                f"{name}, stdlib corpus, count_many / encode_batch, 2 threads (wall s)",
+                mib,
+                statistics.median(a),
+                statistics.median(b),
+            )
+        )
+    return rows
+
+
+def run_rows(rounds: int) -> list[str]:
+    rows = []
+    enc = ctxbudget.Encoding("o200k_base", cache_size=0)
+    fast = theirs("o200k_base")
+    for label, unit in (("space", " "), ("`a`", "a"), ("`\\n`", "\n"), ("`中`", "中")):
+        text = unit * (MIB // len(unit.encode()))
+        equal = enc.count(text) == len(fast.encode_ordinary(text))
+        a = statistics.median(on_fresh_thread(ours_pass(enc, [text])) for _ in range(rounds))
+        b = statistics.median(on_fresh_thread(their_pass(fast, [text])) for _ in range(rounds))
+        rows.append(row(f"o200k_base, 1 MiB run of {label}", "1 MiB", a, b, equal))
+    return rows
+
+
+START = {
+    "ctxbudget": "import ctxbudget; ctxbudget.Encoding('o200k_base').count('Hello, world!')",
+    "fastokens": (
+        "import fastokens; fastokens.Tokenizer.from_tiktoken({path!r}, "
+        "encoding='o200k_base').encode_ordinary('Hello, world!')"
+    ),
+}
+
+
+def start_rows(rounds: int) -> str:
+    times: dict[str, list[float]] = {k: [] for k in START}
+    for _ in range(rounds):
+        for impl, code in START.items():
+            code = code.format(path=str(DATA / "o200k_base.tiktoken"))
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            times[impl].append(time.perf_counter() - start)
+    return row(
+        "`import`, load o200k_base and count once, fresh interpreter (wall s)",
+        "",
+        statistics.median(times["ctxbudget"]),
+        statistics.median(times["fastokens"]),
+    )
