@@ -39,6 +39,7 @@ pub mod pdf;
 mod pretokenize;
 pub mod profile;
 pub mod request;
+mod sentencepiece;
 mod split;
 pub mod template;
 pub mod typescript;
@@ -102,6 +103,8 @@ struct Tables {
     rules: Option<TextRules>,
     /// The chat template that came with a tokenizer read from a directory.
     template: Option<template::ChatTemplate>,
+    /// A SentencePiece model, which counts text on its own (`ranks` is then empty).
+    sentencepiece: Option<sentencepiece::Model>,
 }
 
 /// A tokenizer: counts tokens of text for one encoding.
@@ -147,6 +150,7 @@ fn load_tables(name: &str) -> Result<Tables, TokenError> {
         ranks,
         rules: None,
         template: None,
+        sentencepiece: None,
     })
 }
 
@@ -378,6 +382,12 @@ impl Encoding {
     }
 
     fn count_uncached(&self, text: &str) -> TokenCount {
+        if let Some(model) = &self.tables.sentencepiece {
+            return TokenCount {
+                tokens: model.count(text),
+                exact: true,
+            };
+        }
         let mut scratch = Scratch::default();
         let tokens = match &self.tables.rules {
             Some(rules) => rules.count(text, &mut |s| self.count_text(s, &mut scratch)),
