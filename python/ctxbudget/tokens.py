@@ -172,14 +172,17 @@ class Encoding:
         cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
     ) -> Encoding:
         """The tokenizer in a file on this machine: a HuggingFace ``tokenizer.json``
-        (byte-level BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4…) or a Mistral
-        ``tekken*.json``.
+        (byte-level BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4…), a Mistral
+        ``tekken*.json`` or a SentencePiece model (``tokenizer.model``: Llama 2,
+        Gemma, Mistral v1–v3; BPE or Unigram).
 
         Counts equal the original's ``encode(text, add_special_tokens=False)``: added
-        and special tokens written in the text count as one token each. Nothing is
+        and special tokens written in the text count as one token each; a
+        SentencePiece model's equal ``len(sentencepiece.encode(text))``. Nothing is
         downloaded; a file is read once per process. Raises
         :class:`~ctxbudget.TokenizerError` naming what the file lacks or what it uses
-        that is not supported (a SentencePiece-style or WordPiece model).
+        that is not supported (a ``tokenizer.json`` conversion of a SentencePiece
+        model, a WordPiece model).
         """
         enc = cls.__new__(cls)
         enc._core = _ctxbudget.Encoding.from_file(
@@ -191,8 +194,8 @@ class Encoding:
     def from_dir(
         cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
     ) -> Encoding:
-        """The tokenizer of a model directory as published (its ``tokenizer.json``
-        or ``tekken.json``) with its chat template (``chat_template.jinja``,
+        """The tokenizer of a model directory as published (its SentencePiece
+        ``tokenizer.model``, else its ``tokenizer.json`` or ``tekken.json``) with its chat template (``chat_template.jinja``,
         ``chat_template.json`` or ``tokenizer_config.json``): see :meth:`count_chat`."""
         enc = cls.__new__(cls)
         enc._core = _ctxbudget.Encoding.from_dir(

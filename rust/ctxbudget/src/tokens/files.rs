@@ -55,9 +55,9 @@ fn read(path: &Path) -> Result<String, TokenError> {
 /// What a tokenizer file holds.
 enum Parsed {
     /// Byte-pair tables for the shared engine (`tokenizer.json`, tekken).
-    Bpe(Loaded),
+    Bpe(Box<Loaded>),
     /// A SentencePiece model, which counts on its own.
-    SentencePiece(sentencepiece::Model),
+    SentencePiece(Box<sentencepiece::Model>),
 }
 
 /// Reads a tokenizer file: a SentencePiece model, or a `tokenizer.json` or a
@@ -66,7 +66,7 @@ fn parse_file(path: &Path) -> Result<Parsed, TokenError> {
     let data = std::fs::read(path).map_err(|e| fail(path, format!("{e}")))?;
     if sentencepiece::looks_like_model(&data) {
         return sentencepiece::Model::parse(&data)
-            .map(Parsed::SentencePiece)
+            .map(|model| Parsed::SentencePiece(Box::new(model)))
             .map_err(|reason| fail(path, reason));
     }
     let text = String::from_utf8(data).map_err(|_| {
@@ -75,7 +75,7 @@ fn parse_file(path: &Path) -> Result<Parsed, TokenError> {
             "neither UTF-8 JSON nor a SentencePiece model: not a tokenizer file",
         )
     })?;
-    parse(path, &text).map(Parsed::Bpe)
+    parse(path, &text).map(|loaded| Parsed::Bpe(Box::new(loaded)))
 }
 
 /// Reads a `tokenizer.json` or a `tekken*.json`, whichever `text` is.
@@ -129,13 +129,16 @@ fn leak(
 ) -> Result<Shared, TokenError> {
     unicode::warm_up();
     let tables = match parsed {
-        Parsed::Bpe(loaded) => Tables {
-            family: loaded.family,
-            ranks: loaded.ranks,
-            rules: loaded.rules,
-            template,
-            sentencepiece: None,
-        },
+        Parsed::Bpe(loaded) => {
+            let loaded = *loaded;
+            Tables {
+                family: loaded.family,
+                ranks: loaded.ranks,
+                rules: loaded.rules,
+                template,
+                sentencepiece: None,
+            }
+        }
         Parsed::SentencePiece(model) => Tables {
             // Unused: the model counts on its own.
             family: super::pretokenize::Family::Gpt2,
@@ -147,7 +150,7 @@ fn leak(
             })?),
             rules: None,
             template,
-            sentencepiece: Some(model),
+            sentencepiece: Some(*model),
         },
     };
     Ok((name, Box::leak(Box::new(tables))))

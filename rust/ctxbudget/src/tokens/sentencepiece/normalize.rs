@@ -47,7 +47,7 @@ impl CharsMap {
         let size = blob.get(..4).ok_or_else(bad)?;
         let size = u32::from_le_bytes([size[0], size[1], size[2], size[3]]) as usize;
         let trie = blob.get(4..4 + size).ok_or_else(bad)?;
-        if size % 4 != 0 || size == 0 {
+        if !size.is_multiple_of(4) || size == 0 {
             return Err(bad());
         }
         let units = trie
