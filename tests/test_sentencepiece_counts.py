@@ -76,16 +76,16 @@ def trained(
 ) -> dict[str, tuple[Encoding, Callable[[str], int]]]:
     import sentencepiece
 
+    def counter(path: Path) -> Callable[[str], int]:
+        original = sentencepiece.SentencePieceProcessor(model_file=str(path))
+        return lambda text: len(original.encode(text))
+
     root = tmp_path_factory.mktemp("spm")
-    out = {}
+    out: dict[str, tuple[Encoding, Callable[[str], int]]] = {}
     for name, options in MODELS.items():
         path = root / f"{name}.model"
         _train(path, options)
-        original = sentencepiece.SentencePieceProcessor(model_file=str(path))
-        out[name] = (
-            Encoding.from_file(path, cache_size=0),
-            lambda text, sp=original: len(sp.encode(text)),
-        )
+        out[name] = (Encoding.from_file(path, cache_size=0), counter(path))
     return out
 
 

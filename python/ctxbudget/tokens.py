@@ -195,8 +195,9 @@ class Encoding:
         cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
     ) -> Encoding:
         """The tokenizer of a model directory as published (its SentencePiece
-        ``tokenizer.model``, else its ``tokenizer.json`` or ``tekken.json``) with its chat template (``chat_template.jinja``,
-        ``chat_template.json`` or ``tokenizer_config.json``): see :meth:`count_chat`."""
+        ``tokenizer.model``, else its ``tokenizer.json`` or ``tekken.json``) with its
+        chat template (``chat_template.jinja``, ``chat_template.json`` or
+        ``tokenizer_config.json``): see :meth:`count_chat`."""
         enc = cls.__new__(cls)
         enc._core = _ctxbudget.Encoding.from_dir(
             os.fspath(path), cache_size=_check_cache_size(cache_size)
