@@ -190,3 +190,36 @@ def test_a_tiktoken_table_named_tokenizer_model_is_passed_over(tmp_path: Path) -
     text = "<|begin_of_text|>Hello, 世界 — 42 tokens?"
     expected = Encoding.from_file(tmp_path / "tokenizer.json").count(text)
     assert Encoding.from_dir(tmp_path).count(text) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=12),
+            st.sampled_from(
+                # User-defined symbols of the v3 model (one piece each, the longest
+                # first), control words (text there) and a prefix of both.
+                [
+                    "[REFERENCE_DOC_1]",
+                    "[REFERENCE_DOC_10]",
+                    "[REFERENCE_DOC_",
+                    "[INST]",
+                    "<s>",
+                    " ",
+                    "  ",
+                    "\n",
+                    "▁",
+                ]
+            ),
+        ),
+        max_size=10,
+    )
+)
+def test_hypothesis_mistral_v3_symbols(parts: list[str]) -> None:
+    import sentencepiece
+
+    path = package_file("mistral_common", "data", "mistral_instruct_tokenizer_240323.model.v3")
+    original = sentencepiece.SentencePieceProcessor(model_file=str(path))
+    text = "".join(parts)
+    assert Encoding.from_file(path).count(text) == len(original.encode(text))
