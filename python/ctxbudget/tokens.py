@@ -73,7 +73,7 @@ OTHER_MEDIA_TOKENS: int = _ctxbudget.OTHER_MEDIA_TOKENS
 :mod:`ctxbudget.media`) nor a paged document (audio, a file of unknown kind)."""
 
 RequestProfile = Literal[
-    "openai_chat", "openai_responses", "harmony", "anthropic_messages", "gemini"
+    "openai_chat", "openai_responses", "harmony", "anthropic_messages", "gemini", "chat_template"
 ]
 """How a provider renders a request, and so how it counts (SPEC §1, Request counting;
 docs/concepts.md names each profile's sources):
@@ -85,7 +85,10 @@ docs/concepts.md names each profile's sources):
   only calls tools has no assistant message around its calls);
 - ``harmony`` (gpt-oss): exactly the tokens ``openai-harmony`` renders;
 - ``anthropic_messages``, ``gemini``: chat framing over a stated estimate, with their
-  providers' image and PDF rules.
+  providers' image and PDF rules;
+- ``chat_template`` (open-weight models): the model's own chat template rendered with
+  the tools and the prompt for the reply, counted by its tokenizer (an
+  :class:`Encoding` read with its template, :meth:`Encoding.from_dir`).
 """
 
 PROFILES: tuple[RequestProfile, ...] = cast(
