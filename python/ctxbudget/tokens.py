@@ -73,7 +73,7 @@ OTHER_MEDIA_TOKENS: int = _ctxbudget.OTHER_MEDIA_TOKENS
 :mod:`ctxbudget.media`) nor a paged document (audio, a file of unknown kind)."""
 
 RequestProfile = Literal[
-    "openai_chat", "openai_responses", "harmony", "anthropic_messages", "gemini"
+    "openai_chat", "openai_responses", "harmony", "anthropic_messages", "gemini", "chat_template"
 ]
 """How a provider renders a request, and so how it counts (SPEC §1, Request counting;
 docs/concepts.md names each profile's sources):
@@ -85,7 +85,10 @@ docs/concepts.md names each profile's sources):
   only calls tools has no assistant message around its calls);
 - ``harmony`` (gpt-oss): exactly the tokens ``openai-harmony`` renders;
 - ``anthropic_messages``, ``gemini``: chat framing over a stated estimate, with their
-  providers' image and PDF rules.
+  providers' image and PDF rules;
+- ``chat_template`` (open-weight models): the model's own chat template rendered with
+  the tools and the prompt for the reply, counted by its tokenizer (an
+  :class:`Encoding` read with its template, :meth:`Encoding.from_dir`).
 """
 
 PROFILES: tuple[RequestProfile, ...] = cast(
@@ -172,14 +175,17 @@ class Encoding:
         cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
     ) -> Encoding:
         """The tokenizer in a file on this machine: a HuggingFace ``tokenizer.json``
-        (byte-level BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4…) or a Mistral
-        ``tekken*.json``.
+        (byte-level BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4…), a Mistral
+        ``tekken*.json`` or a SentencePiece model (``tokenizer.model``: Llama 2,
+        Gemma, Mistral v1–v3; BPE or Unigram).
 
         Counts equal the original's ``encode(text, add_special_tokens=False)``: added
-        and special tokens written in the text count as one token each. Nothing is
+        and special tokens written in the text count as one token each; a
+        SentencePiece model's equal ``len(sentencepiece.encode(text))``. Nothing is
         downloaded; a file is read once per process. Raises
         :class:`~ctxbudget.TokenizerError` naming what the file lacks or what it uses
-        that is not supported (a SentencePiece-style or WordPiece model).
+        that is not supported (a ``tokenizer.json`` conversion of a SentencePiece
+        model, a WordPiece model).
         """
         enc = cls.__new__(cls)
         enc._core = _ctxbudget.Encoding.from_file(
@@ -191,9 +197,10 @@ class Encoding:
     def from_dir(
         cls, path: str | os.PathLike[str], *, cache_size: int = DEFAULT_CACHE_SIZE
     ) -> Encoding:
-        """The tokenizer of a model directory as published (its ``tokenizer.json``
-        or ``tekken.json``) with its chat template (``chat_template.jinja``,
-        ``chat_template.json`` or ``tokenizer_config.json``): see :meth:`count_chat`."""
+        """The tokenizer of a model directory as published (its SentencePiece
+        ``tokenizer.model``, else its ``tokenizer.json`` or ``tekken.json``) with its
+        chat template (``chat_template.jinja``, ``chat_template.json`` or
+        ``tokenizer_config.json``): see :meth:`count_chat`."""
         enc = cls.__new__(cls)
         enc._core = _ctxbudget.Encoding.from_dir(
             os.fspath(path), cache_size=_check_cache_size(cache_size)

@@ -145,7 +145,14 @@ class Session:
         self.session_history = self._toolset.session_history
         self.memory = self._toolset.memory
         self.new_context = self._toolset.new_context
-        self.profile: RequestProfile = profile if profile is not None else profile_for(model)
+        self.profile: RequestProfile = (
+            profile
+            if profile is not None
+            # A model's own chat template renders its requests: count exactly that.
+            else "chat_template"
+            if encoding.has_chat_template
+            else profile_for(model)
+        )
         # The window: read once by the core's fold, counted once by the accounting.
         self._state = WindowState(
             WindowFold(history),
@@ -221,9 +228,10 @@ class Session:
         returns ``pause`` while any call of the window has no result (another worker is
         still running it). Calls made while the session runs are the host's to answer.
         ``profile`` says how the provider renders requests, and so how they count
-        (:data:`~ctxbudget.tokens.RequestProfile`; SPEC §1): by default the model's
-        (:func:`~ctxbudget.tokens.profile_for`) — pass ``"openai_responses"`` for a host
-        on OpenAI's Responses API.
+        (:data:`~ctxbudget.tokens.RequestProfile`; SPEC §1): by default
+        ``chat_template`` when the tokenizer came with the model's chat template, else
+        the model's (:func:`~ctxbudget.tokens.profile_for`) — pass
+        ``"openai_responses"`` for a host on OpenAI's Responses API.
         ``counter`` plugs in a provider's count endpoint as an exact source
         (:class:`~ctxbudget.RequestCounter`, e.g.
         :func:`ctxbudget.counters.anthropic_counter`): each request is counted by it

@@ -181,7 +181,7 @@ impl PyEncoding {
         })
     }
 
-    /// The tokenizer in a `tokenizer.json` or `tekken*.json` file.
+    /// The tokenizer in a `tokenizer.json`, `tekken*.json` or SentencePiece `.model` file.
     #[staticmethod]
     #[pyo3(signature = (path, *, cache_size = tokens::DEFAULT_CACHE_CAPACITY))]
     fn from_file(py: Python<'_>, path: std::path::PathBuf, cache_size: usize) -> PyResult<Self> {

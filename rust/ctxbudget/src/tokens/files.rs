@@ -11,8 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+use super::bpe::Ranks;
 use super::hf::{self, Loaded};
+use super::sentencepiece;
 use super::template::ChatTemplate;
+use super::vocab::Vocab;
 use super::{unicode, Tables, TokenError};
 
 /// What identifies a file read: where it is, how long it is, when it last changed.
@@ -47,6 +50,32 @@ fn key(path: &Path) -> Result<FileKey, TokenError> {
 
 fn read(path: &Path) -> Result<String, TokenError> {
     std::fs::read_to_string(path).map_err(|e| fail(path, format!("{e}")))
+}
+
+/// What a tokenizer file holds.
+enum Parsed {
+    /// Byte-pair tables for the shared engine (`tokenizer.json`, tekken).
+    Bpe(Box<Loaded>),
+    /// A SentencePiece model, which counts on its own.
+    SentencePiece(Box<sentencepiece::Model>),
+}
+
+/// Reads a tokenizer file: a SentencePiece model, or a `tokenizer.json` or a
+/// `tekken*.json`, whichever it is.
+fn parse_file(path: &Path) -> Result<Parsed, TokenError> {
+    let data = std::fs::read(path).map_err(|e| fail(path, format!("{e}")))?;
+    if sentencepiece::looks_like_model(&data) {
+        return sentencepiece::Model::parse(&data)
+            .map(|model| Parsed::SentencePiece(Box::new(model)))
+            .map_err(|reason| fail(path, reason));
+    }
+    let text = String::from_utf8(data).map_err(|_| {
+        fail(
+            path,
+            "neither UTF-8 JSON nor a SentencePiece model: not a tokenizer file",
+        )
+    })?;
+    parse(path, &text).map(|loaded| Parsed::Bpe(Box::new(loaded)))
 }
 
 /// Reads a `tokenizer.json` or a `tekken*.json`, whichever `text` is.
@@ -93,27 +122,57 @@ fn shared(
     Ok(built)
 }
 
-fn leak(name: &'static str, loaded: Loaded, template: Option<ChatTemplate>) -> Shared {
+fn leak(
+    name: &'static str,
+    parsed: Parsed,
+    template: Option<ChatTemplate>,
+) -> Result<Shared, TokenError> {
     unicode::warm_up();
-    let tables = Tables {
-        family: loaded.family,
-        ranks: loaded.ranks,
-        rules: loaded.rules,
-        template,
+    let tables = match parsed {
+        Parsed::Bpe(loaded) => {
+            let loaded = *loaded;
+            Tables {
+                family: loaded.family,
+                ranks: loaded.ranks,
+                rules: loaded.rules,
+                template,
+                sentencepiece: None,
+            }
+        }
+        Parsed::SentencePiece(model) => Tables {
+            // Unused: the model counts on its own.
+            family: super::pretokenize::Family::Gpt2,
+            ranks: Ranks::new(Vocab::from_tokens(std::iter::empty()).map_err(|reason| {
+                TokenError::TokenizerFile {
+                    path: name.to_owned(),
+                    reason,
+                }
+            })?),
+            rules: None,
+            template,
+            sentencepiece: Some(*model),
+        },
     };
-    (name, Box::leak(Box::new(tables)))
+    Ok((name, Box::leak(Box::new(tables))))
 }
 
 /// The tokenizer in one file.
 pub(crate) fn load_file(path: &Path) -> Result<Shared, TokenError> {
     shared(path, None, || {
-        let loaded = parse(path, &read(path)?)?;
-        Ok(leak(display_name(path, false), loaded, None))
+        let parsed = parse_file(path)?;
+        leak(display_name(path, false), parsed, None)
     })
 }
 
-/// The files of a model directory that hold a tokenizer, in the order they are tried.
-const TOKENIZER_FILES: &[&str] = &["tokenizer.json", "tekken.json"];
+/// The files of a model directory that hold a tokenizer, in the order they are tried:
+/// a SentencePiece model first, being the original of the `tokenizer.json` that
+/// HuggingFace converts from it (whose `Metaspace` form is not read).
+const TOKENIZER_FILES: &[&str] = &[
+    "tokenizer.model",
+    "tokenizer.model.v3",
+    "tokenizer.json",
+    "tekken.json",
+];
 
 /// The files that may hold the chat template, in the order they are tried.
 const TEMPLATE_FILES: &[&str] = &[
@@ -127,7 +186,7 @@ pub(crate) fn load_dir(dir: &Path) -> Result<Shared, TokenError> {
     let Some(file) = TOKENIZER_FILES
         .iter()
         .map(|f| dir.join(f))
-        .find(|p| p.is_file())
+        .find(|p| p.is_file() && (!is_model_file(p) || holds_sentencepiece(p)))
     else {
         return Err(fail(
             dir,
@@ -140,7 +199,7 @@ pub(crate) fn load_dir(dir: &Path) -> Result<Shared, TokenError> {
         .map(|f| dir.join(f))
         .find(|p| p.is_file());
     shared(&file, template_file.as_deref(), || {
-        let loaded = parse(&file, &read(&file)?)?;
+        let parsed = parse_file(&file)?;
         let config = if config.is_file() {
             Some(read(&config)?)
         } else {
@@ -154,8 +213,25 @@ pub(crate) fn load_dir(dir: &Path) -> Result<Shared, TokenError> {
             }
             None => None,
         };
-        Ok(leak(display_name(dir, true), loaded, template))
+        leak(display_name(dir, true), parsed, template)
     })
+}
+
+/// Whether `path` is named like a SentencePiece model file.
+fn is_model_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("tokenizer.model"))
+}
+
+/// Whether the file at `path` starts like a SentencePiece model (a `tokenizer.model`
+/// may also be a tiktoken table, as Llama 3's original files are).
+fn holds_sentencepiece(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| sentencepiece::looks_like_model(&head))
 }
 
 /// Lower-case letters and digits of `name`: `Llama-3.1-8B` and `llama3.1:8b` agree.

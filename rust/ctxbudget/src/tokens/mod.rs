@@ -3,7 +3,8 @@
 //! Counts equal `len(tiktoken.get_encoding(name).encode_ordinary(text))` for every
 //! text of every shipped encoding, and the original's count for an open-weight
 //! tokenizer read from its files ([`Encoding::from_file`], [`Encoding::from_dir`]:
-//! HuggingFace `tokenizer.json` byte-level BPE, Mistral tekken), whose chat template
+//! HuggingFace `tokenizer.json` byte-level BPE, Mistral tekken, SentencePiece models
+//! counted by the `sentencepiece` library's own steps), whose chat template
 //! [`template`] renders. The rank tables are tiktoken's own files, embedded
 //! in the library (no network, ever); the split into pre-tokens is a hand-written
 //! scanner equivalent to tiktoken's regex, which runs in one forward pass and never
@@ -40,6 +41,7 @@ mod pieces;
 mod pretokenize;
 pub mod profile;
 pub mod request;
+mod sentencepiece;
 mod split;
 pub mod template;
 pub mod typescript;
@@ -103,6 +105,8 @@ struct Tables {
     rules: Option<TextRules>,
     /// The chat template that came with a tokenizer read from a directory.
     template: Option<template::ChatTemplate>,
+    /// A SentencePiece model, which counts text on its own (`ranks` is then empty).
+    sentencepiece: Option<sentencepiece::Model>,
 }
 
 /// A tokenizer: counts tokens of text for one encoding.
@@ -148,6 +152,7 @@ fn load_tables(name: &str) -> Result<Tables, TokenError> {
         ranks,
         rules: None,
         template: None,
+        sentencepiece: None,
     })
 }
 
@@ -193,16 +198,18 @@ impl Encoding {
     }
 
     /// The tokenizer in the file at `path`: a HuggingFace `tokenizer.json` (byte-level
-    /// BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4 and the like) or a Mistral
-    /// `tekken*.json`. Counts equal the original's (`encode(text,
-    /// add_special_tokens=False)`: added and special tokens in the text count as one
-    /// token each). Nothing is downloaded; a file is read once per process and its
+    /// BPE: Llama 3, Qwen 2/3, DeepSeek, Phi-4 and the like), a Mistral `tekken*.json`
+    /// or a SentencePiece model (`tokenizer.model`: Llama 2, Gemma, Mistral v1–v3).
+    /// Counts equal the original's (`encode(text, add_special_tokens=False)`: added
+    /// and special tokens in the text count as one token each; `sentencepiece`'s
+    /// `encode(text)` for its models). Nothing is downloaded; a file is read once per process and its
     /// tables are kept for the life of the process.
     pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Encoding, TokenError> {
         Ok(Encoding::from_tables(files::load_file(path.as_ref())?))
     }
 
-    /// The tokenizer of a model directory as published: its `tokenizer.json` or
+    /// The tokenizer of a model directory as published: its SentencePiece
+    /// `tokenizer.model` (or `tokenizer.model.v3`), else its `tokenizer.json` or
     /// `tekken.json`, with the chat template of its `tokenizer_config.json`,
     /// `chat_template.jinja` or `chat_template.json` (see [`Encoding::chat_template`]).
     pub fn from_dir(dir: impl AsRef<std::path::Path>) -> Result<Encoding, TokenError> {
@@ -379,6 +386,12 @@ impl Encoding {
     }
 
     fn count_uncached(&self, text: &str) -> TokenCount {
+        if let Some(model) = &self.tables.sentencepiece {
+            return TokenCount {
+                tokens: model.count(text),
+                exact: true,
+            };
+        }
         let mut scratch = Scratch::lend_piece_cache();
         let tokens = match &self.tables.rules {
             Some(rules) => rules.count(text, &mut |s| self.count_text(s, &mut scratch)),

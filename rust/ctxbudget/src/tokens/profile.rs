@@ -33,20 +33,25 @@ pub enum Profile {
     AnthropicMessages,
     /// Gemini: chat framing over an estimated tokenizer; Gemini's PDF rule.
     Gemini,
+    /// Open-weight models: the model's own Jinja chat template, tools and generation
+    /// prompt included, counted by its own tokenizer ([`super::template`]). Only an
+    /// encoding read with its chat template counts by it.
+    ChatTemplate,
 }
 
 impl Profile {
     /// Every profile, in the order of its names.
-    pub const ALL: [Profile; 5] = [
+    pub const ALL: [Profile; 6] = [
         Profile::OpenAiChat,
         Profile::OpenAiResponses,
         Profile::Harmony,
         Profile::AnthropicMessages,
         Profile::Gemini,
+        Profile::ChatTemplate,
     ];
 
     /// The profile's name: `openai_chat`, `openai_responses`, `harmony`,
-    /// `anthropic_messages` or `gemini`.
+    /// `anthropic_messages`, `gemini` or `chat_template`.
     pub fn name(self) -> &'static str {
         match self {
             Profile::OpenAiChat => "openai_chat",
@@ -54,6 +59,7 @@ impl Profile {
             Profile::Harmony => "harmony",
             Profile::AnthropicMessages => "anthropic_messages",
             Profile::Gemini => "gemini",
+            Profile::ChatTemplate => "chat_template",
         }
     }
 
@@ -65,7 +71,8 @@ impl Profile {
     /// The profile a model's requests are counted with: harmony for gpt-oss, Anthropic's
     /// for Claude, Gemini's for Gemini (also behind provider prefixes such as
     /// `openai/`, `anthropic/`, `bedrock/…anthropic.`, `models/`), OpenAI chat for any
-    /// other model. A host on the Responses API chooses `openai_responses` itself.
+    /// other model. A host on the Responses API chooses `openai_responses` itself, and
+    /// one that reads a model's chat template chooses `chat_template`.
     pub fn for_model(model: &str) -> Profile {
         let lower = model.to_ascii_lowercase();
         let forms = super::windows::name_forms(&lower);

@@ -137,6 +137,9 @@ pub fn request_tokens(
     if profile == Profile::Harmony {
         return super::harmony::request_tokens(encoding, system, messages, tools);
     }
+    if profile == Profile::ChatTemplate {
+        return super::template::request_tokens(encoding, system, messages, tools);
+    }
     let mut total = REPLY_TOKENS + tools_tokens(encoding, tools)?;
     if let Some(text) = system.filter(|t| !t.is_empty()) {
         total += MESSAGE_TOKENS + encoding.count("system") + encoding.count(text);
@@ -160,6 +163,9 @@ pub fn messages_tokens(
         return messages.iter().try_fold(0, |sum, m| {
             Ok(sum + super::harmony::message_tokens(encoding, m)?)
         });
+    }
+    if profile == Profile::ChatTemplate {
+        return super::template::messages_tokens(encoding, messages);
     }
     let names = call_names(messages);
     messages.iter().try_fold(0, |sum, m| {
@@ -218,6 +224,9 @@ pub fn message_tokens(
 ) -> Result<usize, TokenError> {
     if profile == Profile::Harmony {
         return super::harmony::message_tokens(encoding, message);
+    }
+    if profile == Profile::ChatTemplate {
+        return super::template::messages_tokens(encoding, std::slice::from_ref(message));
     }
     framed_message_tokens(
         encoding,

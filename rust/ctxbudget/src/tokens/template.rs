@@ -182,6 +182,125 @@ pub fn chat_template_tokens(
     Ok(encoding.count(&text))
 }
 
+/// The encoding's chat template, or an error saying how to read one.
+fn template_of(encoding: &Encoding) -> Result<&'static ChatTemplate, TokenError> {
+    encoding
+        .chat_template()
+        .ok_or_else(|| TokenError::ChatTemplate {
+            reason: format!(
+                "the tokenizer {:?} came without a chat template, so the chat_template \
+                 profile cannot count with it; read its model directory (Encoding.from_dir) \
+                 or choose another profile",
+                encoding.name()
+            ),
+        })
+}
+
+/// Tokens of a request by the `chat_template` profile: the system text as a leading
+/// system message, then `messages`, rendered with `tools` (none when empty) and the
+/// prompt for the reply, then counted.
+pub fn request_tokens(
+    encoding: &Encoding,
+    system: Option<&str>,
+    messages: &[Value],
+    tools: &[Value],
+) -> Result<usize, TokenError> {
+    let template = template_of(encoding)?;
+    let mut all = Vec::with_capacity(messages.len() + 1);
+    if let Some(text) = system.filter(|t| !t.is_empty()) {
+        all.push(serde_json::json!({"role": "system", "content": text}));
+    }
+    all.extend(messages.iter().map(server_shape));
+    let tools = (!tools.is_empty()).then(|| Value::Array(tools.iter().map(server_tool).collect()));
+    chat_template_tokens(encoding, template, &Value::Array(all), tools.as_ref(), None)
+}
+
+/// `tool` as an OpenAI-compatible server hands it to a chat template: a function tool as
+/// `{"type": "function", "function": {"name", "description", "parameters"}}` (ctxbudget's
+/// own definitions and Responses tools carry these at the top; `strict` only when set);
+/// a tool already in that shape, or a provider's built-in tool, as given.
+fn server_tool(tool: &Value) -> Value {
+    let kind = tool.get("type").and_then(Value::as_str);
+    if tool.get("function").is_some() || kind.is_some_and(|k| k != "function") {
+        return tool.clone();
+    }
+    let Some(name) = tool.get("name") else {
+        return tool.clone();
+    };
+    let mut function = serde_json::Map::new();
+    function.insert("name".to_owned(), name.clone());
+    for key in ["description", "parameters"] {
+        if let Some(value) = tool.get(key) {
+            function.insert(key.to_owned(), value.clone());
+        }
+    }
+    if let Some(strict @ Value::Bool(_)) = tool.get("strict") {
+        function.insert("strict".to_owned(), strict.clone());
+    }
+    serde_json::json!({"type": "function", "function": function})
+}
+
+/// `message` as an OpenAI-compatible server hands it to a chat template: each tool call
+/// as `{"id", "type": "function", "function": {"name", "arguments"}}` (ctxbudget's own
+/// calls carry `name` and `arguments` at the top), its arguments an object (vLLM parses
+/// a JSON string's arguments before rendering, so templates `tojson` them once).
+fn server_shape(message: &Value) -> Value {
+    let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
+        return message.clone();
+    };
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|call| {
+            let spec = call.get("function").unwrap_or(call);
+            let arguments = match spec.get("arguments") {
+                Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+                    Ok(parsed @ Value::Object(_)) => parsed,
+                    _ => Value::String(text.clone()),
+                },
+                other => other.cloned().unwrap_or(Value::Null),
+            };
+            let mut shaped = serde_json::Map::new();
+            if let Some(id) = call.get("id") {
+                shaped.insert("id".to_owned(), id.clone());
+            }
+            shaped.insert("type".to_owned(), Value::from("function"));
+            let name = spec.get("name").cloned().unwrap_or(Value::Null);
+            shaped.insert(
+                "function".to_owned(),
+                serde_json::json!({"name": name, "arguments": arguments}),
+            );
+            Value::Object(shaped)
+        })
+        .collect();
+    let mut shaped = message.clone();
+    if let Some(fields) = shaped.as_object_mut() {
+        fields.insert("tool_calls".to_owned(), Value::Array(calls));
+    }
+    shaped
+}
+
+/// Tokens `messages` add to a request by the `chat_template` profile, for callers that
+/// sum a request piecewise: the rendering of `messages` (without the prompt for the
+/// reply) less that of no messages, so what a template adds to any conversation (a
+/// default system message) is counted once, with the request's frame. Templates frame
+/// each message between special tokens, which never merge with their neighbours, so the
+/// pieces sum to the whole request's count; where a template frames consecutive
+/// messages together (tool results sharing one turn), each piece carries the frame and
+/// the sum errs high.
+pub fn messages_tokens(encoding: &Encoding, messages: &[Value]) -> Result<usize, TokenError> {
+    if messages.is_empty() {
+        return Ok(0);
+    }
+    let template = template_of(encoding)?;
+    let shaped = messages.iter().map(server_shape).collect();
+    let with = template.render(&Value::Array(shaped), None, false, None)?;
+    // A template that needs a message to render frames nothing by itself.
+    let without = template
+        .render(&Value::Array(Vec::new()), None, false, None)
+        .map_or(0, |text| encoding.count(&text));
+    Ok(encoding.count(&with).saturating_sub(without))
+}
+
 /// An error's message with its cause (a template's `raise_exception` text is the
 /// message itself).
 fn describe(e: &Error) -> String {
