@@ -249,7 +249,9 @@ def test_loops_release_their_descriptors_and_threads_stay_bounded(tmp_path: Path
     if before is not None:
         assert len(os.listdir("/proc/self/fd")) == before
     max_threads, running, _ = _ctxbudget.offload_pool()
-    assert 1 <= running <= max_threads
+    # At most the bound; none is fine too: a pool thread idle for IDLE_EXIT (2 s) ends,
+    # which a loaded machine reaches between the last step and this line.
+    assert running <= max_threads
     assert set(threading.enumerate()) == threads_before
 
 
