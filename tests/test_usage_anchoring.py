@@ -208,20 +208,20 @@ def _conversation(
         elif roll < 0.04 and replied:
             # A restart: a new Session object over the same workspace counts the same,
             # with the same calibration (derived from the transcript alone).
-            before, calibration = s.view(refresh=True).tokens, s._window.calibration()
+            before, calibration = s.view(refresh=True).tokens, s._state.tokens.calibration()
             hosts[0] = s = open_session(tools)
             assert s.view().tokens == before
-            assert s._window.calibration() == calibration
+            assert s._state.tokens.calibration() == calibration
             if log is not None:
                 log.append(("restart", s.window_id))
         elif roll < 0.06 and replied:
             # A second host appends to the same conversation and serves the next step.
-            before, calibration = s.view(refresh=True).tokens, s._window.calibration()
+            before, calibration = s.view(refresh=True).tokens, s._state.tokens.calibration()
             if len(hosts) == 1:
                 hosts.append(open_session(tools))
             s = hosts[1] if s is hosts[0] else hosts[0]
             assert s.view(refresh=True).tokens == before
-            assert s._window.calibration() == calibration
+            assert s._state.tokens.calibration() == calibration
             if log is not None:
                 log.append(("second_host", s.window_id))
         s.add_user(_snippet(rng, corpus, rng.randint(1, 3)))
