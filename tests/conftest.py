@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,16 @@ def _load_tiktoken(name: str):  # type: ignore[no-untyped-def]
 def tiktoken_encodings():  # type: ignore[no-untyped-def]
     """Python tiktoken encodings by name, loaded offline."""
     return {name: _load_tiktoken(name) for name in ORACLE_ENCODINGS}
+
+
+@pytest.fixture(autouse=True)
+def _ctxbudget_model_table(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a program has imported LiteLLM, ctxbudget reads model names and windows
+    through it. A test that imports it (the counters compared in test_request_counts)
+    may share a pytest worker with later tests: they see ctxbudget's own table, with
+    LiteLLM hidden from ``sys.modules`` unless marked ``litellm_in_process``."""
+    if request.node.get_closest_marker("litellm_in_process") is None:
+        monkeypatch.delitem(sys.modules, "litellm", raising=False)
 
 
 # ----- PostgreSQL -------------------------------------------------------------------

@@ -59,11 +59,6 @@ def test_a_second_process_continues_the_conversation(ladder: Path) -> None:
     _worker("second", ladder / "sync")
 
 
-def test_this_process_never_imported_litellm() -> None:
-    """The premise of running LiteLLM in workers: the other tests see ctxbudget's table."""
-    assert "litellm" not in sys.modules
-
-
 def test_add_assistant_from_litellm_takes_a_response_or_its_message(tmp_path: Path) -> None:
     """LiteLLM's ModelResponse is OpenAI Chat-shaped: its dict works without LiteLLM."""
     s = Session.open(tmp_path, model="gpt-4o", durability="none")

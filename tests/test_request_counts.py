@@ -8,9 +8,6 @@ within 2% of the cookbook's formula; images equal to OpenAI's documented rule.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-
 import pytest
 from request_corpus import Case, cookbook, corpus, ctxbudget_count, documented_image_tokens
 
@@ -58,21 +55,11 @@ def test_images_equal_the_documented_rule(case: Case) -> None:
     assert ctxbudget_count(case) == cookbook(case)
 
 
-@pytest.fixture
-def litellm_in_this_test() -> Iterator[None]:
-    """LiteLLM imported for one test, and out of ``sys.modules`` after it: once a program
-    has imported LiteLLM, ctxbudget reads model names and windows through it, so a test
-    run later by the same pytest worker would see LiteLLM's table, not ctxbudget's."""
-    pytest.importorskip("litellm")
-    yield
-    for name in [n for n in sys.modules if n == "litellm" or n.startswith("litellm.")]:
-        del sys.modules[name]
-
-
-@pytest.mark.usefixtures("litellm_in_this_test")
+@pytest.mark.litellm_in_process
 def test_litellm_and_langchain_agree_on_chat() -> None:
     """The third-party counters read the same rule for chat: a check that the corpus
     and the cookbook implementation here are the ones they reproduce."""
+    pytest.importorskip("litellm")
     pytest.importorskip("langchain_openai")
     from request_corpus import langchain_count, litellm_count
 
