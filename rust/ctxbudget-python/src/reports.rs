@@ -145,7 +145,6 @@ report!(
         chat_torn_bytes: u64,
         archive_torn_bytes: u64,
         moved_to: Vec<String>,
-        rotation_completed_bytes: u64,
         epoch: Option<u64>,
         damage: Option<String>,
         rotation_rolled_back_bytes: u64,
@@ -277,7 +276,6 @@ impl From<core::RecoveryReport> for PyRecoveryReport {
                 .iter()
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
-            rotation_completed_bytes: r.rotation_completed_bytes,
             epoch: r.epoch,
             damage: r.damage,
             rotation_rolled_back_bytes: r.rotation_rolled_back_bytes,

@@ -971,7 +971,6 @@ impl Store for PgHistory {
             chat_torn_bytes: 0,
             archive_torn_bytes: 0,
             moved_to: Vec::new(),
-            rotation_completed_bytes: 0,
             rotation_rolled_back_bytes: 0,
             epoch: ix.epoch,
             damage: None,

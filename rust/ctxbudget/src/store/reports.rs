@@ -74,9 +74,6 @@ pub struct RecoveryReport {
     pub archive_torn_bytes: u64,
     /// Files under `recovered/` that received them.
     pub moved_to: Vec<PathBuf>,
-    /// Bytes of an interrupted rotation removed from `chat.jsonl` (they are in the
-    /// archive). Always 0 since rotations record their intent; kept for compatibility.
-    pub rotation_completed_bytes: u64,
     /// Bytes of an interrupted rotation taken back off the end of the archive (copies of
     /// rows still in `chat.jsonl`).
     pub rotation_rolled_back_bytes: u64,
