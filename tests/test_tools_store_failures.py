@@ -22,7 +22,7 @@ from filelock import FileLock
 from history_helpers import SESSION_HISTORY_CODES
 from stores import new_conversation_id
 
-from ctxbudget import AsyncSession, History, NewContextTool, Session, ToolPolicy
+from ctxbudget import AsyncSession, Database, History, NewContextTool, Session, ToolPolicy
 from ctxbudget.policy import Budget
 from ctxbudget.prompts import DEFAULT_PROMPTS
 from ctxbudget.session.types import encoding_for
@@ -165,14 +165,17 @@ def own_cluster() -> Iterator[tuple[str, str]]:
 def test_every_tool_answers_while_the_database_is_down(own_cluster: tuple[str, str]) -> None:
     """The server goes away after the sessions opened: before, every ``run_tool`` raised
     ``DatabaseError`` once the store's reconnects ran out. Each call runs in its own
-    session and thread (each waits out the store's 30 s of reconnecting), under a
-    watchdog."""
+    session and thread (each waits out the store's reconnecting: 2 s here, 30 s by
+    default), under a watchdog."""
     url, folder = own_cluster
     # A password in the URL (the throwaway server trusts local connections): no result
     # may show it.
     url = url.replace("@", f":{SECRET}@", 1)
     conversation = new_conversation_id("tools-down")
-    sessions = [_session(History.open(url, conversation=conversation)) for _ in range(len(CALLS))]
+    sessions = [
+        _session(Database.open(url, reconnect_for=2.0).history(conversation))
+        for _ in range(len(CALLS))
+    ]
     sessions[0].add_user("needle")
     subprocess.run([PG_CLUSTER, "crash", folder], check=True)
     results: dict[int, Any] = {}
