@@ -260,23 +260,3 @@ pub(crate) fn encode_rows(rows: &Bound<'_, PyList>) -> PyResult<Vec<u8>> {
     out.push(b']');
     Ok(out)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn field_paths_read_outside_in() {
-        let failure = Failure::new("bad")
-            .at(Step::Key("text".into()))
-            .at(Step::Index(2))
-            .at(Step::Key("parts".into()));
-        match failure.into_error(4) {
-            StoreError::InvalidRow { index, field, .. } => {
-                assert_eq!(index, 4);
-                assert_eq!(field, "parts[2].text");
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-}
