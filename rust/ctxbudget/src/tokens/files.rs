@@ -69,6 +69,12 @@ fn parse_file(path: &Path) -> Result<Parsed, TokenError> {
             .map(|model| Parsed::SentencePiece(Box::new(model)))
             .map_err(|reason| fail(path, reason));
     }
+    if data.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(fail(
+            path,
+            "neither a JSON object nor a SentencePiece model: not a tokenizer file",
+        ));
+    }
     parse(path, &data).map(|loaded| Parsed::Bpe(Box::new(loaded)))
 }
 
