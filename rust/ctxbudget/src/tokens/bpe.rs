@@ -257,7 +257,11 @@ impl Ranks {
                 let at_home = id != NO_RANK && {
                     let from = start[k] as usize;
                     self.vocab.starts[id as usize + 1] as usize == from + p.len()
-                        && self.vocab.bytes.get(from..from + p.len()) == Some(p)
+                        && self
+                            .vocab
+                            .bytes
+                            .get(from..from + p.len())
+                            .is_some_and(|t| same_bytes(t, p))
                 };
                 if !at_home && self.rank(p) == NO_RANK {
                     return Some(p);

@@ -12,7 +12,7 @@
 
 use rustc_hash::FxHashSet;
 
-use super::bpe::{Ranks, NO_RANK};
+use super::bpe::{same_bytes, Ranks, NO_RANK};
 use super::json_scan::{RawStr, Scan};
 use super::merges::PairMerges;
 use super::vocab::Vocab;
@@ -409,7 +409,7 @@ impl MergesText {
         // each once (GPT-2, Qwen) or under each of its splits in turn (Llama 3).
         let mut last = 0u32;
         for (index, joined, left_len) in self.each() {
-            let is = |id: u32| (id as usize) < vocab.len() && vocab.token(id) == joined;
+            let is = |id: u32| (id as usize) < vocab.len() && same_bytes(vocab.token(id), joined);
             let id = if is(last + 1) {
                 last + 1
             } else if is(last) {
