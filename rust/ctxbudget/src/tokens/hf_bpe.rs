@@ -347,21 +347,26 @@ impl MergesText {
     }
 
     /// The merges against the tokens of `ranks`: a merge whose parts or result are not
-    /// tokens is refused, as HuggingFace refuses it. The parts are checked on a second
-    /// thread while this one finds the merged tokens (each is a lookup in a table of a
-    /// few megabytes, most of its cost a cache miss).
+    /// tokens is refused, as HuggingFace refuses it. A second thread checks the parts of
+    /// the first three quarters of the merges while this one finds the merged tokens,
+    /// builds the table and checks the rest (each check is a lookup in a table of a few
+    /// megabytes, most of its cost a cache miss): the two take about as long.
     pub(crate) fn resolve(&self, ranks: &Ranks, ignore_merges: bool) -> Result<PairMerges, String> {
-        let (checked, listed) = std::thread::scope(|scope| {
-            let parts = scope.spawn(|| self.check_parts(ranks));
-            let listed = self.joined_ids(ranks);
-            // A thread that cannot be joined panicked: check again on this one.
-            (
-                parts.join().unwrap_or_else(|_| self.check_parts(ranks)),
-                listed,
-            )
-        });
-        checked?;
-        Ok(PairMerges::new(ranks.len(), listed?, ignore_merges))
+        let split = self.parts.len() / 4 * 3;
+        std::thread::scope(|scope| {
+            let first = scope.spawn(|| self.check_parts(ranks, 0..split));
+            let merges = self
+                .joined_ids(ranks)
+                .map(|listed| PairMerges::new(ranks.len(), listed, ignore_merges));
+            let rest = self.check_parts(ranks, split..self.parts.len());
+            // A thread that cannot be joined panicked: check its part again here.
+            let first = first
+                .join()
+                .unwrap_or_else(|_| self.check_parts(ranks, 0..split));
+            first?;
+            rest?;
+            merges
+        })
     }
 
     /// Each merge with its bytes split into its two parts.
@@ -377,9 +382,14 @@ impl MergesText {
             })
     }
 
-    /// Checks that both parts of every merge are tokens.
-    fn check_parts(&self, ranks: &Ranks) -> Result<(), String> {
-        let parts = self.each().flat_map(|(_, joined, left_len)| {
+    /// Checks that both parts of the merges at `indices` are tokens.
+    fn check_parts(&self, ranks: &Ranks, indices: std::ops::Range<usize>) -> Result<(), String> {
+        let merges = || {
+            self.each()
+                .skip(indices.start)
+                .take(indices.end - indices.start)
+        };
+        let parts = merges().flat_map(|(_, joined, left_len)| {
             let (left, right) = joined.split_at(left_len as usize);
             // Every byte is a token (the vocabulary was checked for it).
             [left, right].into_iter().filter(|part| part.len() != 1)
@@ -388,13 +398,12 @@ impl MergesText {
             return Ok(());
         };
         // Rare: find which merge it was, for the message.
-        let index = self
-            .each()
-            .position(|(_, joined, left_len)| {
+        let index = merges()
+            .find(|&(_, joined, left_len)| {
                 let (left, right) = joined.split_at(left_len as usize);
                 left == missing || right == missing
             })
-            .unwrap_or_default();
+            .map_or(0, |(index, _, _)| index);
         Err(format!(
             "merge {index} names {:?}, which is not in the vocabulary",
             spelled(missing)
