@@ -76,21 +76,29 @@ pub(crate) fn family_of(patterns: &[String]) -> Result<Family, String> {
 /// A tokenizer.json's fields other than the BPE tables, parsed by `serde_json`.
 #[derive(Deserialize, Default)]
 struct ModelOptions {
+    /// `BPE`, `WordPiece`, `Unigram`…
     #[serde(rename = "type", default)]
     kind: Option<String>,
+    /// A piece that is a token is that token, merged or not.
     #[serde(default)]
     ignore_merges: bool,
+    /// WordPiece-style prefix of non-initial subwords (not byte-level BPE).
     #[serde(default)]
     continuing_subword_prefix: Option<String>,
+    /// Suffix of word-final subwords (not byte-level BPE).
     #[serde(default)]
     end_of_word_suffix: Option<String>,
+    /// Probability of skipping a merge (random counts).
     #[serde(default)]
     dropout: Option<f64>,
 }
 
+/// One entry of `added_tokens`: matched in the text as one token (see [`TextRules`]).
 #[derive(Deserialize)]
 struct FileAddedToken {
+    /// Its id, left out of the merged vocabulary.
     id: u32,
+    /// Its text.
     content: String,
     #[serde(default)]
     single_word: bool,
@@ -106,11 +114,17 @@ struct FileAddedToken {
 /// decoded in place, the small ones parsed.
 #[derive(Default)]
 struct Document {
+    /// The model's options.
     model: Option<ModelOptions>,
+    /// The model's `vocab`, decoded.
     vocab: Option<VocabText>,
+    /// The model's `merges`, decoded.
     merges: Option<MergesText>,
+    /// The `normalizer` value.
     normalizer: Option<Value>,
+    /// The `pre_tokenizer` value.
     pre_tokenizer: Option<Value>,
+    /// The `added_tokens`.
     added_tokens: Vec<FileAddedToken>,
 }
 

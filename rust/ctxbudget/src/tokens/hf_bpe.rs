@@ -153,6 +153,7 @@ fn spelled(bytes: &[u8]) -> String {
 /// The `vocab` object, its keys decoded into bytes (in the file's order).
 #[derive(Default)]
 pub(crate) struct VocabText {
+    /// Every kept key's bytes, concatenated in the file's order.
     bytes: Vec<u8>,
     /// (file id, end of its bytes), in the file's order.
     spans: Vec<(u32, u32)>,
@@ -294,6 +295,7 @@ fn joined_parts(scan: &mut Scan<'_>, out: &mut Vec<u8>, index: usize) -> Result<
 /// The `merges` array, each merge's two parts decoded into bytes.
 #[derive(Default)]
 pub(crate) struct MergesText {
+    /// Every merge's two parts, concatenated.
     bytes: Vec<u8>,
     /// (end of the joined bytes, length of the left part), in merge order.
     parts: Vec<(u32, u32)>,

@@ -130,7 +130,9 @@ fn unescape(raw: &[u8], i: usize) -> Result<(u32, usize), String> {
 
 /// A cursor over one JSON text.
 pub(crate) struct Scan<'a> {
+    /// The whole text.
     text: &'a [u8],
+    /// Where the scan is.
     pos: usize,
 }
 
