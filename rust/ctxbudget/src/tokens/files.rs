@@ -69,26 +69,31 @@ fn parse_file(path: &Path) -> Result<Parsed, TokenError> {
             .map(|model| Parsed::SentencePiece(Box::new(model)))
             .map_err(|reason| fail(path, reason));
     }
-    let text = String::from_utf8(data).map_err(|_| {
-        fail(
+    if data.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(fail(
             path,
-            "neither UTF-8 JSON nor a SentencePiece model: not a tokenizer file",
-        )
-    })?;
-    parse(path, &text).map(|loaded| Parsed::Bpe(Box::new(loaded)))
+            "neither a JSON object nor a SentencePiece model: not a tokenizer file",
+        ));
+    }
+    parse(path, &data).map(|loaded| Parsed::Bpe(Box::new(loaded)))
 }
 
-/// Reads a `tokenizer.json` or a `tekken*.json`, whichever `text` is.
-fn parse(path: &Path, text: &str) -> Result<Loaded, TokenError> {
+/// Reads a `tokenizer.json` or a `tekken*.json`, whichever `data` is. A
+/// `tokenizer.json` is scanned as bytes (its strings are checked as they are decoded:
+/// a pass over all of it first would cost a tenth of the load).
+fn parse(path: &Path, data: &[u8]) -> Result<Loaded, TokenError> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    let tekken_like = name.contains("tekken") || text.contains("\"token_bytes\"");
+    let tekken_like =
+        name.contains("tekken") || memchr::memmem::find(data, b"\"token_bytes\"").is_some();
     let loaded = if tekken_like {
-        hf::load_tekken(text)
+        std::str::from_utf8(data)
+            .map_err(|_| "not UTF-8: not a tekken.json file".to_owned())
+            .and_then(hf::load_tekken)
     } else {
-        hf::load_tokenizer_json(text)
+        hf::load_tokenizer_json(data)
     };
     loaded.map_err(|reason| fail(path, reason))
 }

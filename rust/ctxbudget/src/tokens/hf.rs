@@ -12,16 +12,15 @@
 //! WordPiece or Unigram model, a `Replace` normalizer) is refused with the part named,
 //! never counted by a guess.
 
-use std::borrow::Cow;
-
-use rustc_hash::{FxBuildHasher, FxHashMap};
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use rustc_hash::FxHashSet;
+use serde::de;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::added::{AddedToken, Form, TextRules};
 use super::bpe::Ranks;
-use super::merges::PairMerges;
+use super::hf_bpe::{MergesText, VocabText};
+use super::json_scan::Scan;
 use super::pretokenize::Family;
 use super::split::RegexSplits;
 use super::vocab::{decode_base64, Vocab};
@@ -74,137 +73,33 @@ pub(crate) fn family_of(patterns: &[String]) -> Result<Family, String> {
     Ok(Family::Regex(Box::leak(Box::new(splits))))
 }
 
-/// Characters a byte-level vocabulary is written in: all below this.
-const BYTE_CHARS: usize = 256 + 68;
-
-/// GPT-2's map from bytes to the printable characters that byte-level vocabularies are
-/// written in, inverted: `byte + 1` by character (0: not byte-level).
-fn byte_of_char() -> [u16; BYTE_CHARS] {
-    let mut map = [0u16; BYTE_CHARS];
-    let mut extra = 0usize;
-    for b in 0..=255u8 {
-        let printable = matches!(b, 33..=126 | 161..=172 | 174..=255);
-        let c = if printable {
-            usize::from(b)
-        } else {
-            extra += 1;
-            255 + extra
-        };
-        map[c] = u16::from(b) + 1;
-    }
-    map
-}
-
-/// Bytes of a vocabulary string, or `None` if a character is not byte-level.
-fn decode(token: &str, map: &[u16; BYTE_CHARS]) -> Option<Vec<u8>> {
-    token
-        .chars()
-        .map(|c| match map.get(c as usize) {
-            Some(&v) if v > 0 => Some((v - 1) as u8),
-            _ => None,
-        })
-        .collect()
-}
-
-#[derive(Deserialize)]
-struct File<'a> {
-    #[serde(borrow)]
-    model: Model<'a>,
-    #[serde(default)]
-    normalizer: Option<Value>,
-    #[serde(default)]
-    pre_tokenizer: Option<Value>,
-    #[serde(default, borrow)]
-    added_tokens: Vec<FileAddedToken<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Model<'a> {
+/// A tokenizer.json's fields other than the BPE tables, parsed by `serde_json`.
+#[derive(Deserialize, Default)]
+struct ModelOptions {
+    /// `BPE`, `WordPiece`, `Unigram`…
     #[serde(rename = "type", default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    vocab: FxHashMap<BorrowedStr<'a>, u32>,
-    #[serde(borrow, default)]
-    merges: Vec<Merge<'a>>,
+    kind: Option<String>,
+    /// A piece that is a token is that token, merged or not.
     #[serde(default)]
     ignore_merges: bool,
+    /// WordPiece-style prefix of non-initial subwords (not byte-level BPE).
     #[serde(default)]
     continuing_subword_prefix: Option<String>,
+    /// Suffix of word-final subwords (not byte-level BPE).
     #[serde(default)]
     end_of_word_suffix: Option<String>,
+    /// Probability of skipping a merge (random counts).
     #[serde(default)]
     dropout: Option<f64>,
 }
 
-/// A merge: `"a b"` (older files) or `["a", "b"]`.
-enum Merge<'a> {
-    Joined(Cow<'a, str>),
-    Pair(Cow<'a, str>, Cow<'a, str>),
-}
-
-/// Reads either form straight from the parser (serde's untagged enums buffer every
-/// value first, which cost most of the load of a file with 280,000 merges).
-impl<'de: 'a, 'a> Deserialize<'de> for Merge<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct MergeVisitor;
-        impl<'de> Visitor<'de> for MergeVisitor {
-            type Value = Merge<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a merge: \"left right\" or [left, right]")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Merge::Joined(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Merge<'de>, E> {
-                Ok(Merge::Joined(Cow::Owned(v.to_owned())))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Merge<'de>, A::Error> {
-                let part = |p: Option<Cow<'de, str>>| {
-                    p.ok_or_else(|| de::Error::custom("a merge pair needs two tokens"))
-                };
-                let left: Cow<'de, str> =
-                    part(seq.next_element::<BorrowedStr<'de>>()?.map(|b| b.0))?;
-                let right: Cow<'de, str> =
-                    part(seq.next_element::<BorrowedStr<'de>>()?.map(|b| b.0))?;
-                if seq.next_element::<de::IgnoredAny>()?.is_some() {
-                    return Err(de::Error::custom("a merge pair has two tokens"));
-                }
-                Ok(Merge::Pair(left, right))
-            }
-        }
-        deserializer.deserialize_any(MergeVisitor)
-    }
-}
-
-/// A string borrowed from the input where it has no escapes (serde's own `Cow`
-/// always copies).
-#[derive(PartialEq, Eq, Hash)]
-struct BorrowedStr<'a>(Cow<'a, str>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct StrVisitor;
-        impl<'de> Visitor<'de> for StrVisitor {
-            type Value = BorrowedStr<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(BorrowedStr(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(BorrowedStr(Cow::Owned(v.to_owned())))
-            }
-        }
-        deserializer.deserialize_str(StrVisitor)
-    }
-}
-
+/// One entry of `added_tokens`: matched in the text as one token (see [`TextRules`]).
 #[derive(Deserialize)]
-struct FileAddedToken<'a> {
+struct FileAddedToken {
+    /// Its id, left out of the merged vocabulary.
     id: u32,
-    #[serde(borrow)]
-    content: Cow<'a, str>,
+    /// Its text.
+    content: String,
     #[serde(default)]
     single_word: bool,
     #[serde(default)]
@@ -215,11 +110,73 @@ struct FileAddedToken<'a> {
     normalized: bool,
 }
 
+/// The parts of a `tokenizer.json` document: the big `vocab` and `merges` values
+/// decoded in place, the small ones parsed.
+#[derive(Default)]
+struct Document {
+    /// The model's options.
+    model: Option<ModelOptions>,
+    /// The model's `vocab`, decoded.
+    vocab: Option<VocabText>,
+    /// The model's `merges`, decoded.
+    merges: Option<MergesText>,
+    /// The `normalizer` value.
+    normalizer: Option<Value>,
+    /// The `pre_tokenizer` value.
+    pre_tokenizer: Option<Value>,
+    /// The `added_tokens`.
+    added_tokens: Vec<FileAddedToken>,
+}
+
+/// A small value of the document, parsed.
+fn parse_small<T: serde::de::DeserializeOwned>(raw: &str, what: &str) -> Result<T, String> {
+    serde_json::from_str(raw).map_err(|e| format!("its {what} is not valid: {e}"))
+}
+
+impl Document {
+    /// Scans `text` once: the vocabulary and merges are decoded from it in place.
+    fn scan(text: &[u8]) -> Result<Document, String> {
+        let mut doc = Document::default();
+        let mut scan = Scan::new(text);
+        scan.object(|scan, key| {
+            if key.is("model") {
+                let mut options = serde_json::Map::new();
+                scan.object(|scan, field| {
+                    if field.is("vocab") {
+                        doc.vocab = Some(VocabText::read(scan)?);
+                    } else if field.is("merges") {
+                        doc.merges = Some(MergesText::read(scan)?);
+                    } else {
+                        options.insert(field.decoded()?, parse_small(scan.skip()?, "model")?);
+                    }
+                    Ok(())
+                })?;
+                doc.model = Some(
+                    serde_json::from_value(Value::Object(options))
+                        .map_err(|e| format!("its model is not valid: {e}"))?,
+                );
+            } else if key.is("normalizer") {
+                doc.normalizer = parse_small(scan.skip()?, "normalizer")?;
+            } else if key.is("pre_tokenizer") {
+                doc.pre_tokenizer = parse_small(scan.skip()?, "pre_tokenizer")?;
+            } else if key.is("added_tokens") {
+                doc.added_tokens = parse_small(scan.skip()?, "added_tokens")?;
+            } else {
+                parse_small::<de::IgnoredAny>(scan.skip()?, "document")?;
+            }
+            Ok(())
+        })?;
+        scan.end()?;
+        Ok(doc)
+    }
+}
+
 /// Reads a `tokenizer.json` document.
-pub(crate) fn load_tokenizer_json(text: &str) -> Result<Loaded, String> {
-    let file: File<'_> =
-        serde_json::from_str(text).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
-    let model = file.model;
+pub(crate) fn load_tokenizer_json(text: &[u8]) -> Result<Loaded, String> {
+    let doc = Document::scan(text).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
+    let (Some(model), Some(vocab)) = (doc.model, doc.vocab) else {
+        return Err("not a tokenizer.json file: it has no model with a vocab".to_owned());
+    };
     if model.kind.as_deref().is_some_and(|k| k != "BPE") {
         return Err(format!(
             "its model is {}, not BPE: only byte-level BPE tokenizer.json files are read",
@@ -240,67 +197,19 @@ pub(crate) fn load_tokenizer_json(text: &str) -> Result<Loaded, String> {
     if model.dropout.is_some_and(|d| d > 0.0) {
         return Err("BPE dropout makes counts random".to_owned());
     }
-    let patterns = pre_tokenizer(file.pre_tokenizer.as_ref())?;
-    let forms = normalizer(file.normalizer.as_ref())?;
+    let patterns = pre_tokenizer(doc.pre_tokenizer.as_ref())?;
+    let forms = normalizer(doc.normalizer.as_ref())?;
 
-    let map = byte_of_char();
-    let added_ids: rustc_hash::FxHashSet<u32> = file.added_tokens.iter().map(|t| t.id).collect();
-    let mut entries: Vec<(u32, &str)> = model
-        .vocab
-        .iter()
-        .filter(|(_, id)| !added_ids.contains(id))
-        .map(|(s, &id)| (id, s.0.as_ref()))
-        .collect();
-    entries.sort_unstable();
-    // Internal ids are positions among the byte-level tokens, in the file's id order.
-    let mut internal: FxHashMap<&str, (u32, usize)> =
-        FxHashMap::with_capacity_and_hasher(entries.len(), FxBuildHasher);
-    let mut tokens: Vec<Vec<u8>> = Vec::with_capacity(entries.len());
-    let mut single = [false; 256];
-    for &(_, s) in &entries {
-        let Some(bytes) = decode(s, &map) else {
-            continue; // not byte-level: a stray entry no byte sequence can spell
-        };
-        if let [b] = bytes.as_slice() {
-            single[usize::from(*b)] = true;
-        }
-        internal.insert(s, (tokens.len() as u32, bytes.len()));
-        tokens.push(bytes);
-    }
-    if let Some(b) = single.iter().position(|&seen| !seen) {
-        return Err(format!(
-            "its vocabulary lacks byte {b:#04x}: not a byte-level BPE vocabulary"
-        ));
-    }
-    let mut listed = Vec::with_capacity(model.merges.len());
-    let mut joined = String::new();
-    for (index, merge) in model.merges.iter().enumerate() {
-        let (left, right) = match merge {
-            Merge::Pair(l, r) => (l.as_ref(), r.as_ref()),
-            Merge::Joined(s) => s
-                .split_once(' ')
-                .ok_or_else(|| format!("merge {index} ({s:?}) is not two tokens"))?,
-        };
-        let part = |s: &str| {
-            internal
-                .get(s)
-                .copied()
-                .ok_or_else(|| format!("merge {index} names {s:?}, which is not in the vocabulary"))
-        };
-        let (_, left_len) = part(left)?;
-        part(right)?;
-        joined.clear();
-        joined.push_str(left);
-        joined.push_str(right);
-        let (id, _) = part(&joined)?;
-        listed.push((id, left_len as u32, index as u32));
-    }
-    let vocab = Vocab::from_tokens(tokens.iter().map(Vec::as_slice))?;
-    let merges = PairMerges::new(vocab.len(), listed, model.ignore_merges);
-    let ranks = Ranks::with_merges(vocab, merges);
-    let added = file
+    let added_ids: FxHashSet<u32> = doc.added_tokens.iter().map(|t| t.id).collect();
+    let ranks = Ranks::new(vocab.into_vocab(&added_ids)?);
+    let merges = doc
+        .merges
+        .unwrap_or_default()
+        .resolve(&ranks, model.ignore_merges)?;
+    let ranks = ranks.with_merges(merges);
+    let added = doc
         .added_tokens
-        .iter()
+        .into_iter()
         .map(|t| {
             let how = AddedToken {
                 lstrip: t.lstrip,
@@ -308,7 +217,7 @@ pub(crate) fn load_tokenizer_json(text: &str) -> Result<Loaded, String> {
                 single_word: t.single_word,
                 normalized: t.normalized,
             };
-            (t.content.clone().into_owned(), how)
+            (t.content, how)
         })
         .collect();
     let rules = TextRules::new(added, forms)?;
@@ -471,8 +380,8 @@ mod tests {
 
     /// A tiny byte-level tokenizer.json: every byte, "ab", "abc" (from "ab" + "c").
     fn tiny(merges: &str, extra: &str) -> String {
-        let map = byte_of_char();
-        let mut chars: Vec<(u8, char)> = (0..BYTE_CHARS)
+        let map = super::super::hf_bpe::BYTE_OF_CHAR;
+        let mut chars: Vec<(u8, char)> = (0..super::super::hf_bpe::BYTE_CHARS)
             .filter(|&c| map[c] > 0)
             .filter_map(|c| Some(((map[c] - 1) as u8, char::from_u32(c as u32)?)))
             .collect();
@@ -513,7 +422,7 @@ mod tests {
 
     fn load(text: &str) -> &'static Loaded {
         Box::leak(Box::new(
-            load_tokenizer_json(text).unwrap_or_else(|e| panic!("{e}")),
+            load_tokenizer_json(text.as_bytes()).unwrap_or_else(|e| panic!("{e}")),
         ))
     }
 
@@ -561,9 +470,53 @@ mod tests {
         assert_eq!(count(t, "<s>ab<s>"), 3);
     }
 
+    /// Every key written with `\u` escapes, the vocabulary reversed, the merges as pairs:
+    /// the same tokenizer as the plain file, whichever path of the reader it takes.
+    #[test]
+    fn escaped_and_reordered_files_read_as_the_plain_one() {
+        let plain = tiny(r#"["a b", "ab c"]"#, "");
+        let start = plain.find("\"vocab\": {").unwrap_or_default() + 10;
+        let last = "\"bc\": 258";
+        let end = plain.find(last).unwrap_or_default() + last.len();
+        let mut entries: Vec<String> = plain[start..end]
+            .split(", ")
+            .map(|entry| {
+                let (key, id) = entry.rsplit_once(": ").unwrap_or_default();
+                let key: String = serde_json::from_str(key).unwrap_or_default();
+                let escaped: String = key
+                    .chars()
+                    .map(|c| format!("\\u{:04x}", c as u32))
+                    .collect();
+                format!("\"{escaped}\": {id}")
+            })
+            .collect();
+        entries.reverse();
+        let twisted = format!("{}{}{}", &plain[..start], entries.join(", "), &plain[end..])
+            .replace(r#"["a b", "ab c"]"#, r#"[["\u0061", "b"], ["ab", "c"]]"#);
+        let (a, b) = (load(&plain), load(&twisted));
+        for text in ["abc", "ab", "bc", "cab abc", "\u{0}\u{ff} é"] {
+            assert_eq!(count(a, text), count(b, text), "{text:?}");
+        }
+        assert_eq!(count(b, "abc"), 1);
+    }
+
+    #[test]
+    fn added_tokens_listed_in_the_vocabulary_are_left_out_of_it() {
+        // "bc" (id 258) is an added token: one token in the text, never a merge result.
+        let added = r#"{"id": 258, "content": "bc", "special": false, "lstrip": false,
+                         "rstrip": false, "single_word": false, "normalized": false}"#;
+        let t = load(&tiny(r#"["a b", "ab c"]"#, added));
+        assert_eq!(
+            count(t, "abc"),
+            2,
+            "a + bc: the added token is cut out first"
+        );
+        assert_eq!(count(t, "ab"), 1);
+    }
+
     #[test]
     fn unsupported_files_say_what() {
-        let err = |s: &str| load_tokenizer_json(s).err().unwrap_or_default();
+        let err = |s: &str| load_tokenizer_json(s.as_bytes()).err().unwrap_or_default();
         assert!(err("{}").contains("tokenizer.json"));
         let wordpiece = r#"{"model": {"type": "WordPiece", "vocab": {}}}"#;
         assert!(err(wordpiece).contains("WordPiece"));
@@ -571,6 +524,23 @@ mod tests {
         assert!(err(&metaspace).contains("Metaspace"));
         let bad_merge = tiny(r#"["a zz"]"#, "");
         assert!(err(&bad_merge).contains("zz"));
+        let unknown_part = tiny(r#"["a b", "ca b"]"#, "");
+        assert!(
+            err(&unknown_part).contains(r#"merge 1 names "ca""#),
+            "{}",
+            err(&unknown_part)
+        );
+        let not_made = tiny(r#"["c a"]"#, "");
+        assert!(err(&not_made).contains("ca"), "{}", err(&not_made));
+        let empty_part = tiny(r#"["ab "]"#, "");
+        assert!(err(&empty_part).contains("not in the vocabulary"));
+        let no_pair = tiny(r#"[["a", "b", "c"]]"#, "");
+        assert!(err(&no_pair).contains("not a pair"));
+        let broken = tiny(r#"["a b",]"#, "");
+        assert!(err(&broken).contains("not valid JSON"));
+        let latin1 = b"{\"model\": {\"vocab\": {\"a\xff\": 1}}}";
+        let latin1 = load_tokenizer_json(latin1).err().unwrap_or_default();
+        assert!(latin1.contains("not UTF-8"), "{latin1}");
     }
 
     /// Pieces of `text` by the hand-written scanner of `family`.

@@ -46,28 +46,41 @@ impl PairMerges {
     /// `tokens` tokens.
     pub(crate) fn new(
         tokens: usize,
-        mut listed: Vec<(u32, u32, u32)>,
+        listed: Vec<(u32, u32, u32)>,
         ignore_merges: bool,
     ) -> PairMerges {
-        listed.sort_unstable();
-        let mut starts = Vec::with_capacity(tokens + 1);
-        let mut entries = Vec::with_capacity(listed.len());
-        let mut next = 0;
-        for id in 0..tokens as u32 {
-            starts.push(entries.len() as u32);
-            while next < listed.len() && listed[next].0 == id {
-                let (_, left, index) = listed[next];
+        // Grouped by token with a counting sort (ids are dense, and a merge list in id
+        // order needs no moving), each token's few splits then sorted in place.
+        let mut starts = vec![0u32; tokens + 1];
+        // Ids come from the vocabulary; one beyond it would name no token.
+        let listed = || listed.iter().filter(|&&(id, _, _)| (id as usize) < tokens);
+        for &(id, _, _) in listed() {
+            starts[id as usize + 1] += 1;
+        }
+        for i in 0..tokens {
+            starts[i + 1] += starts[i];
+        }
+        let mut grouped = vec![(0u32, 0u32); starts[tokens] as usize];
+        let mut next = starts.clone();
+        for &(id, left, index) in listed() {
+            let at = &mut next[id as usize];
+            grouped[*at as usize] = (left, index);
+            *at += 1;
+        }
+        let mut entries = Vec::with_capacity(grouped.len());
+        for id in 0..tokens {
+            let group = &mut grouped[starts[id] as usize..starts[id + 1] as usize];
+            group.sort_unstable();
+            starts[id] = entries.len() as u32;
+            for (k, &(left, index)) in group.iter().enumerate() {
                 // A split listed twice merges at its first index (HuggingFace keeps the
                 // first entry of a duplicated pair).
-                if entries.last().map(|&(l, _)| l) != Some(left)
-                    || starts[id as usize] as usize == entries.len()
-                {
+                if k == 0 || group[k - 1].0 != left {
                     entries.push((left, index));
                 }
-                next += 1;
             }
         }
-        starts.push(entries.len() as u32);
+        starts[tokens] = entries.len() as u32;
         PairMerges {
             starts,
             entries,

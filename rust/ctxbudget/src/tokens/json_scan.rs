@@ -1,0 +1,468 @@
+//! A borrowed scan of the JSON of big tokenizer files.
+//!
+//! A 150,000-token `tokenizer.json` is 10 MB of JSON, almost all of it two values: the
+//! `vocab` object and the `merges` array. Building a general tree (or even a map of
+//! owned strings) for them cost more than the whole rest of a load. Like `jiter`, this
+//! scanner walks the text once and hands out each string as a slice of the input
+//! ([`RawStr`], its escapes left in place): the loader decodes every token straight into
+//! its table, and nothing is copied on the way. Strings are found with `memchr`, so the
+//! scan runs at memory speed.
+//!
+//! The scanner validates what it reads (structure, strings, numbers); a value it only
+//! skips is returned as raw text for `serde_json` to parse when it is needed, so no part
+//! of a file is accepted unchecked.
+
+use memchr::memchr2;
+
+/// A JSON string as it appears in the input, between its quotes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawStr<'a> {
+    /// The bytes between the quotes, escapes undecoded.
+    pub(crate) raw: &'a [u8],
+    /// Whether `raw` holds a backslash escape.
+    pub(crate) escaped: bool,
+}
+
+impl<'a> RawStr<'a> {
+    /// Whether the string is exactly `key` (an ASCII key without escapes).
+    pub(crate) fn is(&self, key: &str) -> bool {
+        !self.escaped && self.raw == key.as_bytes()
+    }
+
+    /// The string, escapes decoded.
+    pub(crate) fn decoded(&self) -> Result<String, String> {
+        let mut out = String::with_capacity(self.raw.len());
+        self.for_each_char(|c| {
+            out.push(char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// The string's characters, escapes decoded, each given to `char`; stops with
+    /// `false` as soon as `char` returns `false`.
+    #[inline]
+    pub(crate) fn for_each_char(&self, mut char: impl FnMut(u32) -> bool) -> Result<bool, String> {
+        let raw = self.raw;
+        // The input is bytes: a string's UTF-8 is checked here, where it is decoded.
+        if !raw.is_ascii() && std::str::from_utf8(raw).is_err() {
+            return Err("a string is not UTF-8".to_owned());
+        }
+        let mut i = 0;
+        while i < raw.len() {
+            let b = raw[i];
+            let (c, len) = if b == b'\\' {
+                unescape(raw, i)?
+            } else if b < 0x80 {
+                if b < 0x20 {
+                    return Err("a control character inside a string".to_owned());
+                }
+                (u32::from(b), 1)
+            } else {
+                utf8_char(raw, i)
+            };
+            if !char(c) {
+                return Ok(false);
+            }
+            i += len;
+        }
+        Ok(true)
+    }
+}
+
+/// The character starting at `raw[i]`, a non-ASCII lead byte of valid UTF-8, and its
+/// length.
+#[inline]
+fn utf8_char(raw: &[u8], i: usize) -> (u32, usize) {
+    let b = u32::from(raw[i]);
+    let cont = |k: usize| u32::from(raw.get(i + k).copied().unwrap_or(0x80) & 0x3F);
+    if b < 0xE0 {
+        (((b & 0x1F) << 6) | cont(1), 2)
+    } else if b < 0xF0 {
+        (((b & 0x0F) << 12) | (cont(1) << 6) | cont(2), 3)
+    } else {
+        (
+            ((b & 0x07) << 18) | (cont(1) << 12) | (cont(2) << 6) | cont(3),
+            4,
+        )
+    }
+}
+
+/// The character of the escape at `raw[i]` (a backslash) and the escape's length.
+fn unescape(raw: &[u8], i: usize) -> Result<(u32, usize), String> {
+    let bad = || "a bad escape inside a string".to_owned();
+    let c = match raw.get(i + 1).ok_or_else(bad)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let unit = |at: usize| -> Result<u32, String> {
+                let hex = raw.get(at..at + 4).ok_or_else(bad)?;
+                let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
+                u32::from_str_radix(hex, 16).map_err(|_| bad())
+            };
+            let first = unit(i + 2)?;
+            if (0xD800..0xDC00).contains(&first) {
+                // A high surrogate must be followed by an escaped low one.
+                if raw.get(i + 6..i + 8) != Some(b"\\u") {
+                    return Err("an unpaired surrogate inside a string".to_owned());
+                }
+                let second = unit(i + 8)?;
+                if !(0xDC00..0xE000).contains(&second) {
+                    return Err("an unpaired surrogate inside a string".to_owned());
+                }
+                return Ok((0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00), 12));
+            }
+            if (0xDC00..0xE000).contains(&first) {
+                return Err("an unpaired surrogate inside a string".to_owned());
+            }
+            return Ok((first, 6));
+        }
+        _ => return Err(bad()),
+    };
+    Ok((c as u32, 2))
+}
+
+/// A cursor over one JSON text.
+pub(crate) struct Scan<'a> {
+    /// The whole text.
+    text: &'a [u8],
+    /// Where the scan is.
+    pos: usize,
+}
+
+/// Deepest nesting a skipped value may have (serde_json, which parses it afterwards,
+/// stops at 128 levels as well).
+const MAX_DEPTH: usize = 128;
+
+impl<'a> Scan<'a> {
+    /// A scan of `text` from its start. The text need not be UTF-8 as a whole: each
+    /// string is checked as it is decoded, and each skipped value as it is returned.
+    pub(crate) fn new(text: &'a [u8]) -> Scan<'a> {
+        Scan { text, pos: 0 }
+    }
+
+    fn error(&self, what: &str) -> String {
+        let line = 1 + self.text[..self.pos.min(self.text.len())]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        format!("not valid JSON: {what} (line {line})")
+    }
+
+    /// The next byte that is not whitespace, not consumed.
+    #[inline]
+    fn peek(&mut self) -> Option<u8> {
+        while let Some(&b) = self.text.get(self.pos) {
+            if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                return Some(b);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+
+    #[inline]
+    fn expect(&mut self, byte: u8) -> Result<(), String> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.error(&format!("expected {:?}", byte as char)))
+        }
+    }
+
+    /// A string value.
+    #[inline]
+    pub(crate) fn string(&mut self) -> Result<RawStr<'a>, String> {
+        self.expect(b'"')?;
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            let Some(found) = memchr2(b'"', b'\\', &self.text[self.pos..]) else {
+                return Err(self.error("a string is not closed"));
+            };
+            self.pos += found;
+            if self.text[self.pos] == b'"' {
+                let raw = &self.text[start..self.pos];
+                self.pos += 1;
+                return Ok(RawStr { raw, escaped });
+            }
+            escaped = true;
+            self.pos += 2; // the backslash and the byte it escapes
+        }
+    }
+
+    /// The input after the opening quote of the string value that comes next, for a
+    /// caller that decodes a string in the same pass as it finds its end (and then
+    /// calls [`Scan::consume`]); `None` if no string comes next.
+    #[inline]
+    pub(crate) fn string_ahead(&mut self) -> Option<&'a [u8]> {
+        (self.peek() == Some(b'"')).then(|| &self.text[self.pos + 1..])
+    }
+
+    /// Moves past `n` bytes that a caller of [`Scan::string_ahead`] has read (the
+    /// opening quote counts as one).
+    #[inline]
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.pos += n;
+    }
+
+    /// A non-negative integer that fits 32 bits.
+    #[inline]
+    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+        self.peek();
+        let start = self.pos;
+        let mut value: u64 = 0;
+        while let Some(&b) = self.text.get(self.pos) {
+            if !b.is_ascii_digit() {
+                break;
+            }
+            value = value * 10 + u64::from(b - b'0');
+            if value > u64::from(u32::MAX) {
+                return Err(self.error("an id does not fit 32 bits"));
+            }
+            self.pos += 1;
+        }
+        let digits = self.pos - start;
+        if digits == 0 || (digits > 1 && self.text[start] == b'0') {
+            return Err(self.error("expected a non-negative integer"));
+        }
+        if matches!(self.text.get(self.pos), Some(b'.' | b'e' | b'E')) {
+            return Err(self.error("expected an integer"));
+        }
+        Ok(value as u32)
+    }
+
+    /// Calls `entry` with each key of an object, the scan placed at its value (which
+    /// `entry` must read or skip).
+    pub(crate) fn object(
+        &mut self,
+        mut entry: impl FnMut(&mut Scan<'a>, RawStr<'a>) -> Result<(), String>,
+    ) -> Result<(), String> {
+        self.members(|scan| {
+            let key = scan.string()?;
+            scan.colon()?;
+            entry(scan, key)
+        })
+    }
+
+    /// Calls `member` for each member of an object, the scan placed at its key:
+    /// `member` reads the key, then [`Scan::colon`], then the value.
+    pub(crate) fn members(
+        &mut self,
+        mut member: impl FnMut(&mut Scan<'a>) -> Result<(), String>,
+    ) -> Result<(), String> {
+        self.expect(b'{')?;
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            member(self)?;
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.error("expected ',' or '}' in an object")),
+            }
+        }
+    }
+
+    /// The colon between a key and its value.
+    #[inline]
+    pub(crate) fn colon(&mut self) -> Result<(), String> {
+        self.expect(b':')
+    }
+
+    /// Calls `item` for each element of an array, the scan placed at it.
+    pub(crate) fn array(
+        &mut self,
+        mut item: impl FnMut(&mut Scan<'a>) -> Result<(), String>,
+    ) -> Result<(), String> {
+        self.expect(b'[')?;
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            item(self)?;
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.error("expected ',' or ']' in an array")),
+            }
+        }
+    }
+
+    /// Whether the next value is `[`.
+    pub(crate) fn at_array(&mut self) -> bool {
+        self.peek() == Some(b'[')
+    }
+
+    /// Skips one value and returns its text, unchecked inside: parse it (with
+    /// `serde_json`) before using it.
+    pub(crate) fn skip(&mut self) -> Result<&'a str, String> {
+        let start = match self.peek() {
+            Some(_) => self.pos,
+            None => return Err(self.error("expected a value")),
+        };
+        // Open brackets, one bit each (1: an object), deepest in the lowest bit.
+        let mut open = 0u128;
+        let mut depth = 0usize;
+        loop {
+            let Some(&b) = self.text.get(self.pos) else {
+                return Err(self.error("the document ends inside a value"));
+            };
+            match b {
+                b'"' => {
+                    self.string()?;
+                }
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(self.error("nested too deeply"));
+                    }
+                    open = (open << 1) | u128::from(b == b'{');
+                    self.pos += 1;
+                }
+                b'}' | b']' => {
+                    if depth == 0 || (open & 1 == 1) != (b == b'}') {
+                        return Err(self.error("a closing bracket that does not match"));
+                    }
+                    depth -= 1;
+                    open >>= 1;
+                    self.pos += 1;
+                }
+                b',' | b':' if depth == 0 => return Err(self.error("expected a value")),
+                _ => self.pos += 1,
+            }
+            if depth == 0 && self.scalar_ended() {
+                break;
+            }
+        }
+        std::str::from_utf8(&self.text[start..self.pos])
+            .map_err(|_| self.error("a value is not UTF-8"))
+    }
+
+    /// Whether a top-level value being skipped has ended at `pos`: after a closing
+    /// quote or bracket, or where a bare scalar (number, `true`…) meets a delimiter.
+    fn scalar_ended(&self) -> bool {
+        match self.text.get(self.pos) {
+            None => true,
+            Some(b) => {
+                matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+                    || matches!(
+                        self.text.get(self.pos.wrapping_sub(1)),
+                        Some(b'"' | b'}' | b']')
+                    )
+            }
+        }
+    }
+
+    /// Checks that only whitespace remains.
+    pub(crate) fn end(&mut self) -> Result<(), String> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(self.error("text after the document")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chars(s: &str) -> Result<String, String> {
+        let mut scan = Scan::new(s.as_bytes());
+        let raw = scan.string()?;
+        let mut out = String::new();
+        raw.for_each_char(|c| {
+            out.push(char::from_u32(c).unwrap_or('?'));
+            true
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn strings_decode_as_serde_json_does() {
+        for text in [
+            r#""plain""#,
+            r#""a\"b\\c\/d\n\t""#,
+            r#""\u0120x\u00e9""#,
+            r#""\ud83d\ude00 é 中""#,
+            r#""""#,
+        ] {
+            let ours = chars(text);
+            let theirs: Result<String, _> = serde_json::from_str(text);
+            assert_eq!(ours.ok(), theirs.ok(), "{text}");
+        }
+        assert!(chars(r#""\ud83d""#).is_err());
+        assert!(chars(r#""\x""#).is_err());
+        assert!(chars("\"a\u{1}\"").is_err());
+        assert!(chars(r#""open"#).is_err());
+        let mut latin1 = Scan::new(b"\"caf\xe9\"");
+        assert!(latin1.string().and_then(|s| s.decoded()).is_err());
+    }
+
+    #[test]
+    fn objects_arrays_and_skipped_values() {
+        let text =
+            r#" {"a": 1, "b": [ ["x", "y"], "z w" ], "c": {"d": [1, {"e": null}]}, "f": true} "#;
+        let mut scan = Scan::new(text.as_bytes());
+        let mut seen = Vec::new();
+        let result = scan.object(|scan, key| {
+            if key.is("a") {
+                seen.push(format!("a={}", scan.u32()?));
+            } else if key.is("b") {
+                scan.array(|scan| {
+                    if scan.at_array() {
+                        scan.array(|scan| scan.string().map(|_| ()))
+                    } else {
+                        scan.string().map(|_| ())
+                    }
+                })?;
+                seen.push("b".to_owned());
+            } else {
+                seen.push(scan.skip()?.to_owned());
+            }
+            Ok(())
+        });
+        assert_eq!(result, Ok(()));
+        assert_eq!(scan.end(), Ok(()));
+        assert_eq!(seen, ["a=1", "b", r#"{"d": [1, {"e": null}]}"#, "true"]);
+    }
+
+    #[test]
+    fn malformed_documents_are_refused() {
+        let object = |s: &str| {
+            let mut scan = Scan::new(s.as_bytes());
+            scan.object(|scan, _| scan.skip().map(|_| ()))
+                .and_then(|()| scan.end())
+        };
+        assert!(object(r#"{"a": 1}"#).is_ok());
+        assert!(object(r#"{"a": 1,}"#).is_err());
+        assert!(object(r#"{"a" 1}"#).is_err());
+        assert!(object(r#"{"a": [1}"#).is_err());
+        assert!(object(r#"{"a": 1} x"#).is_err());
+        assert!(object(r#"{"a": ]}"#).is_err());
+        let deep = format!(r#"{{"a": {}{}}}"#, "[".repeat(200), "]".repeat(200));
+        assert!(object(&deep).is_err());
+        let number = |s: &str| Scan::new(s.as_bytes()).u32();
+        assert_eq!(number("42"), Ok(42));
+        assert!(number("042").is_err());
+        assert!(number("4.2").is_err());
+        assert!(number("-1").is_err());
+        assert!(number("99999999999").is_err());
+    }
+}
