@@ -227,10 +227,17 @@ def build_turn(
             last_seq=fold.last_seq,
             rows=state.tokens.rows,
             fingerprint=measured.fingerprint,
+            messages_fp=measured.messages_fp,
         )
         request = measured.request
         if request is None:
-            request = state.requests.assemble(inputs, fold, state.tokens, hooks)
+            # No unrestricted hook (else the measure assembled it): the request is the
+            # window's messages, the measured system text and the advertised tools.
+            request = {
+                "system": measured.system,
+                "messages": state.tokens.messages(),
+                "tools": state.requests.tools(),
+            }
     else:
         request = {
             "system": state.requests.system(inputs, fold, hooks),
