@@ -21,7 +21,7 @@ from . import _ctxbudget
 from .history import AppendResult, History, Row
 from .policy import Claims
 
-__all__ = ["OpenCall", "WindowChange", "WindowFold", "WindowView"]
+__all__ = ["Facts", "OpenCall", "WindowChange", "WindowFold", "WindowView"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,10 @@ class WindowChange:
     """Whether this step read any row."""
 
 
-_Facts = tuple[str, "str | None", int, Claims, bool, "int | None", int]
+_NOTHING_READ = WindowChange(False, (), False, False)
+"""A step that read no row (the common one: a frozen instance, shared)."""
+
+Facts = tuple[str, "str | None", int, Claims, bool, "int | None", int]
 """``(window_id, previous_window_id, last_seq, claims, new_context_requested,
 last_user_seq, open_call_count)``: what a decision reads of the fold."""
 
@@ -107,7 +110,7 @@ class WindowFold:
         self._calls: tuple[OpenCall, ...] | None = ()
         # What the core said since it last read a row, asked in one read (each read of
         # the core takes its lock without the GIL; a decision reads these several times).
-        self._facts: _Facts | None = None
+        self._facts: Facts | None = None
 
     @classmethod
     def detached(cls) -> WindowFold:
@@ -144,7 +147,7 @@ class WindowFold:
 
     def _note(self, rows: list[Row], changed: bool) -> WindowChange:
         if not rows and not changed:
-            return WindowChange(False, (), False, False)
+            return _NOTHING_READ
         self._calls = None
         self._facts = None
         if changed:
@@ -164,7 +167,7 @@ class WindowFold:
 
     # ----- reading --------------------------------------------------------------------
 
-    def _read_facts(self) -> _Facts:
+    def _read_facts(self) -> Facts:
         window, previous, last_seq, (warning, handoff, final), scheduled, user, calls = (
             self._core.facts
         )
@@ -180,6 +183,11 @@ class WindowFold:
         if not calls:
             self._calls = ()
         return facts
+
+    def facts(self) -> Facts:
+        """What a decision reads of the fold, as one tuple (read from the core once per
+        read of rows)."""
+        return self._facts or self._read_facts()
 
     @property
     def window_id(self) -> str:

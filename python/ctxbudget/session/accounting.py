@@ -430,9 +430,10 @@ class Requests:
             system = self.system(owner, fold, hooks)
             key = (window_id, system, model, mode, self._tools_version)
         else:
+            # The window fixes the window before it (a window's id is its boundary's
+            # seq), so the previous window's id, which the system text names, is no key.
             key = (
                 window_id,
-                fold.previous_window_id,
                 owner.system_prompt,
                 id(owner.prompts),
                 model,

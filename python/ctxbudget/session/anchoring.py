@@ -151,6 +151,7 @@ class Measured(NamedTuple):
 
 
 _new_object = object.__new__
+_new_tuple = tuple.__new__
 _SET_SPLIT = tuple(
     CountSplit.__dict__[name].__set__ for name in ("exact", "anchored", "estimated", "margin")
 )
@@ -301,7 +302,9 @@ class Counting:
                 )
         reported = anchor.reported if anchor is not None else None
         split = _split(reported, since, overhead, window.tokens, estimated, cal, overhead_was)
-        return Measured(None, split, full, overhead, fp, messages_fp, system)
+        # Measured(...), built as a plain tuple: the per-step path (a NamedTuple's
+        # __new__ is a Python function).
+        return _new_tuple(Measured, (None, split, full, overhead, fp, messages_fp, system))
 
     def _anchor(
         self, anchor: Anchor | None, fp: str, messages_fp: str, window: WindowTokens

@@ -58,6 +58,7 @@ _STARTED = Progress()
 
 _OPEN_CALL_POLICIES: tuple[OpenCallPolicy, ...] = get_args(OpenCallPolicy)
 _T = TypeVar("_T")
+_new_tuple = tuple.__new__
 _MAX_RESYNCS = 64
 """Conflicts one call re-decides before it gives up (each one means another writer
 made progress, so this bound is only reached by a transcript this session cannot read)."""
@@ -401,16 +402,21 @@ class Session:
         self._sync()
 
     def _inputs(self) -> Inputs:
-        """What a decision takes besides the window state, as set now."""
-        return Inputs(
-            self.budget,
-            self.prompts,
-            self._toolset.capabilities,
-            self.model,
-            self.system_prompt,
-            self.mode_active,
-            self._open_call_policy,
-            self._hooks,
+        """What a decision takes besides the window state, as set now (built as a
+        plain tuple: the per-step path, and a NamedTuple's __new__ is a Python
+        function)."""
+        return _new_tuple(
+            Inputs,
+            (
+                self.budget,
+                self.prompts,
+                self._toolset.capabilities,
+                self.model,
+                self.system_prompt,
+                self.mode_active,
+                self._open_call_policy,
+                self._hooks,
+            ),
         )
 
     # ----- what the host sends besides the window ------------------------------------
