@@ -133,7 +133,7 @@ class WindowFold:
         """Reads the rows appended since the last step (the current window's rows on the
         first) and notes them."""
         rows, changed = self._core.advance()
-        return self._note(rows, changed)
+        return self._note(rows, changed) if rows or changed else _NOTHING_READ
 
     def append(
         self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None = None

@@ -178,9 +178,18 @@ def _split(
     cal: Sums,
     overhead_was: int | None = None,
 ) -> CountSplit:
-    return split_of(
-        *_ctxbudget.count_split(anchor, since, overhead, messages, estimated, cal, overhead_was)
+    """The core's split of the next request (``ctxbudget::anchor``), as :func:`split_of`
+    builds it (inlined: the per-step path)."""
+    exact, anchored, estimate, margin = _ctxbudget.count_split(
+        anchor, since, overhead, messages, estimated, cal, overhead_was
     )
+    c = _new_object(CountSplit)
+    set_exact, set_anchored, set_estimated, set_margin = _SET_SPLIT
+    set_exact(c, exact)
+    set_anchored(c, anchored)
+    set_estimated(c, estimate)
+    set_margin(c, margin)
+    return c
 
 
 class Counting:
@@ -276,7 +285,8 @@ class Counting:
             split = _split(None, 0, overhead, full - overhead, estimated, cal)
             return Measured(request, split, full, overhead, None)
         system, overhead, fp, messages_fp = requests.prefix(inputs, fold, hooks)
-        full = overhead + window.tokens
+        messages = window.tokens
+        full = overhead + messages
         exact = self._cache.get(self.key(state, fp)) if self._cache else None
         if exact is not None:
             return Measured(None, split_of(exact.reported), full, overhead, fp, messages_fp, system)
@@ -290,7 +300,7 @@ class Counting:
             e_since = window.since(endpoint)
             if e_since is not None:
                 # Counted exactly by the endpoint: exact, plus what was appended since.
-                rest = _split(0, e_since, overhead, window.tokens, estimated, cal)
+                rest = _split(0, e_since, overhead, messages, estimated, cal)
                 return Measured(
                     None,
                     split_of(rest.exact + endpoint.reported, 0, rest.estimated, rest.margin),
@@ -301,7 +311,7 @@ class Counting:
                     system,
                 )
         reported = anchor.reported if anchor is not None else None
-        split = _split(reported, since, overhead, window.tokens, estimated, cal, overhead_was)
+        split = _split(reported, since, overhead, messages, estimated, cal, overhead_was)
         # Measured(...), built as a plain tuple: the per-step path (a NamedTuple's
         # __new__ is a Python function).
         return _new_tuple(Measured, (None, split, full, overhead, fp, messages_fp, system))

@@ -137,7 +137,12 @@ def decide(
             return Plan(write=CountFirst(*wanted), checked=checked)
     measured = state.counting.measure(state, inputs)
     count = measured.split
-    decision = budget.evaluate(count.total, claims, inputs.capabilities.new_context, count=count)
+    decision = budget.evaluate(
+        count.exact + count.anchored + count.estimated,
+        claims,
+        inputs.capabilities.new_context,
+        count=count,
+    )
     action = decision.action
     if action is Action.BLOCK:
         return Plan(

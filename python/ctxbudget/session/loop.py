@@ -288,7 +288,9 @@ class Session:
             state.tokens = WindowTokens(
                 self.encoding, mode_active=self.mode_active, profile=self.profile
             )
-        self._noted(state.read())
+        change = state.read()
+        if change.read:
+            self._noted(change)
 
     def _append(
         self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None = None
@@ -874,7 +876,8 @@ class Session:
             state.counting.call(state, inputs)  # the request changed with the write
         if isinstance(plan.write, steps.Quarantine):
             events = [*events, "quarantined"]
-        turn, sent = build_turn(state, inputs, plan.turn, [*events, *state.counting.drain()])
+        counted = state.counting.drain() if state.counting.events else ()
+        turn, sent = build_turn(state, inputs, plan.turn, [*events, *counted])
         state.sent = sent
         return turn
 
