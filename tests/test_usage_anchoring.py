@@ -322,7 +322,8 @@ def test_every_seed_stays_within_3_percent_after_a_rollover_or_a_change_of_tools
     tmp_path: Path, tekken: Any, seed: int
 ) -> None:
     """The bound right after a changed prefix, over 34 seeds of the scripted
-    conversation (406 rollovers, 322 changes of tools; the fast test runs five)."""
+    conversation (about 400 rollovers and 330 changes of tools; the fast test runs
+    five of the seeds)."""
     errors, unanchored = _errors(tmp_path, ScriptedProvider(tekken), seed)
     changed = errors.get("rollover", []) + errors.get("tools", [])
     assert changed and max(changed) <= 0.03, {

@@ -81,8 +81,9 @@ def decide(
     (:class:`CountFirst`)."""
     fold = state.fold
     budget = inputs.budget
-    claims, new_context_scheduled = fold.facts()[3:5]
-    open_calls = fold.open_calls
+    facts = fold.facts()
+    claims, new_context_scheduled = facts[3:5]
+    open_calls = fold.open_calls if facts[6] else ()  # facts[6]: how many are open
     checked = None
 
     # Tool calls left open by a process that stopped mid-step.
