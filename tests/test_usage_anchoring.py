@@ -273,22 +273,30 @@ def _conversation(
             )
 
 
+def _errors(
+    where: Path, provider: ScriptedProvider, seed: int
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Each category's relative errors over the scripted conversation of ``seed``, and
+    how many of its requests counted nothing as anchored."""
+    errors: dict[str, list[float]] = {}
+    unanchored: dict[str, int] = {}
+    for category, turn, truth, _ in _conversation(where, provider, seed=seed):
+        errors.setdefault(category, []).append(abs(turn.decision.projected - truth) / truth)
+        assert turn.count.total == turn.decision.projected
+        unanchored[category] = unanchored.get(category, 0) + (turn.count.anchored == 0)
+    return errors, unanchored
+
+
 # Seed 30 is left out only because it changes tools once (the test wants two); its
-# errors are within the bounds too. Over seeds 27-60 right after a rollover: p99 2.4%,
-# worst 2.8%; after a change of tools: p99 1.6%, worst 3.1% (seed 41, a small window
-# whose text the estimate prices 7% off; see docs/decisions.md).
-@pytest.mark.parametrize("seed", [27, 28, 29, 31])
+# errors are within the bounds too. Seed 41 has the worst change of tools of seeds
+# 27-60 (3.1% while a change of tools dropped the anchor; see docs/decisions.md).
+@pytest.mark.parametrize("seed", [27, 28, 29, 31, 41])
 def test_anchored_counts_follow_a_provider_with_an_unknown_tokenizer(
     tmp_path: Path, tekken: Any, seed: int
 ) -> None:
     provider = ScriptedProvider(tekken)
-    errors: dict[str, list[float]] = {}
-    unanchored_since = 0
-    for category, turn, truth, _ in _conversation(tmp_path, provider, seed=seed):
-        errors.setdefault(category, []).append(abs(turn.decision.projected - truth) / truth)
-        assert turn.count.total == turn.decision.projected
-        if category == "since":
-            unanchored_since += turn.count.anchored == 0
+    errors, unanchored = _errors(tmp_path, provider, seed)
+    unanchored_since = unanchored.get("since", 0)
     summary = {
         k: (len(v), round(100 * statistics.median(v), 3), round(100 * _pct(v, 0.99), 3))
         for k, v in errors.items()
@@ -303,6 +311,26 @@ def test_anchored_counts_follow_a_provider_with_an_unknown_tokenizer(
     assert _pct(since, 0.99) <= 0.01, summary
     changed = errors["rollover"] + errors["tools"]
     assert max(changed) <= 0.03, summary
+    # A change of tools keeps the figure for the messages (estimated: the overhead's
+    # change only).
+    assert unanchored.get("tools", 0) == 0, summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(27, 61))
+def test_every_seed_stays_within_3_percent_after_a_rollover_or_a_change_of_tools(
+    tmp_path: Path, tekken: Any, seed: int
+) -> None:
+    """The bound right after a changed prefix, over 34 seeds of the scripted
+    conversation (about 400 rollovers and 330 changes of tools; the fast test runs
+    five of the seeds)."""
+    errors, unanchored = _errors(tmp_path, ScriptedProvider(tekken), seed)
+    changed = errors.get("rollover", []) + errors.get("tools", [])
+    assert changed and max(changed) <= 0.03, {
+        k: round(100 * max(v), 2) for k, v in errors.items() if k in ("rollover", "tools")
+    }
+    # A change of tools keeps the figure for the messages: it never counts unanchored.
+    assert unanchored.get("tools", 0) == 0
 
 
 def test_a_restart_and_a_second_host_continue_the_calibration(

@@ -224,6 +224,105 @@ def test_a_changed_prefix_drops_the_anchor(tmp_path: Path, change: str) -> None:
     assert turn.count.exact == turn.decision.projected
 
 
+def _ceil_bp(value: int, bp: int) -> int:
+    return -(-value * bp // 10_000)
+
+
+@pytest.mark.parametrize("change", ["tools", "system", "context_hook", "tool_removed"])
+def test_an_estimated_familys_figure_holds_for_its_messages_when_only_the_overhead_changed(
+    tmp_path: Path, change: str
+) -> None:
+    """Within a window, a change of tools or system text leaves the messages as they
+    were sent: the figure still holds for them, and only the overhead's change is
+    estimated (added: estimated; removed: taken off the figure), with the margin kept
+    for both estimates (``CountSplit::rebased``)."""
+    s = _open(tmp_path, model="claude-sonnet-4-5", tools=[TOOL] if change == "tool_removed" else [])
+    reported = _answered(s)
+    request = s.view().rows[-1].meta["request"]
+    if change in ("tools", "tool_removed"):
+        s.set_request(tools=[] if change == "tool_removed" else [TOOL])
+    elif change == "system":
+        s.set_request(system="You are a different assistant now.")
+    else:
+        s.register_hook(lambda window_id: "Be brief.", context_only=True)
+    s.add_user("next")
+    turn = s.prepare()
+    now = s._state.counting.measure(s._state, s._inputs())
+    _, message_bp, overhead_bp = _ctxbudget.calibration_ratios_bp(s._state.tokens.calibration())
+    assert message_bp is not None and overhead_bp is not None
+    since = (now.profile - now.overhead) - (request["profile"] - request["overhead"])
+    assert since > 0
+    change_of_overhead = now.overhead - request["overhead"]
+    assert turn.count.exact == 0
+    if change == "tool_removed":
+        assert change_of_overhead < 0
+        deducted = -change_of_overhead * overhead_bp // 10_000
+        assert turn.count.anchored == reported - deducted
+        assert turn.count.estimated == _ceil_bp(since, message_bp)
+        assert turn.count.margin == _ceil_bp(turn.count.estimated + deducted, 500)
+    else:
+        assert change_of_overhead > 0
+        assert turn.count.anchored == reported
+        assert turn.count.estimated == _ceil_bp(change_of_overhead, overhead_bp) + _ceil_bp(
+            since, message_bp
+        )
+        assert turn.count.margin == _ceil_bp(turn.count.estimated, 500)
+    assert turn.decision.projected == turn.count.total
+    # The reply to it anchors the new prefix as usual.
+    again = turn.decision.projected + 11
+    s.add_assistant("ok", usage=Usage(again))
+    s.add_user("and then?")
+    assert s.prepare().count.anchored == again
+
+
+def test_an_overhead_change_keeps_no_anchor_across_what_renders_messages_otherwise(
+    tmp_path: Path,
+) -> None:
+    """The figure holds for the messages only while they render as they did: another
+    model (a second host opened with it), a retraction inside the prefix or a reply
+    recorded before requests named what renders their messages drop it."""
+    s = _open(tmp_path / "a", model="claude-sonnet-4-5")
+    _answered(s)
+    other = _open(tmp_path / "a", model="claude-opus-4-1")
+    other.add_user("next")
+    assert other.prepare().count.anchored == 0
+
+    r = _open(tmp_path / "b", model="claude-sonnet-4-5")
+    _answered(r)
+    first_user = r.view().rows[0].seq
+    r.history.append([{"kind": "retraction", "role": "system", "meta": {"retracts": first_user}}])
+    r.set_request(tools=[TOOL])
+    r.add_user("next")
+    assert r.prepare().count.anchored == 0
+
+    o = _open(tmp_path / "c", model="claude-sonnet-4-5")
+    o.add_user("hello")
+    profile = o.prepare().decision.projected
+    m = o._state.counting.measure(o._state, o._inputs())
+    # A reply as recorded before requests named what renders their messages.
+    request = {
+        "profile": m.profile,
+        "overhead": m.overhead,
+        "last_seq": o.view().last_seq,
+        "rows": 1,
+        "fp": m.fingerprint,
+    }
+    o.history.append(
+        [
+            {
+                "kind": "message",
+                "role": "assistant",
+                "parts": [{"type": "text", "text": "hi"}],
+                "meta": {"usage": {"input_tokens": profile}, "request": request},
+            }
+        ]
+    )
+    assert o.prepare().count.anchored == profile
+    o.set_request(tools=[TOOL])
+    o.add_user("next")
+    assert o.prepare().count.anchored == 0
+
+
 def test_a_retraction_after_the_anchored_request_keeps_the_anchor(tmp_path: Path) -> None:
     s = _open(tmp_path)
     reported = _answered(s)

@@ -1,16 +1,18 @@
-"""A/B comparison of two builds of ctxbudget on the agent loop's per-step paths, run
-alternately in one session so that machine noise hits both alike:
+"""A/B comparison of builds of ctxbudget on the agent loop's per-step paths, run
+alternately in one session so that machine noise hits them alike:
 
-    python benches/experiments/ab_session.py OLD_SRC NEW_SRC [ROUNDS]
+    python benches/experiments/ab_session.py OLD_SRC NEW_SRC [MORE_SRC...] [ROUNDS]
 
-``OLD_SRC`` and ``NEW_SRC`` are directories holding a built ``ctxbudget`` package each
-(its ``python/`` directory after ``maturin develop``, or a copy of it); both run on this
-interpreter. Each round runs, in a fresh process per build: the 1,000-step session of
-``benches/test_bench_session.py`` (128k window, ``fsync``, a 200-line tool result per
-step, two forced rollovers) timing every ``Session.prepare()`` (wall time, and the
-thread's CPU time, which a loaded machine's preemptions do not reach), and
-``Budget.evaluate`` under ``timeit`` (best of 5). Prints the median over rounds per
-build and the NEW ÷ OLD ratio. Timing only: it never fails.
+Each ``*_SRC`` is a directory holding a built ``ctxbudget`` package (its ``python/``
+directory after ``maturin develop``, or a copy of it); all run on this interpreter.
+Each round runs, in a fresh process per build (the order rotating round by round): the
+1,000-step session of ``benches/test_bench_session.py`` (128k window, ``fsync``, a
+200-line tool result per step, two forced rollovers) timing every ``Session.prepare()``
+(wall time, and the thread's CPU time, which a loaded machine's preemptions do not
+reach), and ``Budget.evaluate`` under ``timeit`` (best of 5). Prints the median over
+rounds per build and each build ÷ OLD; with ``--per-round``, also the median over
+rounds of each round's ratio to OLD's run of that round (the prepare p50, thread CPU)
+and in how many rounds the build was at most as slow. Timing only: it never fails.
 """
 
 from __future__ import annotations
@@ -52,14 +54,26 @@ print(json.dumps(out))
 """
 
 
+_PER_ROUND = "Session.prepare p50, thread CPU"
+
+
 def main() -> int:
-    old, new = sys.argv[1], sys.argv[2]
-    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-    results: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+    args = [a for a in sys.argv[1:] if a != "--per-round"]
+    rounds = 5
+    if args and args[-1].isdigit():
+        rounds = int(args.pop())
+    if len(args) < 2:
+        sys.stderr.write(__doc__ or "")
+        return 2
+    builds = [f"build {i}" if i else "old" for i in range(len(args))]
+    if len(args) == 2:
+        builds = ["old", "new"]
+    sources = dict(zip(builds, args, strict=True))
+    results: dict[str, dict[str, list[float]]] = {name: {} for name in builds}
     for r in range(rounds):
-        for name, src in (
-            (("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old))
-        ):
+        shift = r % len(builds)
+        for name in builds[shift:] + builds[:shift]:
+            src = sources[name]
             env = {**os.environ, "PYTHONPATH": src}
             done = subprocess.run(
                 [sys.executable, "-c", PROBE],
@@ -74,12 +88,30 @@ def main() -> int:
                 return 1
             for measure, seconds in json.loads(done.stdout).items():
                 results[name].setdefault(measure, []).append(seconds)
-    print("| measure (median over rounds) | old µs | new µs | new ÷ old |")
-    print("|---|---|---|---|")
+    others = builds[1:]
+    print(
+        "| measure (median over rounds) | old µs | "
+        + " | ".join(f"{n} µs | {n} ÷ old" for n in others)
+        + " |"
+    )
+    print("|---|---|" + "---|---|" * len(others))
     for measure, olds in results["old"].items():
         o = statistics.median(olds) * 1e6
-        n = statistics.median(results["new"][measure]) * 1e6
-        print(f"| {measure} | {o:.2f} | {n:.2f} | {n / o:.2f}× |")
+        cells = []
+        for name in others:
+            n = statistics.median(results[name][measure]) * 1e6
+            cells.append(f"{n:.2f} | {n / o:.2f}×")
+        print(f"| {measure} | {o:.2f} | " + " | ".join(cells) + " |")
+    if "--per-round" in sys.argv:
+        base = results["old"][_PER_ROUND]
+        for name in others:
+            runs = results[name][_PER_ROUND]
+            ratios = [n / o for n, o in zip(runs, base, strict=True)]
+            at_most = sum(n <= o for n, o in zip(runs, base, strict=True))
+            print(
+                f"{name}: per round ÷ old, median {statistics.median(ratios):.2f}×; "
+                f"at most as slow in {at_most} of {rounds} rounds"
+            )
     return 0
 
 

@@ -150,6 +150,7 @@ def count_split(
     messages: int,
     estimated_family: bool,
     sums: tuple[int, int, int, int, int, int, int],
+    overhead_was: int | None = None,
 ) -> tuple[int, int, int, int]: ...
 def guard_margin(estimated: int) -> int: ...
 def anchor_plausible(reported: int, profile: int) -> bool: ...
@@ -575,6 +576,12 @@ class WindowFold:
     def new_context_requested(self) -> bool: ...
     @property
     def last_user_seq(self) -> int | None: ...
+    @property
+    def facts(
+        self,
+    ) -> tuple[str, str | None, int, tuple[bool, bool, bool], bool, int | None, int]:
+        """``(window_id, previous_window_id, last_seq, claims, new_context_requested,
+        last_user_seq, open_call_count)`` in one read."""
 
 @final
 class RowFold:

@@ -105,12 +105,15 @@ class CountSplit:
     """Tokens counted with the model's own tokenizer (or by a provider's count
     endpoint)."""
     anchored: int = 0
-    """Tokens the provider reported for an earlier request with the same prefix."""
+    """Tokens the provider reported for an earlier request with the same messages (less
+    the calibrated estimate of system text or tools removed since, for an estimated
+    family; ``ctxbudget::anchor::CountSplit::rebased``)."""
     estimated: int = 0
     """Tokens estimated for a family without a public tokenizer (calibrated once the
     conversation has anchored requests)."""
     margin: int = 0
-    """What the hard guards add for the estimated part (``ESTIMATE_MARGIN_BP`` of it)."""
+    """What the hard guards add for what is estimated (``ESTIMATE_MARGIN_BP`` of the
+    estimated part and of any estimate taken off the anchored part)."""
 
     @property
     def total(self) -> int:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from . import _ctxbudget
 from .history import AppendResult, History, Row
 from .policy import Claims
 
-__all__ = ["OpenCall", "WindowChange", "WindowFold", "WindowView"]
+__all__ = ["Facts", "OpenCall", "WindowChange", "WindowFold", "WindowView"]
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,12 @@ class WindowChange:
     """Whether this step read any row."""
 
 
-_UNREAD = object()
-"""A fact the fold has not asked its core since it last read a row."""
+_NOTHING_READ = WindowChange(False, (), False, False)
+"""A step that read no row (the common one: a frozen instance, shared)."""
+
+Facts = tuple[str, "str | None", int, Claims, bool, "int | None", int]
+"""``(window_id, previous_window_id, last_seq, claims, new_context_requested,
+last_user_seq, open_call_count)``: what a decision reads of the fold."""
 
 
 class WindowFold:
@@ -104,9 +108,9 @@ class WindowFold:
         self._core = _ctxbudget.WindowFold(history._core)
         self._rows: dict[int, Row] = {}
         self._calls: tuple[OpenCall, ...] | None = ()
-        # What the core said since it last read a row (each read of the core is a call
-        # that takes its lock without the GIL; a decision reads these several times).
-        self._facts: dict[str, Any] = {}
+        # What the core said since it last read a row, asked in one read (each read of
+        # the core takes its lock without the GIL; a decision reads these several times).
+        self._facts: Facts | None = None
 
     @classmethod
     def detached(cls) -> WindowFold:
@@ -116,7 +120,7 @@ class WindowFold:
         fold._core = _ctxbudget.WindowFold.detached()
         fold._rows = {}
         fold._calls = ()
-        fold._facts = {}
+        fold._facts = None
         return fold
 
     def note(self, rows: Sequence[Row]) -> WindowChange:
@@ -129,7 +133,7 @@ class WindowFold:
         """Reads the rows appended since the last step (the current window's rows on the
         first) and notes them."""
         rows, changed = self._core.advance()
-        return self._note(rows, changed)
+        return self._note(rows, changed) if rows or changed else _NOTHING_READ
 
     def append(
         self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None = None
@@ -143,12 +147,12 @@ class WindowFold:
 
     def _note(self, rows: list[Row], changed: bool) -> WindowChange:
         if not rows and not changed:
-            return WindowChange(False, (), False, False)
+            return _NOTHING_READ
         self._calls = None
-        self._facts = {}
+        self._facts = None
         if changed:
             self._rows = {}
-        window = self._core.window_id
+        window = self.window_id
         fresh = [r for r in rows if r.window == window]
         for row in fresh:
             self._rows[row.seq] = row
@@ -163,26 +167,39 @@ class WindowFold:
 
     # ----- reading --------------------------------------------------------------------
 
+    def _read_facts(self) -> Facts:
+        window, previous, last_seq, (warning, handoff, final), scheduled, user, calls = (
+            self._core.facts
+        )
+        facts = self._facts = (
+            window,
+            previous,
+            last_seq,
+            Claims(warning, handoff, final),
+            scheduled,
+            user,
+            calls,
+        )
+        if not calls:
+            self._calls = ()
+        return facts
+
+    def facts(self) -> Facts:
+        """What a decision reads of the fold, as one tuple (read from the core once per
+        read of rows)."""
+        return self._facts or self._read_facts()
+
     @property
     def window_id(self) -> str:
-        found = self._facts.get("window_id", _UNREAD)
-        if found is _UNREAD:
-            found = self._facts["window_id"] = self._core.window_id
-        return cast("str", found)
+        return (self._facts or self._read_facts())[0]
 
     @property
     def previous_window_id(self) -> str | None:
-        found = self._facts.get("previous_window_id", _UNREAD)
-        if found is _UNREAD:
-            found = self._facts["previous_window_id"] = self._core.previous_window_id
-        return cast("str | None", found)
+        return (self._facts or self._read_facts())[1]
 
     @property
     def last_seq(self) -> int:
-        found = self._facts.get("last_seq", _UNREAD)
-        if found is _UNREAD:
-            found = self._facts["last_seq"] = self._core.last_seq
-        return cast("int", found)
+        return (self._facts or self._read_facts())[2]
 
     @property
     def floor(self) -> int:
@@ -190,15 +207,13 @@ class WindowFold:
 
     @property
     def claims(self) -> Claims:
-        found = self._facts.get("claims", _UNREAD)
-        if found is _UNREAD:
-            warning, handoff, final = self._core.claims
-            found = self._facts["claims"] = Claims(warning, handoff, final)
-        return cast(Claims, found)
+        return (self._facts or self._read_facts())[3]
 
     @property
     def open_calls(self) -> tuple[OpenCall, ...]:
         if self._calls is None:
+            if not (self._facts or self._read_facts())[6]:
+                return ()  # set by the read: no call is open
             self._calls = tuple(OpenCall(*c) for c in self._core.open_calls)
         return self._calls
 
@@ -210,22 +225,17 @@ class WindowFold:
 
     @property
     def new_context_scheduled(self) -> bool:
-        found = self._facts.get("new_context", _UNREAD)
-        if found is _UNREAD:
-            found = self._facts["new_context"] = self._core.new_context_requested
-        return cast("bool", found)
+        return (self._facts or self._read_facts())[4]
 
     @property
     def last_user(self) -> Row | None:
-        seq = self._facts.get("last_user_seq", _UNREAD)
-        if seq is _UNREAD:
-            seq = self._facts["last_user_seq"] = self._core.last_user_seq
-        return None if seq is None else self._rows.get(cast(int, seq))
+        seq = (self._facts or self._read_facts())[5]
+        return None if seq is None else self._rows.get(seq)
 
     def opening_row(self) -> Row | None:
         """The boundary row that opened the current window, if it was read (``None``
         in the first window)."""
-        window = self._core.window_id
+        window = self.window_id
         if not window.startswith("w:") or window == "w:0":
             return None
         try:

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .. import _ctxbudget
 from ..history import Row
@@ -27,6 +27,7 @@ from .types import RequestHook
 __all__ = [
     "CALIBRATION_KEYS",
     "Anchor",
+    "Prefix",
     "Requests",
     "WindowTokens",
     "carried_calibration",
@@ -93,6 +94,9 @@ class Anchor:
     last_seq: int
     rows: int
     fingerprint: str
+    messages_fp: str | None = None
+    """What fixed how its messages were rendered (:meth:`Requests.messages_fp`;
+    ``None`` in replies recorded before it was)."""
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> Anchor | None:
@@ -107,12 +111,20 @@ class Anchor:
             request.get("last_seq"),
             request.get("rows"),
         )
-        fp = request.get("fp")
+        fp, messages_fp = request.get("fp"), request.get("messages_fp")
         counts = [v for v in fields if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
         if not isinstance(fp, str) or len(counts) != len(fields):
             return None
         reported, profile, overhead, last_seq, rows = counts
-        return cls(reported, profile, min(overhead, profile), last_seq, rows, fp)
+        return cls(
+            reported,
+            profile,
+            min(overhead, profile),
+            last_seq,
+            rows,
+            fp,
+            messages_fp if isinstance(messages_fp, str) else None,
+        )
 
 
 def _count(value: object) -> bool:
@@ -291,6 +303,8 @@ class _Owner(Protocol):
     """What a request is assembled from (the host's settings of the decision)."""
 
     @property
+    def model(self) -> str: ...
+    @property
     def mode_active(self) -> bool: ...
     @property
     def system_prompt(self) -> str: ...
@@ -298,18 +312,35 @@ class _Owner(Protocol):
     def prompts(self) -> Prompts: ...
 
 
+class Prefix(NamedTuple):
+    """What a request sends besides the window's messages, and what binds a reported
+    figure to it (a tuple: read on every step, built when it changed)."""
+
+    system: str
+    """The system text as sent (context-only hooks included)."""
+    overhead: int
+    """Tokens of the request frame, the system text and every advertised tool."""
+    fingerprint: str
+    """:meth:`Requests.fingerprint`."""
+    messages_fp: str
+    """:meth:`Requests.messages_fp`."""
+
+
 class Requests:
     """Assembles and counts the session's requests (the only formula)."""
 
     __slots__ = (
+        "_advertised",
         "_base",
         "_capabilities",
         "_encoding",
         "_fingerprint",
         "_fixed",
         "_host_tools",
+        "_messages_fp",
         "_offered",
         "_own_tools",
+        "_prefix",
         "_profile",
         "_tools_version",
     )
@@ -329,10 +360,13 @@ class Requests:
         self._host_tools = [dict(t) for t in host_tools]
         self._own_tools = [dict(t) for t in own_tools]
         self._offered = list(self._own_tools)  # those of ctxbudget's tools requests offer
+        self._advertised = [*self._host_tools, *self._offered]
         # Bumped whenever the advertised tools change, so the cached overhead is recounted.
         self._tools_version = 0
         self._fixed: tuple[tuple[str, int], int] | None = None
         self._fingerprint: tuple[tuple[str, str, int], str] | None = None
+        self._messages_fp: tuple[tuple[str, str, bool], str] | None = None
+        self._prefix: tuple[tuple[object, ...], Prefix] | None = None
         self._base: tuple[tuple[str, str | None, str, int], str] | None = None
 
     # ----- the parts ------------------------------------------------------------------
@@ -340,7 +374,7 @@ class Requests:
     def tools(self) -> list[dict[str, Any]]:
         """Every tool a request advertises: the host's, then ctxbudget's (fresh copies,
         since callers may edit them)."""
-        return [*(dict(t) for t in self._host_tools), *(dict(t) for t in self._offered)]
+        return list(map(dict, self._advertised))
 
     def own_tools(self) -> list[dict[str, Any]]:
         """ctxbudget's tools (fresh copies)."""
@@ -357,6 +391,7 @@ class Requests:
         if new == self._host_tools:
             return False
         self._host_tools = new
+        self._advertised = [*new, *self._offered]
         self._tools_version += 1
         return True
 
@@ -367,6 +402,7 @@ class Requests:
         if offered == self._offered:
             return False
         self._offered = offered
+        self._advertised = [*self._host_tools, *offered]
         self._tools_version += 1
         return True
 
@@ -378,6 +414,45 @@ class Requests:
         base = self._base_system(owner, fold)
         extra = [str(h.fn(fold.window_id)) for h in (hooks or ()) if h.context_only]
         return "\n\n".join([base, *extra]) if extra else base
+
+    def prefix(
+        self, owner: _Owner, fold: WindowFold, hooks: Sequence[RequestHook] | None = None
+    ) -> Prefix:
+        """The system text, the overhead and both fingerprints of the request the
+        session would send now (kept while nothing they depend on changes: one
+        comparison per step)."""
+        window_id = fold.window_id
+        model, mode = owner.model, owner.mode_active
+        system = None
+        key: tuple[object, ...]
+        if hooks and any(h.context_only for h in hooks):
+            # What the hooks add is known only by calling them.
+            system = self.system(owner, fold, hooks)
+            key = (window_id, system, model, mode, self._tools_version)
+        else:
+            # The window fixes the window before it (a window's id is its boundary's
+            # seq), so the previous window's id, which the system text names, is no key.
+            key = (
+                window_id,
+                owner.system_prompt,
+                id(owner.prompts),
+                model,
+                mode,
+                self._tools_version,
+            )
+        cached = self._prefix
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        if system is None:
+            system = self.system(owner, fold, hooks)
+        prefix = Prefix(
+            system,
+            self.overhead(system),
+            self.fingerprint(system, window_id, model),
+            self.messages_fp(window_id, model, mode),
+        )
+        self._prefix = (key, prefix)
+        return prefix
 
     def _base_system(self, owner: _Owner, fold: WindowFold) -> str:
         if not owner.mode_active:
@@ -432,6 +507,23 @@ class Requests:
         )
         fp = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
         self._fingerprint = (key, fp)
+        return fp
+
+    def messages_fp(self, window_id: str, model: str, mode_active: bool) -> str:
+        """What fixes how the window's messages are rendered and counted: the window,
+        the model, the encoding, the request profile and whether user messages carry
+        their item IDs (cached). Two requests of one window with the same messages and
+        the same one differ in their system text and tools only (a reported figure
+        then still holds for the messages; ``ctxbudget::anchor::CountSplit::rebased``)."""
+        key = (window_id, model, mode_active)
+        if self._messages_fp is not None and self._messages_fp[0] == key:
+            return self._messages_fp[1]
+        text = json.dumps(
+            [window_id, model, self._encoding.name, self._profile, mode_active],
+            ensure_ascii=False,
+        )
+        fp = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+        self._messages_fp = (key, fp)
         return fp
 
     def assemble(

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 _NO_SUMS: Sums = (0, 0, 0, 0, 0, 0, 0)
-_NONE: tuple[None, int] = (None, 0)
+_NONE: tuple[None, int, None] = (None, 0, None)
 _CACHE_SIZE = 16
 """Count-endpoint results kept per session (the requests of the last few steps)."""
 
@@ -110,6 +110,8 @@ class Sent(NamedTuple):
     rows: int
     fingerprint: str | None
     """``None`` when an unrestricted hook could change anything: nothing anchors then."""
+    messages_fp: str | None = None
+    """What fixed how the messages were rendered (:meth:`Requests.messages_fp`)."""
     usage: Usage | None = None
 
     def meta(self, usage: Usage | None) -> dict[str, Any]:
@@ -124,6 +126,8 @@ class Sent(NamedTuple):
                 "rows": self.rows,
                 "fp": self.fingerprint,
             }
+            if self.messages_fp is not None:
+                meta["request"]["messages_fp"] = self.messages_fp
         usage = usage if usage is not None else self.usage
         if usage is not None:
             meta["usage"] = usage.to_meta()
@@ -140,9 +144,14 @@ class Measured(NamedTuple):
     profile: int
     overhead: int
     fingerprint: str | None
+    messages_fp: str | None = None
+    system: str | None = None
+    """The system text as sent when ``request`` is ``None`` (the request is then the
+    window's messages, this text and the advertised tools)."""
 
 
 _new_object = object.__new__
+_new_tuple = tuple.__new__
 _SET_SPLIT = tuple(
     CountSplit.__dict__[name].__set__ for name in ("exact", "anchored", "estimated", "margin")
 )
@@ -161,9 +170,26 @@ def split_of(exact: int, anchored: int = 0, estimated: int = 0, margin: int = 0)
 
 
 def _split(
-    anchor: int | None, since: int, overhead: int, messages: int, estimated: bool, cal: Sums
+    anchor: int | None,
+    since: int,
+    overhead: int,
+    messages: int,
+    estimated: bool,
+    cal: Sums,
+    overhead_was: int | None = None,
 ) -> CountSplit:
-    return split_of(*_ctxbudget.count_split(anchor, since, overhead, messages, estimated, cal))
+    """The core's split of the next request (``ctxbudget::anchor``), as :func:`split_of`
+    builds it (inlined: the per-step path)."""
+    exact, anchored, estimate, margin = _ctxbudget.count_split(
+        anchor, since, overhead, messages, estimated, cal, overhead_was
+    )
+    c = _new_object(CountSplit)
+    set_exact, set_anchored, set_estimated, set_margin = _SET_SPLIT
+    set_exact(c, exact)
+    set_anchored(c, anchored)
+    set_estimated(c, estimate)
+    set_margin(c, margin)
+    return c
 
 
 class Counting:
@@ -193,13 +219,11 @@ class Counting:
         if self.counter is None or any(not h.context_only for h in hooks):
             return None
         requests, fold = state.requests, state.fold
-        system = requests.system(inputs, fold, hooks)
-        fp = requests.fingerprint(system, fold.window_id, inputs.model)
+        overhead, fp = requests.prefix(inputs, fold, hooks)[1:3]
         key = self.key(state, fp)
         if key in self._cache:
             return None
         request = requests.assemble(inputs, fold, state.tokens, hooks)
-        overhead = requests.overhead(system)
         counted = CountRequest(
             inputs.model, request["system"], request["messages"], request["tools"]
         )
@@ -260,39 +284,54 @@ class Counting:
             overhead = min(full, requests.overhead(request["system"]))
             split = _split(None, 0, overhead, full - overhead, estimated, cal)
             return Measured(request, split, full, overhead, None)
-        system = requests.system(inputs, fold, hooks)
-        overhead = requests.overhead(system)
-        full = overhead + window.tokens
-        fp = requests.fingerprint(system, fold.window_id, inputs.model)
+        system, overhead, fp, messages_fp = requests.prefix(inputs, fold, hooks)
+        messages = window.tokens
+        full = overhead + messages
         exact = self._cache.get(self.key(state, fp)) if self._cache else None
         if exact is not None:
-            return Measured(None, split_of(exact.reported), full, overhead, fp)
-        anchor, since = (
-            self._anchor(window.latest_anchor(), fp, window) if window.anchored else _NONE
+            return Measured(None, split_of(exact.reported), full, overhead, fp, messages_fp, system)
+        anchor, since, overhead_was = (
+            self._anchor(window.latest_anchor(), fp, messages_fp, window)
+            if window.anchored
+            else _NONE
         )
         endpoint = self._latest_endpoint(fp) if self._cache else None
         if endpoint is not None and (anchor is None or endpoint.last_seq > anchor.last_seq):
             e_since = window.since(endpoint)
             if e_since is not None:
                 # Counted exactly by the endpoint: exact, plus what was appended since.
-                rest = _split(0, e_since, overhead, window.tokens, estimated, cal)
+                rest = _split(0, e_since, overhead, messages, estimated, cal)
                 return Measured(
                     None,
                     split_of(rest.exact + endpoint.reported, 0, rest.estimated, rest.margin),
                     full,
                     overhead,
                     fp,
+                    messages_fp,
+                    system,
                 )
         reported = anchor.reported if anchor is not None else None
-        split = _split(reported, since, overhead, window.tokens, estimated, cal)
-        return Measured(None, split, full, overhead, fp)
+        split = _split(reported, since, overhead, messages, estimated, cal, overhead_was)
+        # Measured(...), built as a plain tuple: the per-step path (a NamedTuple's
+        # __new__ is a Python function).
+        return _new_tuple(Measured, (None, split, full, overhead, fp, messages_fp, system))
 
-    @staticmethod
-    def _anchor(anchor: Anchor | None, fp: str, window: WindowTokens) -> tuple[Anchor | None, int]:
-        if anchor is None or anchor.fingerprint != fp:
-            return None, 0
+    def _anchor(
+        self, anchor: Anchor | None, fp: str, messages_fp: str, window: WindowTokens
+    ) -> tuple[Anchor | None, int, int | None]:
+        """The anchor the next request keeps, the profile's count of what was appended
+        since, and — when only its system text or tools changed since (an estimated
+        family's figure still holds for the messages) — the anchored request's overhead
+        (``ctxbudget::anchor::CountSplit::rebased``)."""
+        if anchor is None:
+            return _NONE
+        overhead_was = None
+        if anchor.fingerprint != fp:
+            if not self.estimated or anchor.messages_fp != messages_fp:
+                return _NONE
+            overhead_was = anchor.overhead
         since = window.since(anchor)
-        return (None, 0) if since is None else (anchor, since)
+        return _NONE if since is None else (anchor, since, overhead_was)
 
     def _latest_endpoint(self, fp: str) -> Anchor | None:
         for anchor in reversed(self._cache.values()):
@@ -305,10 +344,7 @@ class Counting:
         profile: nothing anchors it; an estimate is calibrated."""
         estimated = self.estimated
         cal = state.tokens.calibration() if estimated else _NO_SUMS
-        requests = state.requests
-        overhead = min(
-            profile, requests.overhead(requests.system(inputs, state.fold, inputs.hooks))
-        )
+        overhead = min(profile, state.requests.prefix(inputs, state.fold, inputs.hooks).overhead)
         return _split(None, 0, overhead, profile - overhead, estimated, cal)
 
     def drain(self) -> list[str]:

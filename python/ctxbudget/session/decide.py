@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from ..policy import Action, Claims, Decision
+from ..policy import ADVISORY_STAGES, Action, Claims, Decision
 from . import steps
 from .anchoring import CountRequest, Measured, Sent, calibration_meta, measure
 from .state import Inputs, WindowState
@@ -34,6 +34,8 @@ class Progress(NamedTuple):
 
 
 _STARTED = Progress()
+_new_tuple = tuple.__new__
+_new_object = object.__new__
 
 
 class TurnPlan(NamedTuple):
@@ -79,7 +81,9 @@ def decide(
     (:class:`CountFirst`)."""
     fold = state.fold
     budget = inputs.budget
-    open_calls = fold.open_calls
+    facts = fold.facts()
+    claims, new_context_scheduled = facts[3:5]
+    open_calls = fold.open_calls if facts[6] else ()  # facts[6]: how many are open
     checked = None
 
     # Tool calls left open by a process that stopped mid-step.
@@ -88,7 +92,7 @@ def decide(
         return Plan(
             turn=TurnPlan(
                 "pause",
-                budget.evaluate(_projected(state, inputs), fold.claims, _new_context(inputs)),
+                budget.evaluate(_projected(state, inputs), claims, _new_context(inputs)),
                 reason=f"tool calls {ids} have no result yet: record them with "
                 "add_tool_results() or resolve them with interrupt_open_calls()",
             )
@@ -125,40 +129,45 @@ def decide(
             checked = last_user.seq
 
         # A rollover the model asked for happens once the step has settled.
-        if fold.new_context_scheduled and not open_calls:
+        if new_context_scheduled and not open_calls:
             return _rollover(state, inputs, "new_context", checked)
 
     if count_first:
         wanted = state.counting.wanted(state, inputs)
         if wanted is not None:
             return Plan(write=CountFirst(*wanted), checked=checked)
-    measured = measure(state, inputs)
-    decision = evaluate(state, inputs, measured)
-    if decision.action is Action.BLOCK:
+    measured = state.counting.measure(state, inputs)
+    count = measured.split
+    decision = budget.evaluate(
+        count.exact + count.anchored + count.estimated,
+        claims,
+        inputs.capabilities.new_context,
+        count=count,
+    )
+    action = decision.action
+    if action is Action.BLOCK:
         return Plan(
             turn=TurnPlan("block", decision, reason="the usable limit is reached"),
             checked=checked,
         )
-    if decision.action is Action.ROLLOVER and "usable_limit" not in progress.rolled_over:
+    if action is Action.ROLLOVER and "usable_limit" not in progress.rolled_over:
         if open_calls:
             return Plan(
                 turn=TurnPlan("pause", decision, reason="a tool step is still open"),
                 checked=checked,
             )
         return _rollover(state, inputs, "usable_limit", checked)
-    if decision.is_advisory:
+    if action in ADVISORY_STAGES:
         return Plan(
             write=steps.advisory(fold, inputs, decision),
             turn=TurnPlan("send", decision),
             checked=checked,
         )
-    return Plan(None, TurnPlan("send", decision, None, measured), checked)
-
-
-def evaluate(state: WindowState, inputs: Inputs, measured: Measured) -> Decision:
-    """The budget's decision on a measured request (its estimated part guarded)."""
-    count = measured.split
-    return inputs.budget.evaluate(count.total, state.fold.claims, _new_context(inputs), count=count)
+    # The per-step outcome: built as plain tuples (a NamedTuple's __new__ is a Python
+    # function; these are the same objects).
+    return _new_tuple(
+        Plan, (None, _new_tuple(TurnPlan, ("send", decision, None, measured)), checked)
+    )
 
 
 def _new_context(inputs: Inputs) -> bool:
@@ -210,6 +219,7 @@ def build_turn(
     ``send`` the request it sends (the reply's stamp): a ``send`` carries the request
     (assembled now unless measured already), the others only the system text."""
     fold = state.fold
+    window_id, previous_window_id, last_seq = fold.facts()[:3]
     hooks = inputs.hooks
     decision = plan.decision
     measured = plan.measured
@@ -219,34 +229,50 @@ def build_turn(
             # Measured again after the advisory the plan wrote.
             measured = measure(state, inputs)
             decision = replace(decision, projected=measured.split.total, count=measured.split)
-        sent = Sent(
-            window=fold.window_id,
-            tokens=decision.projected,
-            profile=measured.profile,
-            overhead=measured.overhead,
-            last_seq=fold.last_seq,
-            rows=state.tokens.rows,
-            fingerprint=measured.fingerprint,
+        # Sent(window, tokens, profile, overhead, last_seq, rows, fingerprint,
+        # messages_fp, usage), built as a plain tuple (see decide()).
+        sent = _new_tuple(
+            Sent,
+            (
+                window_id,
+                decision.projected,
+                measured.profile,
+                measured.overhead,
+                last_seq,
+                state.tokens.rows,
+                measured.fingerprint,
+                measured.messages_fp,
+                None,
+            ),
         )
         request = measured.request
         if request is None:
-            request = state.requests.assemble(inputs, fold, state.tokens, hooks)
+            # No unrestricted hook (else the measure assembled it): the request is the
+            # window's messages, the measured system text and the advertised tools.
+            request = {
+                "system": measured.system,
+                "messages": state.tokens.messages(),
+                "tools": state.requests.tools(),
+            }
     else:
         request = {
             "system": state.requests.system(inputs, fold, hooks),
             "messages": [],
             "tools": [],
         }
-    turn = Turn(
+    # The frozen dataclass's __init__ routes each field through object.__setattr__ (most
+    # of the step's cost of building it); the same Turn, its fields set at once.
+    turn = _new_object(Turn)
+    turn.__dict__.update(
         status=plan.status,
         decision=decision,
-        window_id=fold.window_id,
-        previous_window_id=fold.previous_window_id,
+        window_id=window_id,
+        previous_window_id=previous_window_id,
         messages=request["messages"],
         system=request["system"],
         tools=request["tools"],
         events=events,
-        reason=plan.reason,
         hooks=hooks,
+        reason=plan.reason,
     )
     return turn, sent

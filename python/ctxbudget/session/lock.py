@@ -145,7 +145,7 @@ class SessionLock:
         while True:
             with mutex:
                 owner = self._owner
-                if _is_call(owner) and owner.gone():
+                if owner is not None and _is_call(owner) and owner.gone():
                     self._drop_owner(abandoned=True)
                     owner = None
                 if owner is None:
@@ -187,11 +187,11 @@ class SessionLock:
             # Code of a call whose loop is gone runs only as its greenlet is killed: it
             # unwound halfway, so the session's state must be read again.
             owner = self._owner
-            self._drop_owner(abandoned=_is_call(owner) and owner.gone())
+            self._drop_owner(abandoned=not isinstance(owner, _ThreadOwner) and owner.gone())
 
     def _drop_owner(self, *, abandoned: bool) -> None:
         owner = self._owner
-        if _is_call(owner):
+        if owner is not None and not isinstance(owner, _ThreadOwner):  # an awaited call
             owner.holding -= 1
         self._owner, self._depth = None, 0
         self._generation += 1

@@ -58,6 +58,7 @@ _STARTED = Progress()
 
 _OPEN_CALL_POLICIES: tuple[OpenCallPolicy, ...] = get_args(OpenCallPolicy)
 _T = TypeVar("_T")
+_new_tuple = tuple.__new__
 _MAX_RESYNCS = 64
 """Conflicts one call re-decides before it gives up (each one means another writer
 made progress, so this bound is only reached by a transcript this session cannot read)."""
@@ -287,7 +288,9 @@ class Session:
             state.tokens = WindowTokens(
                 self.encoding, mode_active=self.mode_active, profile=self.profile
             )
-        self._noted(state.read())
+        change = state.read()
+        if change.read:
+            self._noted(change)
 
     def _append(
         self, rows: Sequence[Mapping[str, Any]], if_last_seq: int | None = None
@@ -401,16 +404,21 @@ class Session:
         self._sync()
 
     def _inputs(self) -> Inputs:
-        """What a decision takes besides the window state, as set now."""
-        return Inputs(
-            self.budget,
-            self.prompts,
-            self._toolset.capabilities,
-            self.model,
-            self.system_prompt,
-            self.mode_active,
-            self._open_call_policy,
-            self._hooks,
+        """What a decision takes besides the window state, as set now (built as a
+        plain tuple: the per-step path, and a NamedTuple's __new__ is a Python
+        function)."""
+        return _new_tuple(
+            Inputs,
+            (
+                self.budget,
+                self.prompts,
+                self._toolset.capabilities,
+                self.model,
+                self.system_prompt,
+                self.mode_active,
+                self._open_call_policy,
+                self._hooks,
+            ),
         )
 
     # ----- what the host sends besides the window ------------------------------------
@@ -868,7 +876,8 @@ class Session:
             state.counting.call(state, inputs)  # the request changed with the write
         if isinstance(plan.write, steps.Quarantine):
             events = [*events, "quarantined"]
-        turn, sent = build_turn(state, inputs, plan.turn, [*events, *state.counting.drain()])
+        counted = state.counting.drain() if state.counting.events else ()
+        turn, sent = build_turn(state, inputs, plan.turn, [*events, *counted])
         state.sent = sent
         return turn
 

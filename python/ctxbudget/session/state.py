@@ -88,7 +88,8 @@ class WindowState:
     def read(self) -> WindowChange:
         """Reads the rows appended since the last step (by anyone) and counts them."""
         change = self.fold.advance()
-        self.note(change)
+        if change.read:
+            self.tokens.apply(change, self.fold)
         return change
 
     def append(

@@ -137,7 +137,7 @@ def fresh_request_tokens(
     lead_in = lead_in_text(inputs, _ID_PLACEHOLDER, "usable_limit", state.fold.window_id)
     messages = [{"role": "user", "content": lead_in}, trigger]
     requests = state.requests
-    system = requests.system(inputs, state.fold, inputs.hooks)
+    system = requests.prefix(inputs, state.fold, inputs.hooks).system
     return requests.count(system, messages, requests.tools())
 
 

@@ -33,8 +33,12 @@ fn calibration(
 }
 
 /// `(exact, anchored, estimated, guard margin)` of the next request: the core's
-/// `CountSplit::counted` with the conversation's calibration sums.
+/// `CountSplit::counted` with the conversation's calibration sums, or, given the
+/// anchored request's overhead `overhead_was` (its system text or tools changed since)
+/// for an estimated family, `CountSplit::rebased`.
 #[pyfunction]
+#[pyo3(signature = (anchor, since, overhead, messages, estimated_family, sums, overhead_was=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn count_split(
     py: Python<'_>,
     anchor: Option<u64>,
@@ -43,16 +47,22 @@ pub(crate) fn count_split(
     messages: u64,
     estimated_family: bool,
     sums: Sums,
+    overhead_was: Option<u64>,
 ) -> PyResult<(u64, u64, u64, u64)> {
     no_panic(py, "count_split()", || {
-        let s = CountSplit::counted(
-            anchor,
-            since,
-            overhead,
-            messages,
-            estimated_family,
-            calibration(sums),
-        );
+        let s = match (anchor, overhead_was) {
+            (Some(reported), Some(was)) if estimated_family => {
+                CountSplit::rebased(reported, was, overhead, since, calibration(sums))
+            }
+            _ => CountSplit::counted(
+                anchor,
+                since,
+                overhead,
+                messages,
+                estimated_family,
+                calibration(sums),
+            ),
+        };
         (s.exact, s.anchored, s.estimated, s.guard_margin())
     })
 }
@@ -62,9 +72,8 @@ pub(crate) fn count_split(
 pub(crate) fn guard_margin(py: Python<'_>, estimated: u64) -> PyResult<u64> {
     no_panic(py, "guard_margin()", || {
         CountSplit {
-            exact: 0,
-            anchored: 0,
             estimated,
+            ..CountSplit::default()
         }
         .guard_margin()
     })

@@ -17,6 +17,17 @@ use crate::history::PyHistory;
 /// `(call_id, name, arguments, seq)` of a tool call without a result.
 type OpenCallTuple = (String, String, Py<PyAny>, u64);
 
+/// What [`PyWindowFold::facts`] returns.
+type Facts = (
+    String,
+    Option<String>,
+    u64,
+    (bool, bool, bool),
+    bool,
+    Option<u64>,
+    usize,
+);
+
 fn lock_fold(fold: &Mutex<WindowFold>) -> MutexGuard<'_, WindowFold> {
     fold.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -265,6 +276,25 @@ impl PyWindowFold {
     #[getter]
     fn last_user_seq(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         self.with(py, |f| f.last_user_seq())
+    }
+
+    /// What a decision reads of the fold, in one read of it (each read takes its lock
+    /// without the GIL): `(window_id, previous_window_id, last_seq, (warning, handoff,
+    /// final), new_context_requested, last_user_seq, open_call_count)`.
+    #[getter]
+    fn facts(&self, py: Python<'_>) -> PyResult<Facts> {
+        self.with(py, |f| {
+            let c = f.claims();
+            (
+                f.window().to_string(),
+                f.previous_window().map(|w| w.to_string()),
+                f.last_seq(),
+                (c.warning, c.handoff, c.final_prompt),
+                f.new_context_requested(),
+                f.last_user_seq(),
+                f.open_calls().len(),
+            )
+        })
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {

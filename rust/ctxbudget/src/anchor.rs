@@ -4,13 +4,16 @@
 //! Every provider reply reports the input tokens the provider counted for the request
 //! it answered. While the request's prefix is unchanged (same window, system text,
 //! tools and hooks; nothing in it retracted), the next request is that reported figure
-//! plus the profile's count of what was appended since — the *anchored* count. For
+//! plus the profile's count of what was appended since — the *anchored* count. When
+//! only the system text or tools changed within the window, the messages are still
+//! sent as they were: for an estimated family the figure still holds for them, and
+//! only the overhead's change is estimated ([`CountSplit::rebased`]). For
 //! families without a public tokenizer the profile's count is an estimate, calibrated
 //! by the ratio of reported to estimated tokens over the conversation's anchored
 //! requests, within [`CALIBRATION_MIN_BP`]..=[`CALIBRATION_MAX_BP`].
 //!
 //! Every count is split into its *exact*, *anchored* and *estimated* parts
-//! ([`CountSplit`]); the budget's hard guards keep a margin for the estimated part only
+//! ([`CountSplit`]); the budget's hard guards keep a margin for what is estimated only
 //! ([`CountSplit::guard_margin`]). The session decides which anchor applies; this module
 //! is the arithmetic, the one definition for Python and Rust hosts.
 //!
@@ -241,6 +244,12 @@ fn scale_up(value: u64, bp: u32) -> u64 {
     u64::try_from(scaled).unwrap_or(u64::MAX)
 }
 
+/// `value × bp / 10_000`, rounded down.
+fn scale_down(value: u64, bp: u32) -> u64 {
+    let scaled = u128::from(value) * u128::from(bp) / 10_000;
+    u64::try_from(scaled).unwrap_or(u64::MAX)
+}
+
 /// Whether `reported` can be the provider's count of a request the profile counted at
 /// `profile` tokens: within the calibration bounds ([`CALIBRATION_MIN_BP`] ..=
 /// [`CALIBRATION_MAX_BP`] of it). A figure outside them is another request's usage,
@@ -267,6 +276,11 @@ pub struct CountSplit {
     /// Tokens estimated for a family without a public tokenizer (calibrated when the
     /// conversation has anchored requests).
     pub estimated: u64,
+    /// Estimated tokens already taken off [`Self::anchored`]: the calibrated estimate of
+    /// system text or tools removed since the anchored request (see
+    /// [`Self::rebased`]). Not part of the total; the guards keep a margin for it as
+    /// for the estimated part, since it is an estimate too.
+    pub deducted: u64,
 }
 
 impl CountSplit {
@@ -294,7 +308,7 @@ impl CountSplit {
             return CountSplit {
                 exact: counted,
                 anchored,
-                estimated: 0,
+                ..CountSplit::default()
             };
         }
         let estimated = match anchor {
@@ -302,9 +316,39 @@ impl CountSplit {
             None => calibration.apply_request(overhead, messages),
         };
         CountSplit {
-            exact: 0,
             anchored,
             estimated,
+            ..CountSplit::default()
+        }
+    }
+
+    /// The count of the next request of an estimated family when its system text or
+    /// tools changed since the latest anchored request of the same window, and nothing
+    /// else did: the messages that request carried are still sent as they were, so
+    /// the provider's figure for them still holds; only the overhead part changed.
+    ///
+    /// `reported` is the anchored request's figure, `overhead_was` the profile's count
+    /// of its overhead, `overhead` that of the next request's, `since` the profile's
+    /// count of what was appended after it. The count is `reported`, plus the
+    /// calibrated estimate of the overhead added (estimated), less that of the overhead
+    /// removed ([`Self::deducted`], rounded down so the count errs high), plus the
+    /// calibrated estimate of what was appended (estimated). The guard margin covers
+    /// both estimates.
+    pub fn rebased(
+        reported: u64,
+        overhead_was: u64,
+        overhead: u64,
+        since: u64,
+        calibration: Calibration,
+    ) -> CountSplit {
+        let bp = calibration.overhead_ratio_bp().unwrap_or(10_000);
+        let added = scale_up(overhead.saturating_sub(overhead_was), bp);
+        let removed = scale_down(overhead_was.saturating_sub(overhead), bp).min(reported);
+        CountSplit {
+            exact: 0,
+            anchored: reported - removed,
+            estimated: added.saturating_add(calibration.apply(since)),
+            deducted: removed,
         }
     }
 
@@ -312,8 +356,7 @@ impl CountSplit {
     pub fn endpoint(tokens: u64) -> CountSplit {
         CountSplit {
             exact: tokens,
-            anchored: 0,
-            estimated: 0,
+            ..CountSplit::default()
         }
     }
 
@@ -325,9 +368,13 @@ impl CountSplit {
     }
 
     /// The margin the hard guards keep for this count: [`ESTIMATE_MARGIN_BP`] of the
-    /// estimated part, rounded up; nothing for exact and anchored tokens.
+    /// estimated part and of what was [deducted](Self::deducted) from the anchored one,
+    /// rounded up; nothing for exact and anchored tokens.
     pub fn guard_margin(&self) -> u64 {
-        scale_up(self.estimated, ESTIMATE_MARGIN_BP)
+        scale_up(
+            self.estimated.saturating_add(self.deducted),
+            ESTIMATE_MARGIN_BP,
+        )
     }
 
     /// The count the hard guards compare with the usable limit: the total plus
@@ -425,6 +472,40 @@ mod tests {
             .with_sample(18_400, 21_000)
             .with_head(18_400, 21_000, 1_000);
         assert_eq!(changed.overhead_ratio_bp(), Some(12_100));
+    }
+
+    #[test]
+    fn a_rebased_count_keeps_the_figure_and_estimates_the_overhead_change() {
+        // Overhead costs 1.2 of its estimate, messages 0.8.
+        let c = Calibration::default()
+            .with_sample(1_200, 1_000)
+            .with_head(1_200, 1_000, 1_000)
+            .with_sample(9_200, 11_000)
+            .with_step(8_000, 10_000);
+        assert_eq!(
+            (c.overhead_ratio_bp(), c.message_ratio_bp()),
+            (Some(12_000), Some(8_000))
+        );
+        // A tool of 100 estimated tokens added; 50 appended since.
+        let more = CountSplit::rebased(9_200, 1_000, 1_100, 50, c);
+        assert_eq!(
+            (more.exact, more.anchored, more.estimated, more.deducted),
+            (0, 9_200, 120 + 40, 0)
+        );
+        assert_eq!(more.total(), 9_360);
+        assert_eq!(more.guard_margin(), 8);
+        // The same tool removed again: its estimate is taken off the figure, and the
+        // guards keep a margin for that estimate.
+        let fewer = CountSplit::rebased(9_360, 1_100, 1_000, 0, c);
+        assert_eq!(
+            (fewer.anchored, fewer.estimated, fewer.deducted),
+            (9_240, 0, 120)
+        );
+        assert_eq!((fewer.total(), fewer.guard_margin()), (9_240, 6));
+        // Never more taken off than was reported; without samples, uncalibrated.
+        let none = Calibration::default();
+        let all = CountSplit::rebased(10, 5_000, 0, 3, none);
+        assert_eq!((all.anchored, all.estimated, all.deducted), (0, 3, 10));
     }
 
     #[test]
