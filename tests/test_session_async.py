@@ -209,6 +209,50 @@ def test_cancelled_mid_append_the_append_completes_and_is_seen(tmp_path: Path) -
     assert seen == ["first", "in flight"]
 
 
+def test_calls_whose_jobs_finished_wake_a_few_a_turn_and_cancelled_ones_still_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no share per turn, each loop turn wakes one call whose job finished; the
+    others wait, oldest first. One cancelled while it waits so (its write is done)
+    still raises CancelledError at once, and its write is seen, as in flight."""
+    monkeypatch.setattr(_bridge, "_SLICE", 0.0)
+    n = 12
+
+    async def main() -> tuple[list[object], int]:
+        loop = asyncio.get_running_loop()
+        sessions = [
+            await AsyncSession.open(tmp_path / f"ws{i}", context_window=64_000, durability="none")
+            for i in range(n)
+        ]
+        calls = [asyncio.create_task(s.add_user(f"m{i}")) for i, s in enumerate(sessions)]
+        bridge = _bridge._bridges[loop]
+        most_due = 0
+        for _ in range(10_000):  # until several finished jobs wait for a turn at once
+            await asyncio.sleep(0)
+            most_due = max(most_due, len(bridge.due))
+            if len(bridge.due) >= 3:
+                break
+        waiting = list(bridge.due)
+        for task in calls:
+            task.cancel()
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*calls, return_exceptions=True), timeout=30
+        )
+        assert waiting and not bridge.due
+        return outcomes, most_due
+
+    outcomes, most_due = asyncio.run(main())
+    assert most_due >= 3, "finished calls were all woken in one turn"
+    assert all(isinstance(o, (asyncio.CancelledError, str)) for o in outcomes)
+    assert any(isinstance(o, asyncio.CancelledError) for o in outcomes)
+    for i, outcome in enumerate(outcomes):
+        # A call cancelled before it started never ran; every other one wrote its row.
+        assert _user_texts(tmp_path / f"ws{i}") in ([], [f"m{i}"])
+        if isinstance(outcome, str):
+            assert _user_texts(tmp_path / f"ws{i}") == [f"m{i}"]
+    assert sum(bool(_user_texts(tmp_path / f"ws{i}")) for i in range(n)) >= 3
+
+
 @pytest.mark.skipif(not _ctxbudget.FAILPOINTS, reason="needs a build with fail points")
 def test_errors_propagate_unchanged(tmp_path: Path) -> None:
     async def main() -> None:
