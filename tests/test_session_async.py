@@ -10,9 +10,10 @@ import fcntl
 import gc
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,48 @@ def test_cancelled_mid_append_the_append_completes_and_is_seen(tmp_path: Path) -
     # that was only waiting for its turn never ran.
     assert _user_texts(ws) == ["first", "in flight"]
     assert seen == ["first", "in flight"]
+
+
+def test_calls_whose_jobs_finished_wake_one_a_turn_and_cancelled_ones_still_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no share per turn, each loop turn wakes one call whose job finished; the
+    others wait, oldest first. Calls cancelled while they wait so (their writes are
+    done) raise CancelledError once their calls end, and their writes are seen."""
+    monkeypatch.setattr(_bridge, "_SLICE", 0.0)
+    n = aio.io_threads()[0]  # one pool thread for each append (more would outlive the test)
+
+    async def main() -> tuple[list[object], int]:
+        loop = asyncio.get_running_loop()
+        sessions = [
+            await AsyncSession.open(tmp_path / f"ws{i}", context_window=64_000, durability="none")
+            for i in range(n)
+        ]
+        with ExitStack() as held:  # every append waits in the pool for its store's lock
+            for i in range(n):
+                held.enter_context(_store_locked(tmp_path / f"ws{i}"))
+            calls = [asyncio.create_task(s.add_user(f"m{i}")) for i, s in enumerate(sessions)]
+            await asyncio.sleep(0.1)
+            assert not any(c.done() for c in calls)
+        time.sleep(0.5)  # (on the loop: so the appends all finish before its next turn)
+        bridge = _bridge._bridges[loop]
+        for _ in range(3):  # the turn that drains the finished jobs (or the next)
+            await asyncio.sleep(0)
+            due = len(bridge.due)
+            if due:
+                break
+        for task in calls:
+            task.cancel()
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        assert not bridge.due
+        return outcomes, due
+
+    outcomes, due = asyncio.run(main())
+    assert due >= n - 2, "the finished calls were woken together"
+    # Those woken before the cancellation (one a turn) returned; the rest raise it.
+    assert all(isinstance(o, (str, asyncio.CancelledError)) for o in outcomes)
+    assert sum(isinstance(o, asyncio.CancelledError) for o in outcomes) >= due
+    assert [_user_texts(tmp_path / f"ws{i}") for i in range(n)] == [[f"m{i}"] for i in range(n)]
 
 
 @pytest.mark.skipif(not _ctxbudget.FAILPOINTS, reason="needs a build with fail points")

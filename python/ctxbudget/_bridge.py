@@ -11,9 +11,11 @@ loop watches (``loop.add_reader``); the loop completes the job's future, the tas
 and switches back into the greenlet, which takes the result where it stopped. No Python
 thread other than the loop's runs, nothing competes with the loop for the GIL, and the
 loop is held only for the Python code between two blocking calls. Those stretches share
-each loop turn (:data:`_SLICE`): past it, a call that becomes ready waits for a later
-turn, so many conversations ready at once cannot hold the loop. Calls run in greenlets
-that each loop keeps for later calls (:class:`_Runner`).
+each loop turn (:data:`_SLICE`): the loop wakes only as many calls whose jobs finished
+as fit the next turn, the others in later turns, oldest first, and a call that starts
+once the turn's share is spent waits for a later one; so many conversations ready at
+once cannot hold the loop. Calls run in greenlets that each loop keeps for later calls
+(:class:`_Runner`).
 
 A call that waits for a session's lock (``session/lock.py``) held by another thread,
 task or loop suspends the same way, on a ticket that the lock's release posts to this
@@ -282,13 +284,22 @@ class _LoopBridge:
     """One event loop's completion socket, the futures its tasks await on it, and the
     share of each loop turn that calls take (:data:`_SLICE`).
 
+    The share is kept where calls are woken, not where they run: a finished job's future
+    is completed (its task runs in the next turn) only while the next turn's share has
+    room by the calls' average stretch, else it waits in :attr:`due`, oldest first, for
+    a later turn. A woken call so never has to ask again: asking after the wake-up cost
+    each call past the share a second future and two more loop turns (more than half
+    the stretches of 20 busy conversations). Calls that start are checked against what ran this turn.
+
     The futures are held weakly: a future leads to its task and loop, and the bridges
     map keeps bridges alive as long as their loop, so a strong reference would keep a
     closed loop (and its suspended calls) forever."""
 
     __slots__ = (
         "__weakref__",
+        "booked",
         "completions",
+        "due",
         "early",
         "gated",
         "idle",
@@ -302,15 +313,19 @@ class _LoopBridge:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.completions = _ctxbudget.Completions()
         self.waiting: dict[int, weakref.ref[asyncio.Future[None]]] = {}
+        self.due: dict[int, weakref.ref[asyncio.Future[None]]] = {}
+        """Tickets completed whose futures wait for a turn with room, oldest first."""
         self.early: set[int] = set()
         """Tickets completed while their future was cancelled with its task (the task
         waits for them again, see :meth:`again`)."""
         self.spent = 0.0
         """Seconds calls ran in this turn of the loop."""
+        self.booked = 0.0
+        """Seconds of stretches woken to run in the next turn (by :attr:`stretch`)."""
         self.stretch = _SLICE / 4
-        """A call's stretch, on average of late (how many gated calls fit a turn)."""
+        """A call's stretch, on average of late (how many woken calls fit a turn)."""
         self.gated: deque[weakref.ref[asyncio.Future[None]]] = deque()
-        """Calls ready to run that wait for the next turn, oldest first."""
+        """Calls that start once this turn's share is spent, oldest first."""
         self.renewing = False
         """A callback that starts the next turn's share is scheduled."""
         self.idle: list[_Runner] = []
@@ -319,7 +334,7 @@ class _LoopBridge:
         loop.add_reader(self.completions.fileno(), self._ready)
 
     def expect(self, loop: asyncio.AbstractEventLoop, ticket: int) -> asyncio.Future[None]:
-        """A future that the loop completes once ``ticket`` is."""
+        """A future that the loop completes once ``ticket`` is (and a turn has room)."""
         future: asyncio.Future[None] = loop.create_future()
         self.waiting[ticket] = weakref.ref(future)
         return future
@@ -329,7 +344,8 @@ class _LoopBridge:
     ) -> asyncio.Future[None]:
         """What a task whose wait for ``ticket`` was interrupted by its cancellation
         awaits instead: ``future`` if it was not cancelled with the task (it is done),
-        else a new one (done if the ticket already was)."""
+        else a new one (done if the ticket already was; in its place among the due
+        ones if the ticket is done and waits for a turn)."""
         if not future.cancelled():
             return future
         if ticket in self.early:
@@ -337,19 +353,39 @@ class _LoopBridge:
             done: asyncio.Future[None] = loop.create_future()
             done.set_result(None)
             return done
+        if ticket in self.due:
+            again: asyncio.Future[None] = loop.create_future()
+            self.due[ticket] = weakref.ref(again)  # keeps its place in the order
+            return again
         return self.expect(loop, ticket)
 
     def _ready(self) -> None:
-        waiting = self.waiting
+        waiting, due = self.waiting, self.due
         for ticket in self.completions.drain():
             ref = waiting.pop(ticket, None)
-            future = ref() if ref is not None else None
-            if future is None:  # posted twice, or its task is gone
+            if ref is not None:  # else posted twice, or its task is gone
+                due[ticket] = ref
+        if due:
+            self._wake()
+
+    def _wake(self) -> None:
+        """Completes the oldest due futures, as many as fit the next turn's share by
+        the average stretch (at least one a turn); the rest wait for a later turn."""
+        due, stretch = self.due, self.stretch
+        while due and (self.booked == 0.0 or self.booked + stretch <= _SLICE):
+            ticket = next(iter(due))
+            future = due.pop(ticket)()
+            if future is None:  # its task is gone
                 continue
             if future.cancelled():
                 self.early.add(ticket)
             elif not future.done():
                 future.set_result(None)
+                self.booked += stretch
+        if self.booked:
+            loop = self.loop()
+            if loop is not None:
+                self._renew(loop)
 
     def runner(self) -> _Runner:
         """An idle runner of this loop, or a new one."""
@@ -373,7 +409,7 @@ class _LoopBridge:
 
     def gate(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
         """A future completed in a later turn, when this turn's share is spent: the
-        call may run once it is (without asking again)."""
+        call may start once it is (without asking again)."""
         future: asyncio.Future[None] = loop.create_future()
         self.gated.append(weakref.ref(future))
         self._renew(loop)
@@ -391,18 +427,22 @@ class _LoopBridge:
             loop.call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
-        """A new share: the oldest gated calls go on, as many as fit it by their average
-        stretch (at least one), and the share is theirs (their tasks run next turn)."""
-        self.spent, self.renewing = 0.0, False
+        """A new share (this turn runs the calls woken in the last one): due calls are
+        woken for the next turn first (they are in flight, and may hold a session's
+        lock), then the oldest gated calls may start, as many as fit by their average
+        stretch, at least one a turn."""
+        self.spent, self.booked, self.renewing = 0.0, 0.0, False
+        if self.due:
+            self._wake()
         gated = self.gated
-        while gated and (self.spent == 0.0 or self.spent + self.stretch <= _SLICE):
+        while gated and (self.booked == 0.0 or self.booked + self.stretch <= _SLICE):
             future = gated.popleft()()
             if future is not None and not future.done():
                 future.set_result(None)
-                self.spent += self.stretch
+                self.booked += self.stretch
         loop = self.loop()
-        if gated and loop is not None:
-            self._renew(loop)
+        if (gated or self.due or self.booked) and loop is not None:
+            self._renew(loop)  # and the share of the turn after is counted afresh
 
 
 _bridges: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBridge] = (
@@ -490,9 +530,7 @@ async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _
             future = bridge.expect(loop, ticket)
             while True:
                 try:
-                    await future
-                    if bridge.spent >= _SLICE and not cancelled:
-                        await bridge.gate(loop)
+                    await future  # woken in a turn with room (see _LoopBridge._wake)
                     break
                 except asyncio.CancelledError:
                     # The call goes on (its write completes or never starts): wait for
