@@ -28,7 +28,7 @@ use rustc_hash::FxHasher;
 
 use super::backtrack::{Backtrack, LongScratch};
 use super::merges::PairMerges;
-use super::pieces::{self, PieceCache};
+use super::pieces::{Key, PieceCache};
 use super::vocab::Vocab;
 
 /// Pieces at least this long are counted by the backtracking encoder instead of the
@@ -37,6 +37,9 @@ const LONG_MIN_BYTES: usize = 64;
 
 /// Bytes of long pieces merged by the heap before the backtracking tables are built.
 const BUILD_AFTER_BYTES: usize = 256 * 1024;
+
+/// Most pieces [`Ranks::count_batch`] takes at once.
+pub(crate) const BATCH: usize = 32;
 
 /// Marks "no such token / pair" in rank slots.
 pub(crate) const NO_RANK: u32 = u32::MAX;
@@ -50,9 +53,10 @@ const NONE: usize = usize::MAX;
 /// ranks do.
 pub(crate) struct Ranks {
     vocab: Vocab,
-    /// Unique id of this table (never 0), which keys its entries in the per-thread
-    /// [`PieceCache`]: an address could be reused by a later table.
-    id: u64,
+    /// Unique id of this table, which keys its entries in the per-thread
+    /// [`PieceCache`] (an address could be reused by a later table); 0, which the
+    /// cache never stores, once a process has made more tables than ids.
+    id: u32,
     /// Open-addressing hash table of token ids, indexed by a hash of their bytes.
     slots: Vec<u32>,
     mask: usize,
@@ -135,7 +139,7 @@ impl Ranks {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ranks {
             vocab,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: u32::try_from(NEXT_ID.fetch_add(1, Ordering::Relaxed)).unwrap_or(0),
             slots,
             mask,
             max_len,
@@ -206,20 +210,17 @@ impl Ranks {
         if piece.len() <= 1 {
             return piece.len();
         }
-        if piece.len() <= pieces::MAX_BYTES {
-            // One hash serves the token lookup and the piece cache.
-            let h = hash(piece);
-            if piece.len() <= self.max_len {
-                let id = self.rank_hashed(piece, h);
-                if id != NO_RANK && self.is_whole(id, piece, scratch) {
-                    return 1;
-                }
-            }
-            if let Some(n) = scratch.pieces.get(self.id, piece, h) {
+        if let Some(key) = Key::of(piece) {
+            if let Some(n) = scratch.pieces.get(self.id, key) {
                 return n;
             }
-            let n = self.merge_quadratic(piece, &mut scratch.parts);
-            scratch.pieces.insert(self.id, piece, h, n);
+            let id = self.rank(piece);
+            let n = if id != NO_RANK && self.is_whole(id, piece, scratch) {
+                1
+            } else {
+                self.merge_quadratic(piece, &mut scratch.parts)
+            };
+            scratch.pieces.insert(self.id, key, n);
             return n;
         }
         let id = self.rank(piece);
@@ -228,6 +229,9 @@ impl Ranks {
         }
         if piece.len() < LONG_MIN_BYTES {
             return self.merge_quadratic(piece, &mut scratch.parts);
+        }
+        if let Some(n) = self.count_repeated(piece, scratch) {
+            return n;
         }
         if let Some(merges) = &self.merges {
             // The backtracking encoder assumes tiktoken's rule (any two parts that spell
@@ -263,6 +267,78 @@ impl Ranks {
             },
             None => self.merge_heap(piece, scratch),
         }
+    }
+
+    /// Tokens of the pieces `text[a..b]` for each `(a, b)` of `bounds` (at most
+    /// [`BATCH`] of them). Every piece's slot of the piece cache is read first, in a loop
+    /// of independent loads: the cache is larger than the processor's nearest caches,
+    /// and one piece at a time its misses would wait on memory one after another, while
+    /// here they overlap. Pieces the cache does not hold are then counted one by one.
+    #[inline]
+    pub(crate) fn count_batch(
+        &'static self,
+        text: &[u8],
+        bounds: &[(usize, usize)],
+        scratch: &mut Scratch,
+    ) -> usize {
+        const MISS: u32 = u32::MAX;
+        let mut found = [MISS; BATCH];
+        for (slot, &(a, b)) in found.iter_mut().zip(bounds) {
+            let piece = &text[a..b];
+            if piece.len() <= 1 {
+                *slot = piece.len() as u32;
+            } else if let Some(key) = Key::of(piece) {
+                if let Some(n) = scratch.pieces.get(self.id, key) {
+                    *slot = n as u32;
+                }
+            }
+        }
+        let mut tokens = 0;
+        for (&n, &(a, b)) in found.iter().zip(bounds) {
+            tokens += if n == MISS {
+                self.count_piece(&text[a..b], scratch)
+            } else {
+                n as usize
+            };
+        }
+        tokens
+    }
+
+    /// The count of a piece that is one short unit repeated (a megabyte of `中`), when
+    /// no token of the table spans the seam between two repeats: no merge can then
+    /// cross a seam, so each repeat merges on its own, exactly as the unit alone does,
+    /// and the piece counts `repeats × count(unit) + count(rest)`, the rest being the
+    /// start of one more unit. `None` for any other piece (including runs such as
+    /// spaces or `a`, which the table's tokens do span), which the mergers count.
+    fn count_repeated(&'static self, piece: &[u8], scratch: &mut Scratch) -> Option<usize> {
+        let unit = repeat_unit(piece)?;
+        if self.spans_a_seam(&piece[..unit]) {
+            return None;
+        }
+        let repeats = piece.len() / unit;
+        let rest = &piece[repeats * unit..];
+        let per_unit = self.count_piece(&piece[..unit], scratch);
+        Some(repeats * per_unit + self.count_piece(rest, scratch))
+    }
+
+    /// Whether a token of the table occurs in `unit` repeated across the seam between
+    /// two repeats: a substring of the repeats that starts within one `unit` and ends
+    /// in the next. The repeats are periodic, so its start within the unit and its
+    /// length name it.
+    fn spans_a_seam(&self, unit: &[u8]) -> bool {
+        let n = unit.len();
+        // Enough repeats for the longest token to start anywhere in the first one.
+        let repeats: Vec<u8> = unit
+            .iter()
+            .copied()
+            .cycle()
+            .take(n + self.max_len)
+            .collect();
+        (0..n).any(|start| {
+            // Lengths that end past the seam, up to the longest token.
+            (n - start + 1..=self.max_len)
+                .any(|len| self.rank(&repeats[start..start + len]) != NO_RANK)
+        })
     }
 
     /// Starts building the long-piece tables on a thread of its own, unless this
@@ -424,6 +500,19 @@ impl Ranks {
     }
 }
 
+/// Longest unit [`repeat_unit`] looks for: an emoji with a modifier is 8 bytes.
+const MAX_REPEAT_UNIT: usize = 16;
+
+/// Length of the shortest unit (at most [`MAX_REPEAT_UNIT`] bytes) that `piece` is a
+/// repetition of, at least twice, possibly ending in part of one more repeat; `None`
+/// when there is none. Most long pieces fail the first-bytes checks at once; a piece
+/// that passes them costs one comparison of its bytes with themselves, shifted.
+fn repeat_unit(piece: &[u8]) -> Option<usize> {
+    (1..=MAX_REPEAT_UNIT.min(piece.len() / 2)).find(|&unit| {
+        piece[unit..2 * unit] == piece[..unit] && piece[unit..] == piece[..piece.len() - unit]
+    })
+}
+
 /// Buffers reused across pieces so that counting does not allocate per piece.
 #[derive(Default)]
 pub(crate) struct Scratch {
@@ -535,11 +624,52 @@ pub(crate) mod tests {
         )))
     }
 
-    /// A lowercase word of `len` bytes: one long piece.
+    /// A lowercase word of `len` bytes: one long piece, of pseudo-random letters (not a
+    /// short unit repeated, which `Ranks::count_repeated` would count).
     fn word(seed: usize, len: usize) -> String {
+        let mut state = (seed as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         (0..len)
-            .map(|i| char::from(b'a' + ((seed * 7919 + i * i * 31 + i) % 26) as u8))
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from(b'a' + (state % 26) as u8)
+            })
             .collect()
+    }
+
+    fn cl100k() -> &'static Ranks {
+        let data = super::super::vocab::source("cl100k_base").unwrap_or_default();
+        Box::leak(Box::new(Ranks::new(
+            Vocab::parse(data).unwrap_or_else(|e| panic!("{e}")),
+        )))
+    }
+
+    /// A run of one unit counts as the heap merge counts it, whether or not the
+    /// table's tokens span the seam between repeats (`中` and emoji: none do, so the
+    /// run is counted from its unit; `a`, `я` in o200k, `ab`: some do, so the mergers
+    /// count it), and whatever part of a unit ends it.
+    #[test]
+    fn repeated_units_count_as_the_heap_merge_does() {
+        for ranks in [o200k(), cl100k()] {
+            let mut scratch = Scratch::default();
+            for unit in ["中", "😀", "é", "я", "a", "ab", "中a", "👍🏽", "\u{3000}"] {
+                for len in [64, 65, 67, 200, 1_001, 4_099] {
+                    let bytes: Vec<u8> = unit.bytes().cycle().take(len).collect();
+                    assert_eq!(
+                        ranks.count_piece(&bytes, &mut scratch),
+                        ranks.merge_heap(&bytes, &mut scratch),
+                        "{unit:?} × {len} bytes"
+                    );
+                }
+            }
+        }
+        assert_eq!(repeat_unit("中".repeat(30).as_bytes()), Some(3));
+        assert_eq!(repeat_unit(b"abcabcab"), Some(3));
+        assert_eq!(repeat_unit(b"abcabd"), None);
+        let seams = o200k();
+        assert!(!seams.spans_a_seam("中".as_bytes()));
+        assert!(seams.spans_a_seam(b"a"));
     }
 
     /// The count that takes the running total of heap-merged long pieces past the mark
