@@ -28,7 +28,7 @@ use rustc_hash::FxHasher;
 
 use super::backtrack::{Backtrack, LongScratch};
 use super::merges::PairMerges;
-use super::pieces::{Key, PieceCache};
+use super::pieces::{self, PieceCache};
 use super::vocab::Vocab;
 
 /// Pieces at least this long are counted by the backtracking encoder instead of the
@@ -37,9 +37,6 @@ const LONG_MIN_BYTES: usize = 64;
 
 /// Bytes of long pieces merged by the heap before the backtracking tables are built.
 const BUILD_AFTER_BYTES: usize = 256 * 1024;
-
-/// Most pieces [`Ranks::count_batch`] takes at once.
-pub(crate) const BATCH: usize = 32;
 
 /// Marks "no such token / pair" in rank slots.
 pub(crate) const NO_RANK: u32 = u32::MAX;
@@ -53,10 +50,9 @@ const NONE: usize = usize::MAX;
 /// ranks do.
 pub(crate) struct Ranks {
     vocab: Vocab,
-    /// Unique id of this table, which keys its entries in the per-thread
-    /// [`PieceCache`] (an address could be reused by a later table); 0, which the
-    /// cache never stores, once a process has made more tables than ids.
-    id: u32,
+    /// Unique id of this table (never 0), which keys its entries in the per-thread
+    /// [`PieceCache`]: an address could be reused by a later table.
+    id: u64,
     /// Open-addressing hash table of token ids, indexed by a hash of their bytes.
     slots: Vec<u32>,
     mask: usize,
@@ -139,7 +135,7 @@ impl Ranks {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ranks {
             vocab,
-            id: u32::try_from(NEXT_ID.fetch_add(1, Ordering::Relaxed)).unwrap_or(0),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             slots,
             mask,
             max_len,
@@ -210,17 +206,20 @@ impl Ranks {
         if piece.len() <= 1 {
             return piece.len();
         }
-        if let Some(key) = Key::of(piece) {
-            if let Some(n) = scratch.pieces.get(self.id, key) {
+        if piece.len() <= pieces::MAX_BYTES {
+            // One hash serves the token lookup and the piece cache.
+            let h = hash(piece);
+            if piece.len() <= self.max_len {
+                let id = self.rank_hashed(piece, h);
+                if id != NO_RANK && self.is_whole(id, piece, scratch) {
+                    return 1;
+                }
+            }
+            if let Some(n) = scratch.pieces.get(self.id, piece, h) {
                 return n;
             }
-            let id = self.rank(piece);
-            let n = if id != NO_RANK && self.is_whole(id, piece, scratch) {
-                1
-            } else {
-                self.merge_quadratic(piece, &mut scratch.parts)
-            };
-            scratch.pieces.insert(self.id, key, n);
+            let n = self.merge_quadratic(piece, &mut scratch.parts);
+            scratch.pieces.insert(self.id, piece, h, n);
             return n;
         }
         let id = self.rank(piece);
@@ -230,8 +229,10 @@ impl Ranks {
         if piece.len() < LONG_MIN_BYTES {
             return self.merge_quadratic(piece, &mut scratch.parts);
         }
-        if let Some(n) = self.count_repeated(piece, scratch) {
-            return n;
+        if piece.len() >= REPEAT_MIN_BYTES {
+            if let Some(n) = self.count_repeated(piece, scratch) {
+                return n;
+            }
         }
         if let Some(merges) = &self.merges {
             // The backtracking encoder assumes tiktoken's rule (any two parts that spell
@@ -269,41 +270,6 @@ impl Ranks {
         }
     }
 
-    /// Tokens of the pieces `text[a..b]` for each `(a, b)` of `bounds` (at most
-    /// [`BATCH`] of them). Every piece's slot of the piece cache is read first, in a loop
-    /// of independent loads: the cache is larger than the processor's nearest caches,
-    /// and one piece at a time its misses would wait on memory one after another, while
-    /// here they overlap. Pieces the cache does not hold are then counted one by one.
-    #[inline]
-    pub(crate) fn count_batch(
-        &'static self,
-        text: &[u8],
-        bounds: &[(usize, usize)],
-        scratch: &mut Scratch,
-    ) -> usize {
-        const MISS: u32 = u32::MAX;
-        let mut found = [MISS; BATCH];
-        for (slot, &(a, b)) in found.iter_mut().zip(bounds) {
-            let piece = &text[a..b];
-            if piece.len() <= 1 {
-                *slot = piece.len() as u32;
-            } else if let Some(key) = Key::of(piece) {
-                if let Some(n) = scratch.pieces.get(self.id, key) {
-                    *slot = n as u32;
-                }
-            }
-        }
-        let mut tokens = 0;
-        for (&n, &(a, b)) in found.iter().zip(bounds) {
-            tokens += if n == MISS {
-                self.count_piece(&text[a..b], scratch)
-            } else {
-                n as usize
-            };
-        }
-        tokens
-    }
-
     /// The count of a piece that is one short unit repeated (a megabyte of `中`), when
     /// no token of the table spans the seam between two repeats: no merge can then
     /// cross a seam, so each repeat merges on its own, exactly as the unit alone does,
@@ -311,10 +277,20 @@ impl Ranks {
     /// start of one more unit. `None` for any other piece (including runs such as
     /// spaces or `a`, which the table's tokens do span), which the mergers count.
     fn count_repeated(&'static self, piece: &[u8], scratch: &mut Scratch) -> Option<usize> {
-        let unit = repeat_unit(piece)?;
-        if self.spans_a_seam(&piece[..unit]) {
+        let unit = &piece[..repeat_unit(piece)?];
+        // The last unit's answer is kept: a text may hold many runs of one character.
+        let spans = match &scratch.seam {
+            Some((table, seen, spans)) if *table == self.id && seen.as_slice() == unit => *spans,
+            _ => {
+                let spans = self.spans_a_seam(unit);
+                scratch.seam = Some((self.id, unit.to_vec(), spans));
+                spans
+            }
+        };
+        if spans {
             return None;
         }
+        let unit = unit.len();
         let repeats = piece.len() / unit;
         let rest = &piece[repeats * unit..];
         let per_unit = self.count_piece(&piece[..unit], scratch);
@@ -500,6 +476,11 @@ impl Ranks {
     }
 }
 
+/// Pieces at least this long are checked for being one unit repeated (see
+/// [`Ranks::count_repeated`]): checking whether tokens span a unit's seams costs up to
+/// a few thousand lookups, as much as merging a few kilobytes.
+const REPEAT_MIN_BYTES: usize = 4096;
+
 /// Longest unit [`repeat_unit`] looks for: an emoji with a modifier is 8 bytes.
 const MAX_REPEAT_UNIT: usize = 16;
 
@@ -524,6 +505,9 @@ pub(crate) struct Scratch {
     pub(crate) ids: Vec<u32>,
     pub(crate) heap: BinaryHeap<Reverse<(u32, usize)>>,
     long: LongScratch,
+    /// The table and unit [`Ranks::count_repeated`] last checked, and whether the
+    /// table's tokens span the unit's seams.
+    seam: Option<(u64, Vec<u8>, bool)>,
     /// Counts of short multi-token pieces; see [`Scratch::lend_piece_cache`].
     pieces: PieceCache,
 }
@@ -654,7 +638,7 @@ pub(crate) mod tests {
         for ranks in [o200k(), cl100k()] {
             let mut scratch = Scratch::default();
             for unit in ["中", "😀", "é", "я", "a", "ab", "中a", "👍🏽", "\u{3000}"] {
-                for len in [64, 65, 67, 200, 1_001, 4_099] {
+                for len in [64, 200, 4_096, 4_097, 4_099, 10_001] {
                     let bytes: Vec<u8> = unit.bytes().cycle().take(len).collect();
                     assert_eq!(
                         ranks.count_piece(&bytes, &mut scratch),

@@ -430,19 +430,11 @@ impl Encoding {
             return tokens;
         }
         let chunk = chunk.as_bytes();
-        // Pieces are found a batch at a time, then counted together (see
-        // `Ranks::count_batch`).
-        let mut bounds = [(0, 0); bpe::BATCH];
         let mut i = 0;
         while i < chunk.len() {
-            let mut n = 0;
-            while n < bounds.len() && i < chunk.len() {
-                let end = pretokenize::piece_end(family, chunk, i);
-                bounds[n] = (i, end);
-                n += 1;
-                i = end;
-            }
-            tokens += ranks.count_batch(chunk, &bounds[..n], scratch);
+            let end = pretokenize::piece_end(family, chunk, i);
+            tokens += ranks.count_piece(&chunk[i..end], scratch);
+            i = end;
         }
         tokens
     }
