@@ -300,6 +300,11 @@ impl Ranks {
         if piece.len() < LONG_MIN_BYTES {
             return self.merge_quadratic(piece, &mut scratch.parts);
         }
+        if piece.len() >= REPEAT_MIN_BYTES {
+            if let Some(n) = self.count_repeated(piece, scratch) {
+                return n;
+            }
+        }
         if let Some(merges) = &self.merges {
             // The backtracking encoder assumes tiktoken's rule (any two parts that spell
             // a token merge); a merge list is followed by the exact heap merge, on token
@@ -334,6 +339,53 @@ impl Ranks {
             },
             None => self.merge_heap(piece, scratch),
         }
+    }
+
+    /// The count of a piece that is one short unit repeated (a megabyte of `中`), when
+    /// no token of the table spans the seam between two repeats: no merge can then
+    /// cross a seam, so each repeat merges on its own, exactly as the unit alone does,
+    /// and the piece counts `repeats × count(unit) + count(rest)`, the rest being the
+    /// start of one more unit. `None` for any other piece (including runs such as
+    /// spaces or `a`, which the table's tokens do span), which the mergers count.
+    fn count_repeated(&'static self, piece: &[u8], scratch: &mut Scratch) -> Option<usize> {
+        let unit = &piece[..repeat_unit(piece)?];
+        // The last unit's answer is kept: a text may hold many runs of one character.
+        let spans = match &scratch.seam {
+            Some((table, seen, spans)) if *table == self.id && seen.as_slice() == unit => *spans,
+            _ => {
+                let spans = self.spans_a_seam(unit);
+                scratch.seam = Some((self.id, unit.to_vec(), spans));
+                spans
+            }
+        };
+        if spans {
+            return None;
+        }
+        let unit = unit.len();
+        let repeats = piece.len() / unit;
+        let rest = &piece[repeats * unit..];
+        let per_unit = self.count_piece(&piece[..unit], scratch);
+        Some(repeats * per_unit + self.count_piece(rest, scratch))
+    }
+
+    /// Whether a token of the table occurs in `unit` repeated across the seam between
+    /// two repeats: a substring of the repeats that starts within one `unit` and ends
+    /// in the next. The repeats are periodic, so its start within the unit and its
+    /// length name it.
+    fn spans_a_seam(&self, unit: &[u8]) -> bool {
+        let n = unit.len();
+        // Enough repeats for the longest token to start anywhere in the first one.
+        let repeats: Vec<u8> = unit
+            .iter()
+            .copied()
+            .cycle()
+            .take(n + self.max_len)
+            .collect();
+        (0..n).any(|start| {
+            // Lengths that end past the seam, up to the longest token.
+            (n - start + 1..=self.max_len)
+                .any(|len| self.rank(&repeats[start..start + len]) != NO_RANK)
+        })
     }
 
     /// Starts building the long-piece tables on a thread of its own, unless this
@@ -495,6 +547,24 @@ impl Ranks {
     }
 }
 
+/// Pieces at least this long are checked for being one unit repeated (see
+/// [`Ranks::count_repeated`]): checking whether tokens span a unit's seams costs up to
+/// a few thousand lookups, as much as merging a few kilobytes.
+const REPEAT_MIN_BYTES: usize = 4096;
+
+/// Longest unit [`repeat_unit`] looks for: an emoji with a modifier is 8 bytes.
+const MAX_REPEAT_UNIT: usize = 16;
+
+/// Length of the shortest unit (at most [`MAX_REPEAT_UNIT`] bytes) that `piece` is a
+/// repetition of, at least twice, possibly ending in part of one more repeat; `None`
+/// when there is none. Most long pieces fail the first-bytes checks at once; a piece
+/// that passes them costs one comparison of its bytes with themselves, shifted.
+fn repeat_unit(piece: &[u8]) -> Option<usize> {
+    (1..=MAX_REPEAT_UNIT.min(piece.len() / 2)).find(|&unit| {
+        piece[unit..2 * unit] == piece[..unit] && piece[unit..] == piece[..piece.len() - unit]
+    })
+}
+
 /// Buffers reused across pieces so that counting does not allocate per piece.
 #[derive(Default)]
 pub(crate) struct Scratch {
@@ -506,6 +576,9 @@ pub(crate) struct Scratch {
     pub(crate) ids: Vec<u32>,
     pub(crate) heap: BinaryHeap<Reverse<(u32, usize)>>,
     long: LongScratch,
+    /// The table and unit [`Ranks::count_repeated`] last checked, and whether the
+    /// table's tokens span the unit's seams.
+    seam: Option<(u64, Vec<u8>, bool)>,
     /// Counts of short multi-token pieces; see [`Scratch::lend_piece_cache`].
     pieces: PieceCache,
 }
@@ -606,11 +679,52 @@ pub(crate) mod tests {
         )))
     }
 
-    /// A lowercase word of `len` bytes: one long piece.
+    /// A lowercase word of `len` bytes: one long piece, of pseudo-random letters (not a
+    /// short unit repeated, which `Ranks::count_repeated` would count).
     fn word(seed: usize, len: usize) -> String {
+        let mut state = (seed as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         (0..len)
-            .map(|i| char::from(b'a' + ((seed * 7919 + i * i * 31 + i) % 26) as u8))
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from(b'a' + (state % 26) as u8)
+            })
             .collect()
+    }
+
+    fn cl100k() -> &'static Ranks {
+        let data = super::super::vocab::source("cl100k_base").unwrap_or_default();
+        Box::leak(Box::new(Ranks::new(
+            Vocab::parse(data).unwrap_or_else(|e| panic!("{e}")),
+        )))
+    }
+
+    /// A run of one unit counts as the heap merge counts it, whether or not the
+    /// table's tokens span the seam between repeats (`中` and emoji: none do, so the
+    /// run is counted from its unit; `a`, `я` in o200k, `ab`: some do, so the mergers
+    /// count it), and whatever part of a unit ends it.
+    #[test]
+    fn repeated_units_count_as_the_heap_merge_does() {
+        for ranks in [o200k(), cl100k()] {
+            let mut scratch = Scratch::default();
+            for unit in ["中", "😀", "é", "я", "a", "ab", "中a", "👍🏽", "\u{3000}"] {
+                for len in [64, 200, 4_096, 4_097, 4_099, 10_001] {
+                    let bytes: Vec<u8> = unit.bytes().cycle().take(len).collect();
+                    assert_eq!(
+                        ranks.count_piece(&bytes, &mut scratch),
+                        ranks.merge_heap(&bytes, &mut scratch),
+                        "{unit:?} × {len} bytes"
+                    );
+                }
+            }
+        }
+        assert_eq!(repeat_unit("中".repeat(30).as_bytes()), Some(3));
+        assert_eq!(repeat_unit(b"abcabcab"), Some(3));
+        assert_eq!(repeat_unit(b"abcabd"), None);
+        let seams = o200k();
+        assert!(!seams.spans_a_seam("中".as_bytes()));
+        assert!(seams.spans_a_seam(b"a"));
     }
 
     /// The count that takes the running total of heap-merged long pieces past the mark

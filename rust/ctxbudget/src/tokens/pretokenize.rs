@@ -70,6 +70,41 @@ fn run(text: &[u8], mut i: usize, keep: impl Fn(Class) -> bool) -> usize {
         if !keep(class) {
             break;
         }
+        i = repeats_end(text, i + len, len);
+    }
+    i
+}
+
+/// Longest block compared at once by [`repeats_end`].
+const MAX_REPEAT_BLOCK: usize = 4096;
+
+/// End of the repeats of the `len`-byte character that ends at `i` (`i` itself when
+/// the next character is another one): a repeated character has the same class, so a
+/// run of one character (a megabyte of `中`) is scanned by comparing blocks of bytes,
+/// not classified character by character. Most characters are not repeated, and the
+/// first-byte check sends them on at once.
+#[inline]
+fn repeats_end(text: &[u8], mut i: usize, len: usize) -> usize {
+    if text.get(i) != Some(&text[i - len]) || text.get(i..i + len) != Some(&text[i - len..i]) {
+        return i;
+    }
+    i += len;
+    // `text[i - run..i]` is the character repeated: a block of it (whole characters)
+    // equal to the bytes that follow means the run goes on by that block.
+    let mut run = 2 * len;
+    let most = MAX_REPEAT_BLOCK / len * len;
+    loop {
+        let block = run.min(most);
+        match text.get(i..i + block) {
+            Some(next) if next == &text[i - block..i] => {
+                i += block;
+                run += block;
+            }
+            _ => break,
+        }
+    }
+    // Less than a block of it is left: one character at a time.
+    while text.get(i..i + len) == Some(&text[i - len..i]) {
         i += len;
     }
     i
@@ -452,7 +487,7 @@ fn o200k_lower_word(text: &[u8], start: usize) -> Option<usize> {
             }
             break;
         }
-        pos += len;
+        pos = repeats_end(text, pos + len, len);
         if class.is_o200k_lower() {
             last_shared_end = Some(pos);
         }
