@@ -1,6 +1,6 @@
 //! The in-memory backend: a [`ByteLog`] kept in the process, which the transcript layer
 //! ([`LogStore`]) turns into a whole [`Store`](crate::store::Store) — rows, windows,
-//! rollover, soft clear, quarantine, retention, `session_history` pages. Nothing
+//! rollover, soft clear, quarantine, rotation, retention, `session_history` pages. Nothing
 //! survives the process; tests and short-lived agents use it where a workspace
 //! directory or a database would only be in the way.
 //!
@@ -54,6 +54,7 @@ struct Shared {
 struct Data {
     state: LogState,
     removed_before: u64,
+    archived_before: u64,
     rows: Vec<LogRow>,
 }
 
@@ -66,6 +67,7 @@ impl Default for Data {
                 floor_seq: 0,
             },
             removed_before: 1,
+            archived_before: 1,
             rows: Vec::new(),
         }
     }
@@ -197,6 +199,27 @@ impl ByteLog for MemoryLog {
         Ok((data.state.epoch, found))
     }
 
+    fn archive_before(&self, seq: u64) -> Result<(u64, u64, Option<u64>)> {
+        let _writer = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut data = self.data();
+        let from = data.position(data.archived_before);
+        let to = data.position(seq);
+        if to <= from {
+            return Ok((0, 0, None));
+        }
+        let bytes = data.rows[from..to]
+            .iter()
+            .map(|r| r.body.len() as u64 + 1)
+            .sum();
+        data.archived_before = seq;
+        data.state.epoch += 1;
+        Ok(((to - from) as u64, bytes, Some(data.state.epoch)))
+    }
+
+    fn archived_before(&self) -> Result<u64> {
+        Ok(self.data().archived_before)
+    }
+
     fn remove_before(&self, seq: u64) -> Result<(u64, u64, Option<u64>)> {
         let _writer = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut data = self.data();
@@ -207,6 +230,7 @@ impl ByteLog for MemoryLog {
         let removed: Vec<LogRow> = data.rows.drain(..at).collect();
         let bytes = removed.iter().map(|r| r.body.len() as u64 + 1).sum();
         data.removed_before = data.removed_before.max(seq);
+        data.archived_before = data.archived_before.max(seq);
         data.state.epoch += 1;
         Ok((removed.len() as u64, bytes, Some(data.state.epoch)))
     }

@@ -1,6 +1,7 @@
 //! The in-memory backend (`ctxbudget::memory`): a byte log that the transcript layer
 //! makes a whole store. The main property is differential, as for PostgreSQL: the same
-//! random operations applied to a file store and to an in-memory store give the same
+//! random operations (appends, soft clears, rollovers, quarantines, rotations, prunes,
+//! reopened handles, `session_history` calls with their cursors followed) applied to a file store and to an in-memory store give the same
 //! rows, windows, floor and `session_history` results. The other tests pin what the
 //! byte-log seam promises: a lead-in that reads the history while its rollover holds the
 //! log's lock, conditional writes from many threads, handles of one name sharing rows,
@@ -72,6 +73,7 @@ enum Op {
     Clear,
     Rollover,
     Quarantine,
+    Rotate,
     Reopen,
     Prune(u8),
     Query(u8),
@@ -84,6 +86,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Clear),
         2 => Just(Op::Rollover),
         1 => Just(Op::Quarantine),
+        1 => Just(Op::Rotate),
         1 => Just(Op::Reopen),
         1 => (0u8..3).prop_map(Op::Prune),
         3 => (0u8..8).prop_map(Op::Query),
@@ -192,6 +195,12 @@ impl Pair {
                     .expect("read")
                     .last_seq;
                 self.same("quarantine", |s| transcript::quarantine(s, last, None));
+            }
+            Op::Rotate => {
+                let file = self.file.rotate().expect("rotate the file store");
+                let mem = self.mem.rotate().expect("rotate the memory store");
+                assert_eq!(file.rows, mem.rows, "rows archived");
+                assert_eq!(file.epoch.is_some(), mem.epoch.is_some(), "a new epoch");
             }
             Op::Reopen => {
                 self.file =

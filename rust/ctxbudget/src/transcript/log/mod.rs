@@ -82,6 +82,14 @@ pub trait ByteLog: Send + Sync {
     /// moment.
     fn bodies(&self, from: u64, to: u64) -> Result<(u64, Vec<(u64, Vec<u8>)>)>;
 
+    /// Marks the rows below `seq` archived: they stay readable, closed windows out of
+    /// the live part; a new epoch when the mark moved over rows (cursors do not survive
+    /// it). Returns `(rows archived, their bytes, new epoch)`.
+    fn archive_before(&self, seq: u64) -> Result<(u64, u64, Option<u64>)>;
+
+    /// The seq below which rows are archived (1: none are).
+    fn archived_before(&self) -> Result<u64>;
+
     /// Removes every row below `seq` for good (the floor stays); a new epoch when rows
     /// went. Returns `(rows removed, bytes removed, new epoch)`.
     fn remove_before(&self, seq: u64) -> Result<(u64, u64, Option<u64>)>;
