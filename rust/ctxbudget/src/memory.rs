@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::store::Result;
-use crate::transcript::log::{ByteLog, LockedLog, LogRead, LogRow, LogState};
+use crate::transcript::log::{Bodies, ByteLog, LockedLog, LogRead, LogRow, LogState, Moved};
 
 pub use crate::transcript::log::LogStore;
 
@@ -188,7 +188,7 @@ impl ByteLog for MemoryLog {
         Ok(Some(data.state))
     }
 
-    fn bodies(&self, from: u64, to: u64) -> Result<(u64, Vec<(u64, Vec<u8>)>)> {
+    fn bodies(&self, from: u64, to: u64) -> Result<Bodies> {
         let data = self.data();
         let at = data.position(from);
         let found = data.rows[at..]
@@ -196,16 +196,19 @@ impl ByteLog for MemoryLog {
             .take_while(|r| r.seq <= to)
             .map(|r| (r.seq, r.body.clone()))
             .collect();
-        Ok((data.state.epoch, found))
+        Ok(Bodies {
+            epoch: data.state.epoch,
+            rows: found,
+        })
     }
 
-    fn archive_before(&self, seq: u64) -> Result<(u64, u64, Option<u64>)> {
+    fn archive_before(&self, seq: u64) -> Result<Moved> {
         let _writer = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut data = self.data();
         let from = data.position(data.archived_before);
         let to = data.position(seq);
         if to <= from {
-            return Ok((0, 0, None));
+            return Ok(Moved::default());
         }
         let bytes = data.rows[from..to]
             .iter()
@@ -213,26 +216,34 @@ impl ByteLog for MemoryLog {
             .sum();
         data.archived_before = seq;
         data.state.epoch += 1;
-        Ok(((to - from) as u64, bytes, Some(data.state.epoch)))
+        Ok(Moved {
+            rows: (to - from) as u64,
+            bytes,
+            epoch: Some(data.state.epoch),
+        })
     }
 
     fn archived_before(&self) -> Result<u64> {
         Ok(self.data().archived_before)
     }
 
-    fn remove_before(&self, seq: u64) -> Result<(u64, u64, Option<u64>)> {
+    fn remove_before(&self, seq: u64) -> Result<Moved> {
         let _writer = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut data = self.data();
         let at = data.position(seq);
         if at == 0 && data.removed_before >= seq {
-            return Ok((0, 0, None));
+            return Ok(Moved::default());
         }
         let removed: Vec<LogRow> = data.rows.drain(..at).collect();
         let bytes = removed.iter().map(|r| r.body.len() as u64 + 1).sum();
         data.removed_before = data.removed_before.max(seq);
         data.archived_before = data.archived_before.max(seq);
         data.state.epoch += 1;
-        Ok((removed.len() as u64, bytes, Some(data.state.epoch)))
+        Ok(Moved {
+            rows: removed.len() as u64,
+            bytes,
+            epoch: Some(data.state.epoch),
+        })
     }
 
     fn removed_before(&self) -> Result<u64> {

@@ -51,6 +51,26 @@ pub struct LogRead {
     pub rows: Vec<LogRow>,
 }
 
+/// Row bodies read in one moment, with the epoch of that moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bodies {
+    /// The log's epoch when they were read.
+    pub epoch: u64,
+    /// `(seq, body)`, oldest first.
+    pub rows: Vec<(u64, Vec<u8>)>,
+}
+
+/// What archiving or removing rows below a seq did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Moved {
+    /// Rows archived or removed.
+    pub rows: u64,
+    /// Their bytes (each with a newline, as the rows laid end to end).
+    pub bytes: u64,
+    /// The log's new epoch, when rows moved.
+    pub epoch: Option<u64>,
+}
+
 /// A byte log as a batch sees it while it is built, under the log's lock: nothing
 /// changes it until the batch is appended or dropped.
 pub trait LockedLog {
@@ -80,19 +100,19 @@ pub trait ByteLog: Send + Sync {
 
     /// The bodies of the rows with seqs in `from..=to` and the epoch of the same
     /// moment.
-    fn bodies(&self, from: u64, to: u64) -> Result<(u64, Vec<(u64, Vec<u8>)>)>;
+    fn bodies(&self, from: u64, to: u64) -> Result<Bodies>;
 
     /// Marks the rows below `seq` archived: they stay readable, closed windows out of
     /// the live part; a new epoch when the mark moved over rows (cursors do not survive
-    /// it). Returns `(rows archived, their bytes, new epoch)`.
-    fn archive_before(&self, seq: u64) -> Result<(u64, u64, Option<u64>)>;
+    /// it).
+    fn archive_before(&self, seq: u64) -> Result<Moved>;
 
     /// The seq below which rows are archived (1: none are).
     fn archived_before(&self) -> Result<u64>;
 
     /// Removes every row below `seq` for good (the floor stays); a new epoch when rows
-    /// went. Returns `(rows removed, bytes removed, new epoch)`.
-    fn remove_before(&self, seq: u64) -> Result<(u64, u64, Option<u64>)>;
+    /// went.
+    fn remove_before(&self, seq: u64) -> Result<Moved>;
 
     /// The seq below which rows were removed (1: none were).
     fn removed_before(&self) -> Result<u64>;

@@ -65,17 +65,17 @@ impl<L: ByteLog> PageSource for LogSource<'_, L> {
             return Err(PageError::Changed);
         }
         let seqs = &self.ix.seqs[first..last];
-        let (epoch, fetched) = self
+        let fetched = self
             .log
             .bodies(seqs[0], seqs[seqs.len() - 1])
             .map_err(|e| {
                 PageError::Unavailable(format!("the transcript cannot be read right now: {e}"))
             })?;
-        if Some(epoch) != self.ix.epoch || fetched.len() != seqs.len() {
+        if Some(fetched.epoch) != self.ix.epoch || fetched.rows.len() != seqs.len() {
             return Err(PageError::Changed);
         }
         let mut out = Vec::with_capacity(len + 1);
-        for ((e, &seq), (got, body)) in entries[first..last].iter().zip(seqs).zip(&fetched) {
+        for ((e, &seq), (got, body)) in entries[first..last].iter().zip(seqs).zip(&fetched.rows) {
             if *got != seq || body.len() != e.len as usize {
                 return Err(PageError::Changed);
             }

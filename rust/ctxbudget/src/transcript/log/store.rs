@@ -236,13 +236,18 @@ impl<L: ByteLog> LogStore<L> {
         let now = std::time::SystemTime::now();
         match crate::transcript::prune_cut(&rows, floor, spec, now) {
             Some(cut) => {
-                let (rows, bytes, epoch) = self.log.remove_before(cut)?;
+                // As the file store does: closed windows with rows below the cut are
+                // archived first, so what is kept of them sits in the archive.
+                if self.log.archived_before()? < cut {
+                    Store::rotate(self)?;
+                }
+                let removed = self.log.remove_before(cut)?;
                 Ok(PruneReport {
-                    rows,
-                    bytes,
+                    rows: removed.rows,
+                    bytes: removed.bytes,
                     kept_from: cut,
                     floor_seq: floor,
-                    epoch,
+                    epoch: removed.epoch,
                 })
             }
             None => Ok(PruneReport {
@@ -319,12 +324,12 @@ impl<L: ByteLog> Store for LogStore<L> {
                 };
                 let at = ix.position(first_seq);
                 let first = ix.seqs.get(at).copied().unwrap_or(u64::MAX);
-                let (epoch, bodies) = self.log.bodies(first, ix.last_seq)?;
-                if Some(epoch) != ix.epoch {
+                let bodies = self.log.bodies(first, ix.last_seq)?;
+                if Some(bodies.epoch) != ix.epoch {
                     drop(ix);
                     return self.read(from);
                 }
-                Ok(ix.rows_read(at, &bodies.into_iter().collect()))
+                Ok(ix.rows_read(at, &bodies.rows.into_iter().collect()))
             }
         }
     }
@@ -366,8 +371,12 @@ impl<L: ByteLog> Store for LogStore<L> {
     /// they stay readable, and the log gets a new epoch when rows moved.
     fn rotate(&self) -> Result<RotateReport> {
         let before = self.with_refreshed(u64::MAX, |ix, _| ix.fold.window_first_seq())?;
-        let (rows, bytes, epoch) = self.log.archive_before(before.unwrap_or(1))?;
-        Ok(RotateReport { rows, bytes, epoch })
+        let moved = self.log.archive_before(before.unwrap_or(1))?;
+        Ok(RotateReport {
+            rows: moved.rows,
+            bytes: moved.bytes,
+            epoch: moved.epoch,
+        })
     }
 
     /// Reads every row again under a fresh index and checks that each reads back as a
