@@ -300,36 +300,28 @@ impl<L: ByteLog> Store for LogStore<L> {
             ReadFrom::Seq(seq) => seq,
             ReadFrom::CurrentWindow => self.index_for_read().fold.window().seq(),
         };
-        let answer = self.with_refreshed(keep_from, |ix, bodies| {
-            let first_seq = match from {
-                ReadFrom::Seq(seq) => seq,
-                ReadFrom::CurrentWindow => ix.fold.window().seq(),
-            };
-            let at = ix.position(first_seq);
-            if ix.seqs.get(at).is_some_and(|&s| s < keep_from) {
-                return Err((at, ix.epoch, ix.last_seq)); // rows before what was read
-            }
-            let bodies: HashMap<u64, Vec<u8>> = bodies.into_iter().collect();
-            Ok(ix.rows_read(at, &bodies))
-        })?;
-        match answer {
-            Ok(read) => Ok(read),
-            Err(_) => {
-                // The current window starts before the rows read: read its bodies too,
-                // checked against the index's epoch.
-                let ix = self.index_for_read();
-                let first_seq = match from {
-                    ReadFrom::Seq(seq) => seq,
-                    ReadFrom::CurrentWindow => ix.fold.window().seq(),
-                };
-                let at = ix.position(first_seq);
-                let first = ix.seqs.get(at).copied().unwrap_or(u64::MAX);
-                let bodies = self.log.bodies(first, ix.last_seq)?;
-                if Some(bodies.epoch) != ix.epoch {
-                    drop(ix);
-                    return self.read(from);
-                }
-                Ok(ix.rows_read(at, &bodies.rows.into_iter().collect()))
+        loop {
+            let answer: Result<Option<RowsRead>> =
+                self.with_refreshed(keep_from, |ix, bodies| {
+                    let first_seq = match from {
+                        ReadFrom::Seq(seq) => seq,
+                        ReadFrom::CurrentWindow => ix.fold.window().seq(),
+                    };
+                    let at = ix.position(first_seq);
+                    let mut bodies: HashMap<u64, Vec<u8>> = bodies.into_iter().collect();
+                    if let Some(&first) = ix.seqs.get(at).filter(|&&s| s < keep_from) {
+                        // The current window starts before the rows read with the index:
+                        // read its bodies too, in the index's epoch (else read again).
+                        let more = self.log.bodies(first, ix.last_seq)?;
+                        if Some(more.epoch) != ix.epoch {
+                            return Ok(None);
+                        }
+                        bodies.extend(more.rows);
+                    }
+                    Ok(Some(ix.rows_read(at, &bodies)))
+                })?;
+            if let Some(read) = answer? {
+                return Ok(read);
             }
         }
     }
