@@ -225,6 +225,8 @@ class History:
         recover: bool = True,
     ) -> History: ...
     @staticmethod
+    def open_memory(name: str, *, max_row_bytes: int) -> History: ...
+    @staticmethod
     def open_postgres(
         url: str,
         *,

@@ -119,6 +119,9 @@ def _check_seq(seq: int | None) -> int | None:
 
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+# ``memory:NAME`` names an in-memory store of this process (a directory whose name
+# starts so is opened as ``./memory:…``).
+MEMORY_SCHEME = "memory:"
 """URL prefixes that name a PostgreSQL store instead of a workspace directory."""
 
 ACCEPTED_URLS = "postgresql://user@host:port/database (or postgres://…)"
@@ -253,6 +256,12 @@ class History:
         ``mysql://…``) or a libpq ``host=… dbname=…`` string is an
         :class:`~ctxbudget.InvalidArgumentError` (see :func:`url_problem`), never a
         directory named after it; no message shows a password.
+
+        ``"memory:NAME"`` opens the in-memory store ``NAME`` of this process: every
+        ``History`` opened with that name shares its rows, nothing outlives the process
+        (tests, short-lived agents). It behaves as the other stores do, ``session_history``
+        included; ``rotate`` has nothing to move and ``durability``, ``lock_timeout`` and
+        ``recover`` do not apply.
         """
         from .database import Database
 
@@ -281,6 +290,13 @@ class History:
         if not lock_timeout >= 0:
             raise ValueError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
         _check_max_row_bytes(max_row_bytes)
+        if isinstance(workspace, str) and workspace.startswith(MEMORY_SCHEME):
+            return cls._open_memory(
+                workspace[len(MEMORY_SCHEME) :],
+                conversation=conversation,
+                cursor_key=cursor_key,
+                max_row_bytes=max_row_bytes,
+            )
         if is_database_url(workspace):
             return cls._open_database(
                 str(workspace),
@@ -303,6 +319,27 @@ class History:
             recover=bool(recover),
         )
         return cls(core, path)
+
+    @classmethod
+    def _open_memory(
+        cls,
+        name: str,
+        *,
+        conversation: str | None,
+        cursor_key: str | None,
+        max_row_bytes: int,
+    ) -> History:
+        if not name:
+            raise InvalidArgumentError(
+                "an in-memory store needs a name: History.open('memory:NAME') (every History "
+                "opened with one name in this process shares its rows)"
+            )
+        if conversation is not None or cursor_key is not None:
+            raise InvalidArgumentError(
+                "conversation= and cursor_key= apply to a postgresql:// store; an in-memory "
+                "store holds one conversation — open another name for another"
+            )
+        return cls(_ctxbudget.History.open_memory(name, max_row_bytes=max_row_bytes), None)
 
     @classmethod
     def _open_database(
@@ -356,7 +393,8 @@ class History:
 
     @property
     def directory(self) -> Path | None:
-        """``<workspace>/history``; ``None`` for a PostgreSQL conversation."""
+        """``<workspace>/history``; ``None`` for a PostgreSQL conversation or an in-memory
+        store."""
         d = self._core.directory
         return None if d is None else Path(d)
 

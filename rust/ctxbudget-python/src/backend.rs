@@ -1,5 +1,5 @@
-//! The store behind a `ctxbudget.History`: a workspace's files or a PostgreSQL
-//! conversation, held as the core's `Store` seam (every transcript operation, the
+//! The store behind a `ctxbudget.History`: a workspace's files, a PostgreSQL
+//! conversation or an in-memory store, held as the core's `Store` seam (every transcript operation, the
 //! `session_history` tool and the fold go through it), with the few facts that are not
 //! the transcript's (the cursor key, the directory, a database conversation's records).
 
@@ -33,6 +33,16 @@ impl Backend {
             store: Arc::new(history),
             cursor_key: None,
             directory,
+            conversation: None,
+        }
+    }
+
+    /// An in-memory store of this process (see `ctxbudget::memory`).
+    pub(crate) fn memory(history: ctxbudget::memory::MemoryHistory) -> Backend {
+        Backend {
+            store: Arc::new(history),
+            cursor_key: None,
+            directory: None,
             conversation: None,
         }
     }

@@ -117,6 +117,16 @@ impl PyHistory {
         })
     }
 
+    /// The in-memory store `name` of this process (created empty the first time; every
+    /// `History` opened with the name shares its rows; nothing outlives the process).
+    #[staticmethod]
+    #[pyo3(signature = (name, *, max_row_bytes))]
+    fn open_memory(name: &str, max_row_bytes: usize) -> Self {
+        PyHistory {
+            inner: Backend::memory(ctxbudget::memory::open(name).with_max_row_bytes(max_row_bytes)),
+        }
+    }
+
     /// The conversation `conversation` of the PostgreSQL database at `url` (created if it
     /// does not exist; the schema is created or migrated on the first connection).
     #[staticmethod]

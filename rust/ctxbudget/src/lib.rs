@@ -11,6 +11,8 @@
 //!   rows and the incremental window fold every reader shares.
 //! - [`scan`]: the `session_history` tool over any store's seam — bounded, fail-closed
 //!   retrieval of earlier windows with authenticated cursors.
+//! - [`memory`]: the in-memory backend — a byte log in the process, made a whole
+//!   store by the transcript layer's `LogStore`.
 //! - `pg` (cargo feature `postgres`): the PostgreSQL store — conversations in a shared
 //!   database for backends on many hosts.
 //!
@@ -20,6 +22,7 @@
 
 pub mod anchor;
 pub mod budget;
+pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod scan;

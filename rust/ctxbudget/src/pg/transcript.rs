@@ -23,15 +23,16 @@ use postgres::{IsolationLevel, Transaction};
 use super::deadline::Deadline;
 use super::pool::Conn;
 use super::{from_i64, insert_batch, random_batch_id, to_i64, PgConversation, PgError, PgStore};
-use crate::store::frame::{self, Entry};
-use crate::store::read::{window_runs, windows_of};
+
+use crate::store::read::window_runs;
 use crate::store::row::{Incoming, RawRow};
 use crate::store::{
     AppendResult, BuildBatch, FileReport, Files, NewRow, ReadFrom, Receipt, ReceiptRead,
     ReceiptState, RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError, StoredRow,
     Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
-use crate::transcript::{Row, WindowFold};
+use crate::transcript::log::{encode_batch, LogState, RowIndex, MAX_SEQ};
+use crate::transcript::Row;
 
 /// Longest a read with a deadline waits for its handle's index before it reads one of
 /// its own (see [`PgHistory::index_by`]).
@@ -75,115 +76,54 @@ impl std::ops::DerefMut for IndexRef<'_> {
     }
 }
 
-/// What a handle knows of its conversation: the rows' heads and the fold over them.
+/// What a handle knows of its conversation: the transcript layer's index of the rows
+/// (heads, fold, places in the rows laid end to end), plus what only PostgreSQL has —
+/// where the archive ends, and the bodies of the newest rows.
 #[derive(Debug, Default)]
 pub(crate) struct PgIndex {
-    /// The epoch the entries were read under (`None`: nothing read yet).
-    pub epoch: Option<u64>,
-    /// The conversation's last seq.
-    pub last_seq: u64,
+    rows: RowIndex,
     /// Rows below this seq are archived.
     pub archived_before: u64,
-    /// One entry per row, in seq order; `offset` is the row's place in the virtual
-    /// concatenation of the rows (each followed by a newline).
-    pub entries: Vec<Entry>,
-    /// The database seq of each entry (a row whose body does not parse has no head).
-    pub seqs: Vec<u64>,
-    /// The fold over every row.
-    pub fold: WindowFold,
-    /// Where the next row starts in the virtual concatenation.
-    pub end: u64,
-    /// The highest seq among rows that parse.
-    max_row_seq: u64,
     /// Bodies of the newest rows, so `session_history` pages read them from memory.
     pub bodies: super::bodies::BodyCache,
 }
 
+impl std::ops::Deref for PgIndex {
+    type Target = RowIndex;
+    fn deref(&self) -> &RowIndex {
+        &self.rows
+    }
+}
+
+impl std::ops::DerefMut for PgIndex {
+    fn deref_mut(&mut self) -> &mut RowIndex {
+        &mut self.rows
+    }
+}
+
 impl PgIndex {
-    /// Notes the row stored at `seq` (its bytes and floor flag), which follows every row
-    /// noted so far. A row whose body is not a row, or shows another seq than the one it
-    /// is stored at, is malformed (a hand-written change): readers skip it, and if it
-    /// may be a soft clear it is a floor (fail closed).
+    /// An empty index of epoch `epoch`.
+    fn of_epoch(epoch: u64) -> PgIndex {
+        let mut ix = PgIndex::default();
+        ix.rows.epoch = Some(epoch);
+        ix
+    }
+
+    /// Notes the row stored at `seq` (see [`RowIndex::note`]) and keeps its body.
     fn note(&mut self, seq: u64, body: &[u8], floor: bool) {
-        if self.seqs.last().is_some_and(|&last| seq <= last) {
-            // Already noted (a read retried after its connection broke saw it again).
-            return;
+        if self.rows.note(seq, body, floor) {
+            self.bodies.keep(seq, body);
         }
-        let read = frame::read_line(body);
-        let mut entry = Entry {
-            offset: self.end,
-            len: u32::try_from(body.len()).unwrap_or(u32::MAX),
-            head: read.head,
-            reset_like: read.reset_like,
-            claimed_seq: read.claimed_seq,
-        };
-        if let Some(h) = entry
-            .head
-            .take_if(|h| h.seq != seq || h.seq <= self.max_row_seq)
-        {
-            entry.reset_like = h.is_floor();
-        }
-        match &entry.head {
-            Some(h) => {
-                self.max_row_seq = h.seq;
-                self.fold.note_head(h.as_head());
-            }
-            None => {
-                entry.claimed_seq = Some(seq);
-                if entry.reset_like {
-                    self.fold.raise_floor(seq);
-                }
-            }
-        }
-        if floor {
-            self.fold.raise_floor(seq);
-        }
-        self.end += body.len() as u64 + 1;
-        self.entries.push(entry);
-        self.seqs.push(seq);
-        self.bodies.keep(seq, body);
     }
 
     /// Takes the conversation's counters once its rows up to `state.last_seq` are noted.
     fn settle(&mut self, state: &State) {
-        self.last_seq = self.last_seq.max(state.last_seq);
+        self.rows.settle(&LogState {
+            epoch: state.epoch,
+            last_seq: state.last_seq,
+            floor_seq: state.floor_seq,
+        });
         self.archived_before = state.archived_before;
-        self.fold.raise_floor(state.floor_seq);
-        self.fold.skip_to(self.last_seq);
-    }
-
-    /// Position of the first entry whose seq is at least `seq`.
-    fn position(&self, seq: u64) -> usize {
-        self.seqs.partition_point(|&s| s < seq)
-    }
-}
-
-/// The rows of `ix` from position `at` with their windows, their bytes from `bodies`.
-/// The index and the bodies come from one snapshot of one epoch, so every row is
-/// there; one missing all the same is skipped, never invented.
-fn rows_read(
-    ix: &PgIndex,
-    at: usize,
-    bodies: &std::collections::HashMap<u64, Vec<u8>>,
-) -> RowsRead {
-    let entries = &ix.entries[at..];
-    let windows = windows_of(entries.iter(), &ix.fold);
-    let rows = entries
-        .iter()
-        .zip(windows)
-        .zip(&ix.seqs[at..])
-        .filter_map(|((e, window), seq)| {
-            Some(StoredRow {
-                seq: e.head.as_ref().map(|h| h.seq),
-                window: window.to_string(),
-                raw: bodies.get(seq)?.clone(),
-            })
-        })
-        .collect();
-    RowsRead {
-        rows,
-        last_seq: ix.last_seq,
-        floor_seq: ix.fold.floor_seq(),
     }
 }
 
@@ -279,10 +219,7 @@ fn sync(
     state: &State,
 ) -> std::result::Result<(), PgError> {
     if ix.epoch != Some(state.epoch) {
-        *ix = PgIndex {
-            epoch: Some(state.epoch),
-            ..PgIndex::default()
-        };
+        *ix = PgIndex::of_epoch(state.epoch);
     }
     if state.last_seq > ix.last_seq {
         let rows = tx
@@ -321,10 +258,7 @@ fn refresh(
             .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
         let state = state_of(first);
         if ix.epoch != Some(state.epoch) {
-            *ix = PgIndex {
-                epoch: Some(state.epoch),
-                ..PgIndex::default()
-            };
+            *ix = PgIndex::of_epoch(state.epoch);
             if after > 0 {
                 // A new epoch: every row is needed again.
                 after = 0;
@@ -514,7 +448,7 @@ impl PgHistory {
             .iter()
             .map(|&seq| Some((seq, ix.bodies.get(seq)?.to_vec())))
             .collect::<Option<std::collections::HashMap<u64, Vec<u8>>>>()?;
-        Some(rows_read(&ix, at, &bodies))
+        Some(ix.rows_read(at, &bodies))
     }
 
     /// Rows from `first_seq` on.
@@ -615,44 +549,22 @@ impl PgHistory {
                     }
                 }
             };
-            if incoming.is_empty() {
-                failure = Some(StoreError::empty_batch());
-                return Ok(None);
-            }
-            let first = match first.and_then(|f| {
-                f.checked_add(incoming.len() as u64 - 1)
-                    .filter(|&l| l < i64::MAX as u64)
-                    .map(|_| f)
-            }) {
-                Some(f) => f,
-                None => {
-                    failure = Some(StoreError::InvalidArgument(
-                        "no seq is left to hand out; the transcript cannot grow, start a new \
-                         conversation"
-                            .to_owned(),
-                    ));
+            let (lines, window) = match encode_batch(
+                &incoming,
+                state.last_seq,
+                &ix.fold,
+                self.max_row_bytes,
+                MAX_SEQ,
+            ) {
+                Ok(encoded) => encoded,
+                Err(e) => {
+                    failure = Some(e);
                     return Ok(None);
                 }
             };
-            let ts = crate::store::now_rfc3339();
-            let mut window = ix.fold.window();
-            let mut lines = Vec::with_capacity(incoming.len());
-            for (i, row) in incoming.iter().enumerate() {
-                let seq = first + i as u64;
-                window = WindowFold::next_window(window, seq, row.kind());
-                match row.encode_checked(i, seq, &window.to_string(), &ts, self.max_row_bytes) {
-                    Ok((mut line, head)) => {
-                        line.pop();
-                        lines.push((line, head.is_floor()));
-                    }
-                    Err(e) => {
-                        failure = Some(e);
-                        return Ok(None);
-                    }
-                }
-            }
-            let bodies: Vec<&[u8]> = lines.iter().map(|(l, _)| l.as_slice()).collect();
-            let floors: Vec<bool> = lines.iter().map(|(_, f)| *f).collect();
+            let first = lines.first().map_or(state.last_seq + 1, |r| r.seq);
+            let bodies: Vec<&[u8]> = lines.iter().map(|r| r.body.as_slice()).collect();
+            let floors: Vec<bool> = lines.iter().map(|r| r.floor).collect();
             let epoch = insert_batch(
                 &mut tx,
                 &insert,
@@ -664,8 +576,8 @@ impl PgHistory {
             )?;
             tx.commit().map_err(PgError::db("COMMIT of an append"))?;
             let last = first + lines.len() as u64 - 1;
-            for (i, (line, floor)) in lines.iter().enumerate() {
-                ix.note(first + i as u64, line, *floor);
+            for r in &lines {
+                ix.note(r.seq, &r.body, r.floor);
             }
             ix.last_seq = last;
             Ok(Some(AppendResult {
@@ -795,7 +707,7 @@ impl Store for PgHistory {
                 return None; // rows before what the statement returned: read them all
             }
             let bodies: std::collections::HashMap<u64, Vec<u8>> = bodies.into_iter().collect();
-            Some(rows_read(ix, at, &bodies))
+            Some(ix.rows_read(at, &bodies))
         })?;
         match answer {
             Some(read) => Ok(read),
@@ -816,7 +728,7 @@ impl Store for PgHistory {
                     .iter()
                     .map(|r| (from_i64(r.get(0)), r.get(1)))
                     .collect();
-                Ok(rows_read(ix, at, &bodies))
+                Ok(ix.rows_read(at, &bodies))
             }),
         }
     }

@@ -65,7 +65,6 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 pub use error::{Result, StoreError};
-#[cfg(feature = "postgres")]
 pub(crate) use fsutil::now_rfc3339;
 pub(crate) use fsutil::random_fallback;
 pub use fsutil::Stamp;

@@ -12,6 +12,7 @@
 mod entry;
 mod fold;
 mod kinds;
+pub mod log;
 mod ops;
 mod retention;
 mod row;

@@ -11,7 +11,7 @@ use super::{PgHistory, PgIndex};
 use crate::pg::{to_i64, BatchSeqs, PgError};
 use crate::store::row::{Incoming, RawRow};
 use crate::store::AppendResult;
-use crate::transcript::WindowFold;
+use crate::transcript::log::{encode_batch, MAX_SEQ};
 
 /// The conditional append: `$10`/`$11` are the epoch and last seq the batch was encoded
 /// for. The CTE `c` holds the conversation's row lock and marks the statement's
@@ -51,26 +51,14 @@ impl PgHistory {
         if raws.is_empty() || expected_last_seq.is_some_and(|e| e != last_seq) {
             return None;
         }
-        let first = last_seq.checked_add(1)?;
-        let last = first.checked_add(raws.len() as u64 - 1)?;
-        if last >= i64::MAX as u64 {
-            return None;
-        }
-        let ts = crate::store::now_rfc3339();
-        let mut window = ix.fold.window();
-        let mut lines = Vec::with_capacity(raws.len());
-        for (i, raw) in raws.iter().enumerate() {
-            let row = Incoming::Raw(raw.clone());
-            let seq = first + i as u64;
-            window = WindowFold::next_window(window, seq, row.kind());
-            let (mut line, head) = row
-                .encode_checked(i, seq, &window.to_string(), &ts, self.max_row_bytes)
-                .ok()?;
-            line.pop();
-            lines.push((line, head.is_floor()));
-        }
-        let bodies: Vec<&[u8]> = lines.iter().map(|(l, _)| l.as_slice()).collect();
-        let floors: Vec<bool> = lines.iter().map(|(_, f)| *f).collect();
+        let incoming: Vec<Incoming<'_>> = raws.iter().cloned().map(Incoming::Raw).collect();
+        // A row that fails its checks goes the locking way, which reports it.
+        let (lines, window) =
+            encode_batch(&incoming, last_seq, &ix.fold, self.max_row_bytes, MAX_SEQ).ok()?;
+        let first = lines.first()?.seq;
+        let last = lines.last()?.seq;
+        let bodies: Vec<&[u8]> = lines.iter().map(|r| r.body.as_slice()).collect();
+        let floors: Vec<bool> = lines.iter().map(|r| r.floor).collect();
         let batch = BatchSeqs::new(first, &floors);
         let conversation = self.conversation.id();
         let (epoch_i, last_seq_i) = (to_i64(epoch), to_i64(last_seq));
@@ -102,8 +90,8 @@ impl PgHistory {
             Err(e) if e.is_transient() || matches!(e, PgError::Closed) => return Some(Err(e)),
             Ok(None) | Err(_) => return None,
         };
-        for (i, (line, floor)) in lines.iter().enumerate() {
-            ix.note(first + i as u64, line, *floor);
+        for r in &lines {
+            ix.note(r.seq, &r.body, r.floor);
         }
         ix.last_seq = last;
         Some(Ok(AppendResult {
