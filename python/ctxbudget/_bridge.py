@@ -289,7 +289,8 @@ class _LoopBridge:
     room by the calls' average stretch, else it waits in :attr:`due`, oldest first, for
     a later turn. A woken call so never has to ask again: asking after the wake-up cost
     each call past the share a second future and two more loop turns (more than half
-    the stretches of 20 busy conversations). Calls that start are checked against what ran this turn.
+    the stretches of 20 busy conversations). Calls that start are checked against what
+    ran this turn.
 
     The futures are held weakly: a future leads to its task and loop, and the bridges
     map keeps bridges alive as long as their loop, so a strong reference would keep a
