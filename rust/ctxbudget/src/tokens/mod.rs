@@ -43,6 +43,7 @@ mod pieces;
 mod pretokenize;
 pub mod profile;
 pub mod request;
+mod segments;
 mod sentencepiece;
 mod split;
 pub mod template;
@@ -62,6 +63,7 @@ use added::TextRules;
 use bpe::{Ranks, Scratch};
 use cache::CountCache;
 use pretokenize::Family;
+use segments::SegmentCache;
 use vocab::Vocab;
 
 /// Counts cached per [`Encoding`] by default (see [`Encoding::with_cache_capacity`]).
@@ -395,10 +397,14 @@ impl Encoding {
             };
         }
         let mut scratch = Scratch::lend_piece_cache();
+        let mut segments = SegmentCache::take();
         let tokens = match &self.tables.rules {
-            Some(rules) => rules.count(text, &mut |s| self.count_text(s, &mut scratch)),
-            None => self.count_text(text, &mut scratch),
+            Some(rules) => rules.count(text, &mut |s| {
+                self.count_text(s, &mut scratch, &mut segments)
+            }),
+            None => self.count_text(text, &mut scratch, &mut segments),
         };
+        segments.give_back();
         scratch.return_piece_cache();
         TokenCount {
             tokens,
@@ -407,7 +413,7 @@ impl Encoding {
     }
 
     /// Tokens of text that holds no added token and is normalized.
-    fn count_text(&self, text: &str, scratch: &mut Scratch) -> usize {
+    fn count_text(&self, text: &str, scratch: &mut Scratch, segments: &mut SegmentCache) -> usize {
         let bytes = text.as_bytes();
         let family = self.tables.family;
         let mut tokens = 0;
@@ -415,7 +421,37 @@ impl Encoding {
         while start < bytes.len() {
             // Cuts fall on ASCII bytes (see chunk.rs), so each chunk is a `str`.
             let end = chunk::next_cut(family, bytes, start, self.chunk_bytes);
-            tokens += self.count_chunk(&text[start..end], scratch);
+            tokens += self.count_segments(&text[start..end], scratch, segments);
+            start = end;
+        }
+        tokens
+    }
+
+    /// Tokens of a chunk, segment by segment through the per-thread segment cache
+    /// (see [`segments`]): segments end at exact pre-token boundaries, so their counts
+    /// add up to the chunk's. The split regexes of a [`Family::Regex`] have no such
+    /// boundaries: those chunks are counted whole.
+    fn count_segments(
+        &self,
+        chunk: &str,
+        scratch: &mut Scratch,
+        segments: &mut SegmentCache,
+    ) -> usize {
+        let family = self.tables.family;
+        if matches!(family, Family::Regex(_)) {
+            return self.count_chunk(chunk, scratch);
+        }
+        let table = self.tables.ranks.id();
+        let bytes = chunk.as_bytes();
+        let mut tokens = 0;
+        let mut start = 0;
+        while start < bytes.len() {
+            // Exact boundaries fall on ASCII bytes, so each segment is a `str`.
+            let end = chunk::segment_end(family, bytes, start);
+            let segment = &chunk[start..end];
+            tokens += segments.count(table, segment.as_bytes(), || {
+                self.count_chunk(segment, scratch)
+            });
             start = end;
         }
         tokens
