@@ -73,6 +73,17 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 16_384;
 /// would cost about as much as counting them.
 const CACHE_MIN_BYTES: usize = 64;
 
+/// Batches of [`Encoding::count_many`] smaller than this in all are counted on the
+/// calling thread.
+const PARALLEL_MIN_BYTES: usize = 32 * 1024;
+
+/// Texts of [`Encoding::count_many`] at least this long are cut into parts counted in
+/// parallel.
+const SPLIT_MIN_BYTES: usize = 1 << 20;
+
+/// The size of those parts (a part runs on where the text has no exact boundary).
+const SPLIT_PART_BYTES: usize = 256 * 1024;
+
 /// The encodings this library ships, with their split-pattern family.
 const ENCODINGS: &[(&str, Family)] = &[
     ("o200k_base", Family::O200k),
@@ -316,13 +327,63 @@ impl Encoding {
         self.scaled(raw)
     }
 
-    /// Counts of many texts, spread over all cores.
+    /// Counts of many texts, spread over all cores: one task per text, and a text of a
+    /// megabyte or more cut at exact pre-token boundaries into parts counted in
+    /// parallel (their counts add up to the text's). A batch of less than 32 KiB in all
+    /// is counted on the calling thread, where handing it to the pool would cost more
+    /// than counting it.
     pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<usize> {
+        let total: usize = texts.iter().map(|t| t.as_ref().len()).sum();
+        if total < PARALLEL_MIN_BYTES {
+            return texts.iter().map(|t| self.count(t.as_ref())).collect();
+        }
         texts
             .par_iter()
-            .with_min_len(8)
-            .map(|t| self.count(t.as_ref()))
+            .map(|t| self.count_split(t.as_ref()))
             .collect()
+    }
+
+    /// [`Encoding::count`], with a long text (of tiktoken's encodings or a
+    /// `tokenizer.json` without added tokens or normalizers) cut into parts at exact
+    /// boundaries that the pool counts in parallel.
+    fn count_split(&self, text: &str) -> usize {
+        let plain = self.tables.rules.is_none() && self.tables.sentencepiece.is_none();
+        if text.len() < SPLIT_MIN_BYTES || !plain {
+            return self.count(text);
+        }
+        let key = self.cache.as_ref().map(|_| CountCache::key(text));
+        if let (Some(cache), Some(key)) = (&self.cache, key) {
+            if let Some(hit) = cache.get(key) {
+                return self.scaled(hit).tokens;
+            }
+        }
+        let bytes = text.as_bytes();
+        let mut cuts = vec![0];
+        let mut start = 0;
+        while start < bytes.len() {
+            start = chunk::next_cut(self.tables.family, bytes, start, SPLIT_PART_BYTES);
+            cuts.push(start);
+        }
+        let tokens = cuts
+            .par_windows(2)
+            .map(|w| {
+                // Cuts fall on ASCII bytes (see chunk.rs), so each part is a `str`.
+                let mut scratch = Scratch::lend_piece_cache();
+                let mut segments = SegmentCache::take();
+                let n = self.count_text(&text[w[0]..w[1]], &mut scratch, &mut segments);
+                segments.give_back();
+                scratch.return_piece_cache();
+                n
+            })
+            .sum();
+        let raw = TokenCount {
+            tokens,
+            exact: true,
+        };
+        if let (Some(cache), Some(key)) = (&self.cache, key) {
+            cache.insert(key, raw);
+        }
+        self.scaled(raw).tokens
     }
 
     /// Tokens of a JSON document: the tokens of its string contents plus one per byte
@@ -549,6 +610,34 @@ mod tests {
         let chunked = e.with_chunk_bytes(100).count_detail(&text);
         assert_eq!(whole, chunked);
         assert!(chunked.exact);
+    }
+
+    #[test]
+    fn count_many_equals_count_for_small_batches_and_split_long_texts() {
+        let e = enc("o200k_base");
+        let line = "    value = compute(item, 'key') + 42  # a comment\n";
+        let long = format!(
+            "{}{}",
+            line.repeat((3 << 20) / line.len()),
+            " ".repeat(70_000)
+        );
+        let texts = vec![
+            "short".to_owned(),
+            long.clone(),
+            "中".repeat(500_000),
+            String::new(),
+        ];
+        let plain = enc("o200k_base").with_cache_capacity(0);
+        let expected: Vec<usize> = texts.iter().map(|t| plain.count(t)).collect();
+        assert_eq!(e.count_many(&texts), expected);
+        // Again, now from the whole-text cache.
+        assert_eq!(e.count_many(&texts), expected);
+        assert_eq!(e.count_many(&texts[..1]), expected[..1]);
+        let estimate = Encoding::for_model("claude-opus-4").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            estimate.count_many(&[long.as_str()]),
+            vec![estimate.count(&long)]
+        );
     }
 
     #[test]
