@@ -73,14 +73,26 @@ pub(crate) fn segment_end(family: Family, text: &[u8], start: usize) -> usize {
             return p;
         }
     }
-    for hit in memchr::memchr2_iter(b' ', b'\n', &text[from..]) {
-        let q = from + hit;
-        let p = if text[q] == b' ' { q } else { q + 1 };
+    let mut q = from;
+    while let Some(hit) = memchr::memchr2(b' ', b'\n', &text[q..]) {
+        let at = q + hit;
+        let byte = text[at];
+        let p = if byte == b' ' { at } else { at + 1 };
         if p >= text.len() {
             return text.len();
         }
         if is_exact_boundary(family, text, p) {
             return p;
+        }
+        // Within a run of spaces or newlines (a megabyte of them) no position is an
+        // exact boundary but the one after the run's last newline: step over the run
+        // instead of checking each byte.
+        q = at + 1;
+        while text.get(q) == Some(&byte) {
+            q += 1;
+        }
+        if byte == b'\n' && q > at + 1 && q < text.len() && is_exact_boundary(family, text, q) {
+            return q;
         }
     }
     text.len()
@@ -180,6 +192,8 @@ mod tests {
         let end = segment_end(Family::O200k, prose.as_bytes(), 0);
         assert_eq!(end, SEGMENT_MIN_BYTES + 4 - SEGMENT_MIN_BYTES % 5);
         assert_eq!(prose.as_bytes()[end], b' ');
+        let spaces = format!("x{}\n\n\ny {}", " ".repeat(5_000), "\n".repeat(5_000));
+        assert_eq!(segment_end(Family::O200k, spaces.as_bytes(), 0), 5_004);
         let run = "a".repeat(5_000);
         assert_eq!(segment_end(Family::O200k, run.as_bytes(), 0), 5_000);
         assert_eq!(segment_end(Family::Cl100k, b"short", 0), 5);
