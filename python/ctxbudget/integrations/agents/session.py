@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ... import _bridge
 from ...aio import _prepare_in_call
 from ...errors import ConflictError, CtxBudgetError, InvalidArgumentError
-from ...history import Row, is_database_url
+from ...history import Row, backend_of
 from ...session import Session, Turn, WindowView
 from ...session.lock import SessionLock, locked
 from ...tokens import RequestProfile, profile_for
@@ -195,7 +195,7 @@ class AgentsSession:
                     "context_window= for a model ctxbudget does not know)"
                 )
             model = model_of(agent)
-        if (database is not None or is_database_url(workspace)) and conversation is None:
+        if (database is not None or backend_of(workspace) == "postgres") and conversation is None:
             conversation = session_id
         return cls(
             Session.open(
