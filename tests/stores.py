@@ -1,5 +1,6 @@
-"""The transcript stores (a workspace's files, PostgreSQL, in-memory) behind one test handle, and hand-written SQL for the
-PostgreSQL store's tests (through ``psql``, so that no database driver is needed)."""
+"""The transcript stores (a workspace's files, PostgreSQL, in-memory) behind one test
+handle, and hand-written SQL for the PostgreSQL store's tests (through ``psql``, so that
+no database driver is needed)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 from stores import StoreUnderTest, quote, sql
 
-from ctxbudget import History
-
 WORKER = Path(__file__).with_name("retention_race_worker.py")
 TRIALS = 12
 

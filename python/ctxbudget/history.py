@@ -139,6 +139,7 @@ def backend_of(target: object) -> BackendKind:
         return "postgres"
     return "file"
 
+
 ACCEPTED_URLS = "postgresql://user@host:port/database (or postgres://…)"
 """The database URLs ctxbudget accepts, as messages name them."""
 
