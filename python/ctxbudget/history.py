@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _ctxbudget
+from . import _ctxbudget, _memory_backend
 from ._redact import redact
 from .errors import InvalidArgumentError
 
@@ -598,9 +598,7 @@ class History:
                     "deleting an in-memory store takes its 'memory:NAME' alone (it holds "
                     "one conversation)"
                 )
-            from ._memory_backend import delete
-
-            return delete(name)
+            return _memory_backend.delete(name)
         if kind == "postgres":
             if not isinstance(conversation, str) or not conversation:
                 raise InvalidArgumentError(
@@ -620,16 +618,12 @@ class History:
         """The budget record a PostgreSQL conversation or an in-memory store keeps (a
         workspace's is its ``budget.json``)."""
         if self._memory_name is not None:
-            from ._memory_backend import extras
-
-            return extras(self._memory_name).budget_record
+            return _memory_backend.extras(self._memory_name).budget_record
         return self._core.budget_record()
 
     def _set_budget_record(self, record: bytes) -> None:
         if self._memory_name is not None:
-            from ._memory_backend import extras
-
-            store = extras(self._memory_name)
+            store = _memory_backend.extras(self._memory_name)
             with store.lock:
                 store.budget_record = bytes(record)
             return
