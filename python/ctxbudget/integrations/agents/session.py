@@ -239,9 +239,11 @@ class AgentsSession:
         self.close()
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Runs ``fn`` under this session's lock through the async bridge (its store
-        I/O on the I/O pool; cancelled in flight, it finishes, then raises)."""
-        return await _bridge.run(self._locked, fn, *args)
+        """Runs ``fn`` under this session's lock in a worker thread (cancelled in
+        flight, it finishes, then raises): an agent turn is mostly Python (items to
+        rows, the window read back), which held the loop three times as long per turn
+        when it ran there (benches/experiments/async_paths.md)."""
+        return await _bridge.run_off_loop(self._locked, fn, *args)
 
     @locked
     def _locked(self, fn: Callable[..., _T], *args: Any) -> _T:
