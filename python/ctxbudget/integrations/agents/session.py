@@ -119,10 +119,10 @@ class AgentsSession:
 
     ``session_settings`` work as in the SDK's sessions (``limit`` = the latest N items,
     with tool calls and their results kept together in what the model sees). Every
-    method that reads or writes the store runs as an :class:`~ctxbudget.AsyncSession`
-    call does: on the loop's thread, its I/O on ctxbudget's I/O pool, so the event loop
-    is never blocked on disk I/O. Calls on one ``AgentsSession`` are serialized, and a
-    call cancelled while its write is in flight finishes the write, then raises
+    method that reads or writes the store runs in a worker thread (an agent turn is
+    mostly Python: on the loop's thread it held the loop three times as long), so the
+    event loop is never blocked on it. Calls on one ``AgentsSession`` are serialized, and
+    a call cancelled while it runs (or waits for the session) finishes, then raises
     ``CancelledError``.
     """
 
