@@ -6,8 +6,8 @@ use std::fs::File;
 use std::path::Path;
 
 use super::frame::Entry;
-use super::index::Snapshot;
 use super::fsutil;
+use super::index::Snapshot;
 use super::receipt::{self, ReceiptRead};
 use super::{
     commit_crc_before, open_read, History, ReadFrom, Result, RowsRead, StoreError, StoredRow,
