@@ -186,8 +186,8 @@ pub(crate) struct Handle {
     file: File,
     dev: u64,
     ino: u64,
-    /// The bytes last read from (or written to) this file and what they parse to: a
-    /// read that finds the same bytes reuses the parse. Every operation reads the
+    /// The bytes last read from this file and what they parse to: a read that finds
+    /// the same bytes reuses the parse. Every operation reads the
     /// receipt, and parsing it costs more than the syscalls around it; the bytes are
     /// still read every time, so the result is the same as a fresh parse.
     parsed: Option<(Vec<u8>, ReceiptRead)>,
