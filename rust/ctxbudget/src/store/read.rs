@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
+use std::sync::TryLockError;
 
 use super::frame::Entry;
 use super::fsutil;
@@ -99,10 +100,16 @@ impl History {
     /// line; and a writer elsewhere changes a file's stamp (size, inode or times) before
     /// its change can be read, so stamps that are still the index's mean the files hold
     /// what the index says as of the second `stat` — any write still in flight is
-    /// ordered after this read. This process's own writers hold the index's mutex,
-    /// which this takes, for the whole of their change.
+    /// ordered after this read. This process's own writers hold the index's mutex for
+    /// the whole of their change, so this only tries it: a busy index (a write, or a
+    /// rollover whose lead-in reads the history on the thread that holds it) sends the
+    /// caller the locked way, which waits at most the lock timeout — never for ever.
     fn read_nothing_new(&self, first_seq: u64) -> Option<RowsRead> {
-        let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        let index = match self.index.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
         let ix = index.as_ref()?;
         // No chat file yet: the lock's check is what tells a deleted workspace apart.
         let known_chat = ix.chat_stamp?;
