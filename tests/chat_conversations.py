@@ -113,22 +113,25 @@ CONVERSATIONS: list[tuple[Messages, Tools]] = [
 ]
 
 
-def _with_string_arguments(messages: Messages) -> Messages:
+def _with_string_arguments(messages: Messages, content: str | None) -> Messages:
     """The conversation as a client sends it to templates that concatenate the
     arguments (DeepSeek's): each call's arguments a JSON string, a calling assistant
-    message's content null."""
+    message's content `content`."""
     out = copy.deepcopy(messages)
     for message in out:
         if message.get("tool_calls"):
-            message["content"] = None
+            message["content"] = content
             for call in message["tool_calls"]:
                 call["function"]["arguments"] = json.dumps(call["function"]["arguments"])
     return out
 
 
-CONVERSATIONS.append((_with_string_arguments(CONVERSATIONS[-1][0]), CONVERSATIONS[-1][1]))
+_ONE_CALL_PER_TURN = CONVERSATIONS[-1]
+CONVERSATIONS.append((_with_string_arguments(_ONE_CALL_PER_TURN[0], ""), _ONE_CALL_PER_TURN[1]))
+CONVERSATIONS.append((_with_string_arguments(_ONE_CALL_PER_TURN[0], None), _ONE_CALL_PER_TURN[1]))
 NULL_CONTENT_CALLS = len(CONVERSATIONS) - 1
-"""The conversation whose calling messages have null content (some templates refuse it)."""
+"""The conversation whose calling messages have null content (`transformers` drops it,
+so templates that add the content to text refuse it)."""
 
 _text = st.text(max_size=40)
 _call_id = st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=9, max_size=9)

@@ -44,6 +44,11 @@ MODELS = {
     "Qwen-Qwen3-0.6B": "qwen",
 }
 
+# Templates that render a conversation's tool results but not its calls: DeepSeek R1's
+# writes calls only for an assistant message whose content is none, which transformers 5
+# never hands a template (it drops null fields).
+CALLS_NEVER_RENDERED = {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"}
+
 # Templates a model uses only for requests with tools (`transformers` picks a model's
 # `tool_use` template then, its default one otherwise).
 TOOL_USE_ONLY = {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use"}
@@ -121,13 +126,15 @@ def test_every_template_renders_some_conversation(
     models: Models,
 ) -> None:
     """No template is compared only on refusals: each renders the tool conversation with
-    one call per turn and call ids, the calls' arguments as objects or as JSON text."""
+    one call per turn and call ids, the calls' arguments as objects or as JSON text
+    (with empty or null content)."""
     for name, (enc, _) in models.items():
         rendered = []
-        for messages, tools in CONVERSATIONS[-2:]:
+        for messages, tools in CONVERSATIONS[-3:]:
             with contextlib.suppress(ctxbudget.TokenizerError):
                 rendered.append(enc.render_chat(messages, tools=tools))
-        assert any('"Oslo"' in text for text in rendered), name
+        written = '{"temp": 4}' if name in CALLS_NEVER_RENDERED else '"Oslo"'
+        assert any(written in text for text in rendered), name
 
 
 @pytest.mark.parametrize("name", list(MODELS))

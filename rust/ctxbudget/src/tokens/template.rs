@@ -156,7 +156,7 @@ impl ChatTemplate {
                 context.insert(k.clone(), v.clone());
             }
         }
-        context.insert("messages".to_owned(), messages.clone());
+        context.insert("messages".to_owned(), without_null_fields(messages));
         context.insert("tools".to_owned(), tools.cloned().unwrap_or(Value::Null));
         context.insert("documents".to_owned(), Value::Null);
         context.insert(
@@ -169,6 +169,26 @@ impl ChatTemplate {
                 reason: describe(&e),
             })
     }
+}
+
+/// `messages` as `transformers` hands them to a template: each message without the
+/// fields whose value is null (`content: null` beside tool calls reads as no content,
+/// so `is defined` is false and `is none` is false, as in `transformers` 5).
+fn without_null_fields(messages: &Value) -> Value {
+    let Value::Array(list) = messages else {
+        return messages.clone();
+    };
+    let kept = list.iter().map(|message| match message {
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    });
+    Value::Array(kept.collect())
 }
 
 /// Tokens of a request as the model's own chat template renders it, with the prompt
@@ -474,6 +494,23 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("only one message"));
+    }
+
+    #[test]
+    fn a_null_field_is_absent_as_transformers_passes_it() {
+        let source = "{% for m in messages %}{% if m.content is none %}none\
+                      {% elif m.content is defined %}{{ m.content }}{% else %}absent\
+                      {% endif %};{% endfor %}{{ (messages[0].content + 'x') }}";
+        let t = ChatTemplate::new(source, vec![]).unwrap_or_else(|e| panic!("{e}"));
+        let messages = json!([{"role": "user", "content": "a"},
+                              {"role": "assistant", "content": null, "tool_calls": []}]);
+        assert_eq!(
+            t.render(&messages, None, false, None).ok().as_deref(),
+            Some("a;absent;ax")
+        );
+        // Adding text to the absent content fails, as Jinja's undefined does.
+        let refused = json!([{"role": "assistant", "content": null}]);
+        assert!(t.render(&refused, None, false, None).is_err());
     }
 
     #[test]
