@@ -37,6 +37,7 @@ mod json;
 mod json_scan;
 pub mod media;
 mod merges;
+pub mod mistral;
 mod models;
 pub mod pdf;
 mod pieces;

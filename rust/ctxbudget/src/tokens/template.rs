@@ -242,7 +242,7 @@ pub fn request_tokens(
 /// `{"type": "function", "function": {"name", "description", "parameters"}}` (ctxbudget's
 /// own definitions and Responses tools carry these at the top; `strict` only when set);
 /// a tool already in that shape, or a provider's built-in tool, as given.
-fn server_tool(tool: &Value) -> Value {
+pub(crate) fn server_tool(tool: &Value) -> Value {
     let kind = tool.get("type").and_then(Value::as_str);
     if tool.get("function").is_some() || kind.is_some_and(|k| k != "function") {
         return tool.clone();
@@ -267,7 +267,7 @@ fn server_tool(tool: &Value) -> Value {
 /// as `{"id", "type": "function", "function": {"name", "arguments"}}` (ctxbudget's own
 /// calls carry `name` and `arguments` at the top), its arguments an object (vLLM parses
 /// a JSON string's arguments before rendering, so templates `tojson` them once).
-fn server_shape(message: &Value) -> Value {
+pub(crate) fn server_shape(message: &Value) -> Value {
     let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
         return message.clone();
     };
