@@ -32,8 +32,9 @@ _TOKENIZERS = {
 
 # Each template with its family's tokenizer, or the closest one shipped (Hermes 3 is a
 # Llama 3.1 fine-tune; Mistral Nemo's tekken has no transformers tokenizer file here,
-# so its template is counted with Llama 3.2's: the comparison is of the rendering and
-# the tokenization of the same text).
+# so its template is counted with Llama 3.2's, as is Command R7B's, and Kimi K2's with
+# Qwen 2.5's, their tokenizers shipped by no package: the comparison is of the rendering
+# and the tokenization of the same text).
 MODELS = {
     "meta-llama-Llama-3.1-8B-Instruct": "llama",
     "meta-llama-Llama-3.2-3B-Instruct": "llama",
@@ -42,16 +43,22 @@ MODELS = {
     "deepseek-ai-DeepSeek-V3.1": "deepseek",
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": "deepseek",
     "Qwen-Qwen3-0.6B": "qwen",
+    "moonshotai-Kimi-K2": "qwen",
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": "llama",
 }
 
 # Templates that render a conversation's tool results but not its calls: DeepSeek R1's
 # writes calls only for an assistant message whose content is none, which transformers 5
-# never hands a template (it drops null fields).
-CALLS_NEVER_RENDERED = {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"}
+# never hands a template (it drops null fields); Kimi K2's writes each message's content
+# alone.
+CALLS_NEVER_RENDERED = {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "moonshotai-Kimi-K2"}
 
 # Templates a model uses only for requests with tools (`transformers` picks a model's
 # `tool_use` template then, its default one otherwise).
-TOOL_USE_ONLY = {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use"}
+TOOL_USE_ONLY = {
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use",
+}
 
 
 def _model_dir(root: Path, name: str) -> Path:
