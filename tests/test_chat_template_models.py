@@ -32,9 +32,9 @@ _TOKENIZERS = {
 
 # Each template with its family's tokenizer, or the closest one shipped (Hermes 3 is a
 # Llama 3.1 fine-tune; Mistral Nemo's tekken has no transformers tokenizer file here,
-# so its template is counted with Llama 3.2's, as is Command R7B's, and Kimi K2's with
-# Qwen 2.5's, their tokenizers shipped by no package: the comparison is of the rendering
-# and the tokenization of the same text).
+# so its template is counted with Llama 3.2's, as are Mistral Small 3.1's and Command
+# R7B's, and Kimi K2's with Qwen 2.5's, their tokenizers shipped by no package: the
+# comparison is of the rendering and the tokenization of the same text).
 MODELS = {
     "meta-llama-Llama-3.1-8B-Instruct": "llama",
     "meta-llama-Llama-3.2-3B-Instruct": "llama",
@@ -45,6 +45,7 @@ MODELS = {
     "Qwen-Qwen3-0.6B": "qwen",
     "moonshotai-Kimi-K2": "qwen",
     "CohereForAI-c4ai-command-r7b-12-2024-tool_use": "llama",
+    "mistralai-Mistral-Small-3.1-24B-Instruct-2503": "llama",
 }
 
 # Templates that render a conversation's tool results but not its calls: DeepSeek R1's

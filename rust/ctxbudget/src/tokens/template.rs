@@ -71,9 +71,15 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
-        env.add_template_owned(MAIN, source.to_owned())?;
+        env.add_template_owned(
+            MAIN,
+            template_python::join_continued_lines(source).into_owned(),
+        )?;
         if let Some(tool_use) = tool_use {
-            env.add_template_owned("tool_use", tool_use.to_owned())?;
+            env.add_template_owned(
+                "tool_use",
+                template_python::join_continued_lines(tool_use).into_owned(),
+            )?;
         }
         Ok(ChatTemplate {
             env,

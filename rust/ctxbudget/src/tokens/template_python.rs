@@ -5,7 +5,10 @@
 //! `trim`, `.strip()`, `.split()` and friends would keep characters Python drops;
 //! `str.splitlines` also breaks at `\r`, `\v`, `\f`, `\x1c`–`\x1e`, `\x85`, `\u2028` and
 //! `\u2029`, where Rust's `lines` breaks only at `\n`. Every other method is
-//! `minijinja-contrib`'s pycompat.
+//! `minijinja-contrib`'s pycompat. A backslash before a line break inside a string
+//! literal continues the line, as in Python.
+
+use std::borrow::Cow;
 
 use minijinja::value::{from_args, Value};
 use minijinja::{Error, State};
@@ -137,9 +140,115 @@ pub(crate) fn unknown_method(
     minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
 }
 
+/// `source` with each backslash-newline inside a string literal of a tag removed, as
+/// Jinja2 reads string literals (Python's `unicode-escape`: a backslash before a line
+/// break continues the line), where MiniJinja keeps both characters. Mistral Small
+/// 3.1's template writes its default system prompt that way. Text outside tags, and
+/// every other escape, is left to MiniJinja.
+pub(crate) fn join_continued_lines(source: &str) -> Cow<'_, str> {
+    if !source.contains("\\\n") && !source.contains("\\\r") {
+        return Cow::Borrowed(source);
+    }
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    // Text outside tags is copied up to the next tag opener; comments as they are.
+    while let Some(open) = rest.find('{') {
+        let (before, from) = rest.split_at(open);
+        out.push_str(before);
+        let close = match from.get(..2) {
+            Some("{{") => "}}",
+            Some("{%") => "%}",
+            Some("{#") => "#}",
+            _ => {
+                out.push('{');
+                rest = &from[1..];
+                continue;
+            }
+        };
+        let body_len = tag_len(from, close);
+        let tag = &from[..body_len];
+        if close == "#}" {
+            out.push_str(tag);
+        } else {
+            push_tag(tag, &mut out);
+        }
+        rest = &from[body_len..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// Length of the tag at the start of `from` (its closer included; the rest of the
+/// source when unclosed), skipping closers inside string literals.
+fn tag_len(from: &str, close: &str) -> usize {
+    let bytes = from.as_bytes();
+    let mut i = 2;
+    let mut quote: Option<u8> = None;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            Some(_) if b == b'\\' => i += 1,
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if close != "#}" && (b == b'"' || b == b'\'') => quote = Some(b),
+            None if bytes[i..].starts_with(close.as_bytes()) => return i + close.len(),
+            None => {}
+        }
+        i += 1;
+    }
+    from.len()
+}
+
+/// A tag's text with backslash-newlines inside its string literals removed.
+fn push_tag(tag: &str, out: &mut String) {
+    let mut quote: Option<char> = None;
+    let mut chars = tag.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(_) if c == '\\' => match chars.peek() {
+                Some('\n') => {
+                    chars.next();
+                }
+                Some('\r') => {
+                    chars.next();
+                    if chars.peek() == Some(&'\n') {
+                        chars.next();
+                    }
+                }
+                Some(&next) => {
+                    out.push(c);
+                    out.push(next);
+                    chars.next();
+                }
+                None => out.push(c),
+            },
+            Some(q) if c == q => {
+                quote = None;
+                out.push(c);
+            }
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backslash_newline_in_a_string_literal_continues_the_line() {
+        let source = "{% set a = \"x.\\\ny\\\r\n\\\\\n\" %}a\\\n{{ a + '}}\\\n' }}{# 'é\\\n #}é";
+        assert_eq!(
+            join_continued_lines(source),
+            "{% set a = \"x.y\\\\\n\" %}a\\\n{{ a + '}}' }}{# 'é\\\n #}é"
+        );
+        let plain = "{{ 'a\\nb' }}\\\n";
+        assert_eq!(join_continued_lines(plain), plain);
+    }
 
     #[test]
     fn whitespace_is_pythons() {
