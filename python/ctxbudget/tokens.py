@@ -73,7 +73,13 @@ OTHER_MEDIA_TOKENS: int = _ctxbudget.OTHER_MEDIA_TOKENS
 :mod:`ctxbudget.media`) nor a paged document (audio, a file of unknown kind)."""
 
 RequestProfile = Literal[
-    "openai_chat", "openai_responses", "harmony", "anthropic_messages", "gemini", "chat_template"
+    "openai_chat",
+    "openai_responses",
+    "harmony",
+    "anthropic_messages",
+    "gemini",
+    "chat_template",
+    "mistral_v3",
 ]
 """How a provider renders a request, and so how it counts (SPEC §1, Request counting;
 docs/concepts.md names each profile's sources):
@@ -88,7 +94,10 @@ docs/concepts.md names each profile's sources):
   providers' image and PDF rules;
 - ``chat_template`` (open-weight models): the model's own chat template rendered with
   the tools and the prompt for the reply, counted by its tokenizer (an
-  :class:`Encoding` read with its template, :meth:`Encoding.from_dir`).
+  :class:`Encoding` read with its template, :meth:`Encoding.from_dir`);
+- ``mistral_v3`` (Mistral Nemo, Pixtral 12B, Mistral 7B v0.3, Mixtral 8x22B): exactly
+  the tokens ``mistral-common``'s request encoder (instruct tokenizer v3) produces,
+  counted by the model's tekken or SentencePiece v3 file.
 """
 
 PROFILES: tuple[RequestProfile, ...] = cast(

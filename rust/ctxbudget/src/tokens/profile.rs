@@ -37,21 +37,27 @@ pub enum Profile {
     /// prompt included, counted by its own tokenizer ([`super::template`]). Only an
     /// encoding read with its chat template counts by it.
     ChatTemplate,
+    /// Mistral models of instruct tokenizer v3 (Nemo, Pixtral 12B, 7B v0.3, Mixtral
+    /// 8x22B): exactly `mistral-common`'s request encoder's tokens
+    /// ([`super::mistral`]), counted by the encoding given (the model's tekken or
+    /// SentencePiece v3 file).
+    MistralV3,
 }
 
 impl Profile {
     /// Every profile, in the order of its names.
-    pub const ALL: [Profile; 6] = [
+    pub const ALL: [Profile; 7] = [
         Profile::OpenAiChat,
         Profile::OpenAiResponses,
         Profile::Harmony,
         Profile::AnthropicMessages,
         Profile::Gemini,
         Profile::ChatTemplate,
+        Profile::MistralV3,
     ];
 
     /// The profile's name: `openai_chat`, `openai_responses`, `harmony`,
-    /// `anthropic_messages`, `gemini` or `chat_template`.
+    /// `anthropic_messages`, `gemini`, `chat_template` or `mistral_v3`.
     pub fn name(self) -> &'static str {
         match self {
             Profile::OpenAiChat => "openai_chat",
@@ -60,6 +66,7 @@ impl Profile {
             Profile::AnthropicMessages => "anthropic_messages",
             Profile::Gemini => "gemini",
             Profile::ChatTemplate => "chat_template",
+            Profile::MistralV3 => "mistral_v3",
         }
     }
 
@@ -71,8 +78,9 @@ impl Profile {
     /// The profile a model's requests are counted with: harmony for gpt-oss, Anthropic's
     /// for Claude, Gemini's for Gemini (also behind provider prefixes such as
     /// `openai/`, `anthropic/`, `bedrock/…anthropic.`, `models/`), OpenAI chat for any
-    /// other model. A host on the Responses API chooses `openai_responses` itself, and
-    /// one that reads a model's chat template chooses `chat_template`.
+    /// other model. A host on the Responses API chooses `openai_responses` itself, one
+    /// that reads a model's chat template chooses `chat_template`, and one that serves
+    /// a Mistral model through `mistral-common` chooses `mistral_v3`.
     pub fn for_model(model: &str) -> Profile {
         let lower = model.to_ascii_lowercase();
         let forms = super::windows::name_forms(&lower);

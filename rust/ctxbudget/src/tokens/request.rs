@@ -140,6 +140,9 @@ pub fn request_tokens(
     if profile == Profile::ChatTemplate {
         return super::template::request_tokens(encoding, system, messages, tools);
     }
+    if profile == Profile::MistralV3 {
+        return super::mistral::request_tokens(encoding, system, messages, tools);
+    }
     let mut total = REPLY_TOKENS + tools_tokens(encoding, tools)?;
     if let Some(text) = system.filter(|t| !t.is_empty()) {
         total += MESSAGE_TOKENS + encoding.count("system") + encoding.count(text);
@@ -166,6 +169,9 @@ pub fn messages_tokens(
     }
     if profile == Profile::ChatTemplate {
         return super::template::messages_tokens(encoding, messages);
+    }
+    if profile == Profile::MistralV3 {
+        return super::mistral::messages_tokens(encoding, messages);
     }
     let names = call_names(messages);
     messages.iter().try_fold(0, |sum, m| {
@@ -227,6 +233,9 @@ pub fn message_tokens(
     }
     if profile == Profile::ChatTemplate {
         return super::template::messages_tokens(encoding, std::slice::from_ref(message));
+    }
+    if profile == Profile::MistralV3 {
+        return super::mistral::messages_tokens(encoding, std::slice::from_ref(message));
     }
     framed_message_tokens(
         encoding,

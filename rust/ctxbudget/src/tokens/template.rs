@@ -4,7 +4,8 @@
 //!
 //! Templates run on MiniJinja with the environment `transformers` gives them:
 //! `trim_blocks` and `lstrip_blocks`, loop controls, Python's string and dict methods
-//! (`minijinja-contrib`'s pycompat), a `tojson` that writes what Python's `json.dumps`
+//! (`minijinja-contrib`'s pycompat, with Python's whitespace: [`super::template_python`]),
+//! a `trim` that strips what Python's `str.strip` strips, a `tojson` that writes what Python's `json.dumps`
 //! writes (no HTML escaping, `ensure_ascii=False`, `indent`), `raise_exception` and
 //! `strftime_now`, and the tokenizer's special tokens (`bos_token`, `eos_token`, …).
 
@@ -14,7 +15,8 @@ use minijinja::value::{Kwargs, Value as JinjaValue};
 use minijinja::{Environment, Error, ErrorKind};
 use serde_json::Value;
 
-use super::{Encoding, TokenError};
+use super::python_json::JsonStyle;
+use super::{template_python, Encoding, TokenError};
 
 /// Name of the template in its environment.
 const MAIN: &str = "chat";
@@ -64,13 +66,20 @@ impl ChatTemplate {
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(template_python::unknown_method);
+        env.add_filter("trim", template_python::trim);
         env.add_filter("tojson", tojson);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
-        env.add_template_owned(MAIN, source.to_owned())?;
+        env.add_template_owned(
+            MAIN,
+            template_python::join_continued_lines(source).into_owned(),
+        )?;
         if let Some(tool_use) = tool_use {
-            env.add_template_owned("tool_use", tool_use.to_owned())?;
+            env.add_template_owned(
+                "tool_use",
+                template_python::join_continued_lines(tool_use).into_owned(),
+            )?;
         }
         Ok(ChatTemplate {
             env,
@@ -153,7 +162,7 @@ impl ChatTemplate {
                 context.insert(k.clone(), v.clone());
             }
         }
-        context.insert("messages".to_owned(), messages.clone());
+        context.insert("messages".to_owned(), without_null_fields(messages));
         context.insert("tools".to_owned(), tools.cloned().unwrap_or(Value::Null));
         context.insert("documents".to_owned(), Value::Null);
         context.insert(
@@ -166,6 +175,26 @@ impl ChatTemplate {
                 reason: describe(&e),
             })
     }
+}
+
+/// `messages` as `transformers` hands them to a template: each message without the
+/// fields whose value is null (`content: null` beside tool calls reads as no content,
+/// so `is defined` is false and `is none` is false, as in `transformers` 5).
+fn without_null_fields(messages: &Value) -> Value {
+    let Value::Array(list) = messages else {
+        return messages.clone();
+    };
+    let kept = list.iter().map(|message| match message {
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    });
+    Value::Array(kept.collect())
 }
 
 /// Tokens of a request as the model's own chat template renders it, with the prompt
@@ -219,7 +248,7 @@ pub fn request_tokens(
 /// `{"type": "function", "function": {"name", "description", "parameters"}}` (ctxbudget's
 /// own definitions and Responses tools carry these at the top; `strict` only when set);
 /// a tool already in that shape, or a provider's built-in tool, as given.
-fn server_tool(tool: &Value) -> Value {
+pub(crate) fn server_tool(tool: &Value) -> Value {
     let kind = tool.get("type").and_then(Value::as_str);
     if tool.get("function").is_some() || kind.is_some_and(|k| k != "function") {
         return tool.clone();
@@ -244,7 +273,7 @@ fn server_tool(tool: &Value) -> Value {
 /// as `{"id", "type": "function", "function": {"name", "arguments"}}` (ctxbudget's own
 /// calls carry `name` and `arguments` at the top), its arguments an object (vLLM parses
 /// a JSON string's arguments before rendering, so templates `tojson` them once).
-fn server_shape(message: &Value) -> Value {
+pub(crate) fn server_shape(message: &Value) -> Value {
     let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
         return message.clone();
     };
@@ -408,130 +437,28 @@ fn tojson(value: JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, Error> {
     let separators: Option<JinjaValue> = kwargs.get("separators")?;
     let _: Option<bool> = kwargs.get("ensure_ascii")?;
     kwargs.assert_all_used()?;
-    let indent = match indent {
+    let mut style = JsonStyle::python_default();
+    style.sort_keys = sort_keys.unwrap_or(false);
+    style.indent = match indent {
         Some(v) if v.is_integer() => Some(" ".repeat(v.as_i64().unwrap_or(0).max(0) as usize)),
         Some(v) if v.as_str().is_some() => v.as_str().map(str::to_owned),
         _ => None,
     };
-    let (item, key) = match separators.as_ref().and_then(|s| {
+    // Python drops the space after `,` when it indents, unless `separators` says.
+    if style.indent.is_some() {
+        style.item = ",".to_owned();
+    }
+    if let Some((item, key)) = separators.as_ref().and_then(|s| {
         let a = s.get_item_by_index(0).ok()?;
         let b = s.get_item_by_index(1).ok()?;
         Some((a.as_str()?.to_owned(), b.as_str()?.to_owned()))
     }) {
-        Some(pair) => pair,
-        None if indent.is_some() => (",".to_owned(), ": ".to_owned()),
-        None => (", ".to_owned(), ": ".to_owned()),
-    };
+        style.item = item;
+        style.key = key;
+    }
     let json = serde_json::to_value(&value)
         .map_err(|e| Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
-    let style = JsonStyle {
-        indent,
-        item,
-        key,
-        sort_keys: sort_keys.unwrap_or(false),
-    };
-    let mut out = String::new();
-    style.write(&json, 0, &mut out);
-    Ok(JinjaValue::from_safe_string(out))
-}
-
-/// How Python's `json.dumps` lays a value out.
-struct JsonStyle {
-    indent: Option<String>,
-    item: String,
-    key: String,
-    sort_keys: bool,
-}
-
-impl JsonStyle {
-    fn newline(&self, depth: usize, out: &mut String) {
-        if let Some(indent) = &self.indent {
-            out.push('\n');
-            for _ in 0..depth {
-                out.push_str(indent);
-            }
-        }
-    }
-
-    fn write(&self, value: &Value, depth: usize, out: &mut String) {
-        match value {
-            Value::Null => out.push_str("null"),
-            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Value::Number(n) => out.push_str(&python_number(n)),
-            Value::String(s) => python_string(s, out),
-            Value::Array(items) if items.is_empty() => out.push_str("[]"),
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(&self.item);
-                    }
-                    self.newline(depth + 1, out);
-                    self.write(item, depth + 1, out);
-                }
-                self.newline(depth, out);
-                out.push(']');
-            }
-            Value::Object(map) if map.is_empty() => out.push_str("{}"),
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                if self.sort_keys {
-                    entries.sort_by(|a, b| a.0.cmp(b.0));
-                }
-                out.push('{');
-                for (i, (k, v)) in entries.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(&self.item);
-                    }
-                    self.newline(depth + 1, out);
-                    python_string(k, out);
-                    out.push_str(&self.key);
-                    self.write(v, depth + 1, out);
-                }
-                self.newline(depth, out);
-                out.push('}');
-            }
-        }
-    }
-}
-
-/// A number as Python's `repr` writes it (`1.0`, `1e+20`, `inf` is not JSON).
-fn python_number(n: &serde_json::Number) -> String {
-    if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
-        if f.is_finite() && f == f.trunc() && f.abs() < 1e16 {
-            return format!("{f:.1}");
-        }
-        let text = format!("{f:e}");
-        // Rust writes `1e20` and `1.5e-7`; Python `1e+20` and `1.5e-07`.
-        if let Some((mantissa, exp)) = text.split_once('e') {
-            let exp: i32 = exp.parse().unwrap_or(0);
-            if !(-5..16).contains(&exp) {
-                let sign = if exp < 0 { '-' } else { '+' };
-                return format!("{mantissa}e{sign}{:02}", exp.abs());
-            }
-        }
-        return f.to_string();
-    }
-    n.to_string()
-}
-
-/// A string as `json.dumps(…, ensure_ascii=False)` writes it.
-fn python_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    Ok(JinjaValue::from_safe_string(style.dumps(&json)))
 }
 
 #[cfg(test)]
@@ -573,6 +500,41 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("only one message"));
+    }
+
+    #[test]
+    fn a_null_field_is_absent_as_transformers_passes_it() {
+        let source = "{% for m in messages %}{% if m.content is none %}none\
+                      {% elif m.content is defined %}{{ m.content }}{% else %}absent\
+                      {% endif %};{% endfor %}{{ (messages[0].content + 'x') }}";
+        let t = ChatTemplate::new(source, vec![]).unwrap_or_else(|e| panic!("{e}"));
+        let messages = json!([{"role": "user", "content": "a"},
+                              {"role": "assistant", "content": null, "tool_calls": []}]);
+        assert_eq!(
+            t.render(&messages, None, false, None).ok().as_deref(),
+            Some("a;absent;ax")
+        );
+        // Adding text to the absent content fails, as Jinja's undefined does.
+        let refused = json!([{"role": "assistant", "content": null}]);
+        assert!(t.render(&refused, None, false, None).is_err());
+    }
+
+    #[test]
+    fn whitespace_is_pythons_in_trim_and_methods() {
+        let t = ChatTemplate::new(
+            "[{{ x | trim }}|{{ x.strip() }}|{{ x.split() | length }}|{{ x.isspace() }}]",
+            vec![],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let text = t
+            .render(
+                &json!([]),
+                None,
+                false,
+                Some(&json!({"x": "\u{1f} a\u{1c}"})),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(text, "[a|a|1|False]");
     }
 
     #[test]
