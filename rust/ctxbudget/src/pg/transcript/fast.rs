@@ -13,25 +13,29 @@ use crate::store::row::{Incoming, RawRow};
 use crate::store::AppendResult;
 use crate::transcript::log::{encode_batch, MAX_SEQ};
 
-/// The conditional append: `$10`/`$11` are the epoch and last seq the batch was encoded
-/// for. The CTE `c` holds the conversation's row lock and marks the statement's
-/// transaction as the library's append (the insert trigger's `WHEN`); nothing is
-/// inserted unless it found the row as expected, and the counters move only if every
-/// row was inserted. Returns the epoch, or no row when nothing was written.
+/// The conditional append: `$9`/`$10` are the epoch and last seq the batch was encoded
+/// for. The CTE `c` moves the counters only if the conversation's row still holds them
+/// (an `UPDATE` takes the row lock; one that waited for another writer checks them again
+/// on the row that writer left), and marks the statement's transaction as the library's
+/// append (the insert trigger's `WHEN`) before any row is inserted: its `RETURNING`
+/// feeds the insert. Nothing is inserted unless `c` moved the counters; a failed insert
+/// fails the whole statement, counters included (one statement, autocommit). Updating
+/// first instead of locking with `SELECT … FOR UPDATE` and updating after the insert
+/// spares the server a row lock (and its WAL record) and a subquery per append. Returns
+/// the epoch, or no row when nothing was written.
 const APPEND_IF_CURRENT: &str = "WITH c AS ( \
-       SELECT conversation, set_config('ctxbudget.appending', conversation, true) AS mark \
-       FROM ctxbudget_conversations \
-       WHERE conversation = $1 AND epoch = $10::int8 AND last_seq = $11::int8 FOR UPDATE), \
+       UPDATE ctxbudget_conversations \
+       SET last_seq = $7::int8, floor_seq = GREATEST(floor_seq, $8::int8) \
+       WHERE conversation = $1 AND epoch = $9::int8 AND last_seq = $10::int8 \
+       RETURNING conversation, epoch, \
+                 set_config('ctxbudget.appending', conversation, true) AS mark), \
      ins AS ( \
        INSERT INTO ctxbudget_rows (conversation, seq, body, floor, batch_id, batch_last) \
        SELECT c.conversation, t.s, t.b, t.f, \
               CASE WHEN t.s = $5::int8 THEN $6::text END, \
               CASE WHEN t.s = $5::int8 THEN $7::int8 END \
-       FROM c, unnest($2::int8[], $3::bytea[], $4::bool[]) AS t(s, b, f) \
-       RETURNING 1) \
-     UPDATE ctxbudget_conversations \
-     SET last_seq = $7::int8, floor_seq = GREATEST(floor_seq, $8::int8) \
-     WHERE conversation = $1 AND (SELECT count(*) FROM ins) = $9::int8 RETURNING epoch";
+       FROM c, unnest($2::int8[], $3::bytea[], $4::bool[]) AS t(s, b, f)) \
+     SELECT epoch FROM c";
 
 impl PgHistory {
     /// The append of `raws` in one statement, if the index is current; `None` when the
@@ -77,7 +81,6 @@ impl PgHistory {
                         &batch_id,
                         &batch.last,
                         &batch.floor,
-                        &batch.rows,
                         &epoch_i,
                         &last_seq_i,
                     ],
