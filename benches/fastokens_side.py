@@ -10,10 +10,17 @@ and cold-start figures are wall seconds. ctxbudget's whole-text count cache is o
 (`cache_size=0`); its per-thread piece cache and fastokens' pretoken caches are on, as
 they ship. A cold pass runs on a fresh thread with a fresh fastokens tokenizer; steady
 state is a further pass on the same thread. Counts are checked equal first.
+
+fastokens spreads a text of 64 KiB or more over worker threads of its own, whose CPU time
+the counting thread's clock does not see (a quarter of the corpus is in such files), so
+the one-thread rows (corpus and runs) are measured in a child interpreter where fastokens
+has one thread (``FASTOKENS_BPE_THREADS=1``, read at its first encode): ``python
+benches/fastokens_side.py ROUNDS`` prints them.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -166,3 +173,20 @@ def start_rows(rounds: int) -> str:
         statistics.median(times["ctxbudget"]),
         statistics.median(times["fastokens"]),
     )
+
+
+def one_thread_rows(rounds: int) -> list[str]:
+    """The corpus and run rows, from a child interpreter where fastokens has one thread."""
+    env = {**os.environ, "FASTOKENS_BPE_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, __file__, str(rounds)], env=env, check=True, capture_output=True, text=True
+    ).stdout
+    return [line for line in out.splitlines() if line.startswith("| ")]
+
+
+if __name__ == "__main__":
+    from stdlib_corpus import stdlib_texts
+
+    child_rounds = int(sys.argv[1])
+    for line in [*corpus_rows(stdlib_texts(), child_rounds), *run_rows(3)]:
+        print(line)
