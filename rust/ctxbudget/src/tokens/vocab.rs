@@ -29,10 +29,9 @@ pub(crate) fn source(name: &str) -> Option<&'static str> {
 pub(crate) struct Vocab {
     /// All token bytes, concatenated in rank order.
     pub(crate) bytes: Vec<u8>,
-    /// `starts[id]..starts[id + 1]` are the bytes of token `id`.
+    /// `starts[id]..starts[id + 1]` are the bytes of token `id`. (The ranks the file
+    /// states are not kept: only their order counts, and ids keep it.)
     pub(crate) starts: Vec<u32>,
-    /// Rank of each id as the file states it (ids are dense, ranks need not be).
-    pub(crate) ranks: Vec<u32>,
 }
 
 /// Value of each base64 digit (standard alphabet), 0xFF for anything else.
@@ -85,8 +84,8 @@ impl Vocab {
         let mut vocab = Vocab {
             bytes: Vec::with_capacity(data.len() / 2),
             starts: vec![0],
-            ranks: Vec::new(),
         };
+        let mut last = None;
         for (index, line) in lines.enumerate() {
             let at = |what: &str| format!("line {}: {what}", index + 1);
             let (token, rank) = line
@@ -96,9 +95,10 @@ impl Vocab {
                 .trim()
                 .parse()
                 .map_err(|_| at("rank is not a number"))?;
-            if vocab.ranks.last().is_some_and(|&last| rank <= last) {
+            if last.is_some_and(|last| rank <= last) {
                 return Err(at("ranks must increase"));
             }
+            last = Some(rank);
             decode_base64(token.as_bytes(), &mut vocab.bytes)
                 .ok_or_else(|| at("bad base64 token"))?;
             let end = u32::try_from(vocab.bytes.len()).map_err(|_| at("table too large"))?;
@@ -106,7 +106,6 @@ impl Vocab {
                 return Err(at("empty token"));
             }
             vocab.starts.push(end);
-            vocab.ranks.push(rank);
         }
         Ok(vocab)
     }
@@ -119,7 +118,6 @@ impl Vocab {
         let mut vocab = Vocab {
             bytes: Vec::new(),
             starts: vec![0],
-            ranks: Vec::new(),
         };
         for (rank, token) in tokens.into_iter().enumerate() {
             if token.is_empty() {
@@ -128,16 +126,13 @@ impl Vocab {
             vocab.bytes.extend_from_slice(token);
             let end = u32::try_from(vocab.bytes.len()).map_err(|_| "table too large")?;
             vocab.starts.push(end);
-            vocab
-                .ranks
-                .push(u32::try_from(rank).map_err(|_| "table too large")?);
         }
         Ok(vocab)
     }
 
     /// Number of tokens.
     pub(crate) fn len(&self) -> usize {
-        self.ranks.len()
+        self.starts.len() - 1
     }
 
     /// Bytes of token `id`.
@@ -211,18 +206,25 @@ mod tests {
             let vocab = Vocab::parse(source(file).unwrap_or_default())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             let bpe = oracle(name);
+            // The ranks the file states, in id order.
+            let ranks: Vec<u32> = source(file)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.split_once(' ')?.1.trim().parse().ok())
+                .collect();
+            assert_eq!(ranks.len(), vocab.len(), "{name}");
             for (id, bytes) in vocab.iter() {
-                let rank = vocab.ranks[id as usize];
+                let rank = ranks[id as usize];
                 let theirs = bpe
                     .decode_bytes(&[rank])
                     .unwrap_or_else(|e| panic!("{name} rank {rank}: {e:?}"));
                 assert_eq!(bytes, theirs.as_slice(), "{name} rank {rank}");
             }
             let special: Vec<String> = bpe.special_tokens().iter().map(|s| s.to_string()).collect();
-            let last = *vocab.ranks.last().unwrap_or(&0);
+            let last = *ranks.last().unwrap_or(&0);
             let mut extra = 0;
             for rank in 0..last + 4_096 {
-                if vocab.ranks.binary_search(&rank).is_err() {
+                if ranks.binary_search(&rank).is_err() {
                     if let Ok(bytes) = bpe.decode_bytes(&[rank]) {
                         assert!(
                             special.iter().any(|s| s.as_bytes() == bytes.as_slice()),
