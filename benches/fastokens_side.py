@@ -175,6 +175,46 @@ def start_rows(rounds: int) -> str:
     )
 
 
+# Each counts the stdlib corpus once with the encoding named by sys.argv[1] in a fresh
+# interpreter (ctxbudget as it ships, its count cache on) and prints its peak resident set.
+RSS = {
+    "ctxbudget": "import ctxbudget; enc = ctxbudget.Encoding(sys.argv[1]); count = enc.count",
+    "fastokens": (
+        "import fastokens; tok = fastokens.Tokenizer.from_tiktoken("
+        "f'{DATA}/{sys.argv[1]}.tiktoken', encoding=sys.argv[1]); "
+        "count = lambda t: len(tok.encode_ordinary(t))"
+    ),
+}
+RSS_RUN = (
+    "import resource, sys; sys.path.insert(0, {here!r}); "
+    "from stdlib_corpus import stdlib_texts; DATA = {data!r}; {load}; "
+    "sum(count(t) for t in stdlib_texts()); "
+    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+)
+
+
+def peak_rss_mib(impl: str, name: str) -> float:
+    """Peak resident set, in MiB, of a fresh interpreter counting the corpus once."""
+    code = RSS_RUN.format(here=str(Path(__file__).parent), data=str(DATA), load=RSS[impl])
+    out = subprocess.run(
+        [sys.executable, "-c", code, name], check=True, capture_output=True, text=True
+    ).stdout
+    return int(out.split()[-1]) / 1024
+
+
+def rss_rows() -> list[str]:
+    """Peak resident set of a corpus run in a fresh interpreter (its corpus, about
+    twice its size in bytes as Python strings, included), per encoding."""
+    rows = []
+    for name in ENCODINGS:
+        ours, fast = peak_rss_mib("ctxbudget", name), peak_rss_mib("fastokens", name)
+        rows.append(
+            f"| {name}, stdlib corpus, peak RSS of a fresh interpreter counting it once "
+            f"(MiB) |  | {ours:.1f} | {fast:.1f} | **{fast / ours:.2f}×** |  |"
+        )
+    return rows
+
+
 def one_thread_rows(rounds: int) -> list[str]:
     """The corpus and run rows, from a child interpreter where fastokens has one thread."""
     env = {**os.environ, "FASTOKENS_BPE_THREADS": "1"}

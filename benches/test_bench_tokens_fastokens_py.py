@@ -20,6 +20,7 @@ def test_fastokens_py(benchmark: Any, corpus: list[str]) -> None:
         *side.one_thread_rows(ROUNDS),
         *side.batch_rows(corpus, ROUNDS),
         side.start_rows(ROUNDS),
+        *side.rss_rows(),
     ]
     benchmark.pedantic(lambda: None, rounds=1)
     benchmark.extra_info["table"] = "\n".join([side.HEADER, *rows])
@@ -35,7 +36,9 @@ BENCHMARK = Benchmark(
         "pass on the same thread), CPU seconds of the counting thread (fastokens held to one "
         "thread: it spreads a long text over threads of its own), median of interleaved "
         "rounds; `count_many` / `encode_batch` over 2 threads and the fresh-interpreter start "
-        "in wall seconds. ctxbudget's whole-text count cache is off; its per-thread piece "
+        "in wall seconds; the peak resident set of a fresh interpreter that counts the corpus once "
+        "(the corpus itself included; ctxbudget with every cache as it ships). Otherwise "
+        "ctxbudget's whole-text count cache is off; its per-thread piece "
         "and segment caches and fastokens' pretoken caches are on, as they ship. Full runs "
         "only."
     ),

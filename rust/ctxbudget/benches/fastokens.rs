@@ -218,7 +218,10 @@ fn one_thread_rows_in_child(parts: &[&str]) {
         Err(e) => panic!("{e}"),
     };
     let rows = String::from_utf8_lossy(&out.stdout);
-    for line in rows.lines().filter(|l| l.starts_with("| o200k") || l.starts_with("| cl100k")) {
+    for line in rows
+        .lines()
+        .filter(|l| l.starts_with("| o200k") || l.starts_with("| cl100k"))
+    {
         println!("{line}");
     }
 }
@@ -232,7 +235,10 @@ fn main() {
     println!("| measure | input | ctxbudget CPU s | fastokens CPU s | fastokens ÷ ctxbudget (> 1: ctxbudget faster) | equal counts |");
     println!("|---|---|---|---|---|---|");
     let one_thread = std::env::var(FASTOKENS_THREADS).is_ok_and(|n| n == "1");
-    let single: Vec<&str> = ["corpus", "runs"].into_iter().filter(|t| wants(t)).collect();
+    let single: Vec<&str> = ["corpus", "runs"]
+        .into_iter()
+        .filter(|t| wants(t))
+        .collect();
     if !one_thread && !single.is_empty() {
         one_thread_rows_in_child(&single);
     }
