@@ -185,11 +185,14 @@ RSS = {
         "count = lambda t: len(tok.encode_ordinary(t))"
     ),
 }
+# The high-water mark of this process's own memory (`VmHWM`, kB): `ru_maxrss` would keep
+# that of the parent it was forked from, a pytest process several times its size.
 RSS_RUN = (
-    "import resource, sys; sys.path.insert(0, {here!r}); "
+    "import sys; sys.path.insert(0, {here!r}); "
     "from stdlib_corpus import stdlib_texts; DATA = {data!r}; {load}; "
     "sum(count(t) for t in stdlib_texts()); "
-    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    "print(next(line.split()[1] for line in open('/proc/self/status') "
+    "if line.startswith('VmHWM:')))"
 )
 
 
