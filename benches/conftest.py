@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import os
-import sysconfig
 from pathlib import Path
 
 import pytest
+from stdlib_corpus import CORPUS_BYTES, SHORT, stdlib_texts
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(REPO.parent / "shared" / "tiktoken-cache"))
-
-SHORT = os.environ.get("CTXBUDGET_BENCH_SHORT") == "1"
-CORPUS_BYTES = (2 if SHORT else 8) << 20
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -30,21 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def corpus() -> list[str]:
     """Python standard library sources, in a fixed order, up to CORPUS_BYTES."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    texts: list[str] = []
-    total = 0
-    for path in sorted(root.rglob("*.py")):
-        if "site-packages" in path.parts or "test" in path.parts:
-            continue
-        try:
-            text = path.read_text("utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        texts.append(text)
-        total += len(text.encode())
-        if total >= CORPUS_BYTES:
-            break
-    return texts
+    return stdlib_texts(CORPUS_BYTES)
 
 
 @pytest.fixture(scope="session")

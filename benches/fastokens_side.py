@@ -10,10 +10,17 @@ and cold-start figures are wall seconds. ctxbudget's whole-text count cache is o
 (`cache_size=0`); its per-thread piece cache and fastokens' pretoken caches are on, as
 they ship. A cold pass runs on a fresh thread with a fresh fastokens tokenizer; steady
 state is a further pass on the same thread. Counts are checked equal first.
+
+fastokens spreads a text of 64 KiB or more over worker threads of its own, whose CPU time
+the counting thread's clock does not see (a quarter of the corpus is in such files), so
+the one-thread rows (corpus and runs) are measured in a child interpreter where fastokens
+has one thread (``FASTOKENS_BPE_THREADS=1``, read at its first encode): ``python
+benches/fastokens_side.py ROUNDS`` prints them.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -166,3 +173,63 @@ def start_rows(rounds: int) -> str:
         statistics.median(times["ctxbudget"]),
         statistics.median(times["fastokens"]),
     )
+
+
+# Each counts the stdlib corpus once with the encoding named by sys.argv[1] in a fresh
+# interpreter (ctxbudget as it ships, its count cache on) and prints its peak resident set.
+RSS = {
+    "ctxbudget": "import ctxbudget; enc = ctxbudget.Encoding(sys.argv[1]); count = enc.count",
+    "fastokens": (
+        "import fastokens; tok = fastokens.Tokenizer.from_tiktoken("
+        "f'{DATA}/{sys.argv[1]}.tiktoken', encoding=sys.argv[1]); "
+        "count = lambda t: len(tok.encode_ordinary(t))"
+    ),
+}
+# The high-water mark of this process's own memory (`VmHWM`, kB): `ru_maxrss` would keep
+# that of the parent it was forked from, a pytest process several times its size.
+RSS_RUN = (
+    "import sys; sys.path.insert(0, {here!r}); "
+    "from stdlib_corpus import stdlib_texts; DATA = {data!r}; {load}; "
+    "sum(count(t) for t in stdlib_texts()); "
+    "print(next(line.split()[1] for line in open('/proc/self/status') "
+    "if line.startswith('VmHWM:')))"
+)
+
+
+def peak_rss_mib(impl: str, name: str) -> float:
+    """Peak resident set, in MiB, of a fresh interpreter counting the corpus once."""
+    code = RSS_RUN.format(here=str(Path(__file__).parent), data=str(DATA), load=RSS[impl])
+    out = subprocess.run(
+        [sys.executable, "-c", code, name], check=True, capture_output=True, text=True
+    ).stdout
+    return int(out.split()[-1]) / 1024
+
+
+def rss_rows() -> list[str]:
+    """Peak resident set of a corpus run in a fresh interpreter (its corpus, about
+    twice its size in bytes as Python strings, included), per encoding."""
+    rows = []
+    for name in ENCODINGS:
+        ours, fast = peak_rss_mib("ctxbudget", name), peak_rss_mib("fastokens", name)
+        rows.append(
+            f"| {name}, stdlib corpus, peak RSS of a fresh interpreter counting it once "
+            f"(MiB) |  | {ours:.1f} | {fast:.1f} | **{fast / ours:.2f}×** |  |"
+        )
+    return rows
+
+
+def one_thread_rows(rounds: int) -> list[str]:
+    """The corpus and run rows, from a child interpreter where fastokens has one thread."""
+    env = {**os.environ, "FASTOKENS_BPE_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, __file__, str(rounds)], env=env, check=True, capture_output=True, text=True
+    ).stdout
+    return [line for line in out.splitlines() if line.startswith("| ")]
+
+
+if __name__ == "__main__":
+    from stdlib_corpus import stdlib_texts
+
+    child_rounds = int(sys.argv[1])
+    for line in [*corpus_rows(stdlib_texts(), child_rounds), *run_rows(3)]:
+        print(line)

@@ -29,7 +29,8 @@ BENCHMARK = Benchmark(
     title="Cold start in Rust, beside bpe-openai, tiktoken-rs and fastokens",
     about=(
         "A fresh process loads a tokenizer and counts one sentence: its wall time (median "
-        "of 5 processes), the load and the first count timed inside it, and its peak "
+        "of 5 processes), its CPU time over all its threads (which other load on the machine "
+        "does not inflate), the load and the first count timed inside it, and its peak "
         "resident set. For o200k_base and cl100k_base ctxbudget decodes tiktoken's rank "
         "files embedded in the binary, the others build their tokenizer first; for the "
         "`tokenizer.json` files of Llama 3.2 (128k tokens, 280k merges), Qwen 2.5 (151k "

@@ -11,7 +11,6 @@ only ``SELECT, INSERT, UPDATE, DELETE``; docs/guide-deploy.md).
 
 from __future__ import annotations
 
-import asyncio
 from types import TracebackType
 
 from . import _ctxbudget
@@ -199,6 +198,10 @@ class Database:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        # Imported here: `import ctxbudget` does not load asyncio (and ssl, which it
+        # imports), megabytes that a host which never awaits would carry.
+        import asyncio
+
         # Closing sockets may block briefly: off the event loop.
         await asyncio.to_thread(self.close)
 

@@ -1,8 +1,10 @@
 //! Cold start, measured as whole processes: a fresh process loads a tokenizer and counts
 //! one short text. The shipped encodings for ctxbudget, bpe-openai and tiktoken-rs side
 //! by side; each `tokenizer.json` named on the command line for ctxbudget and fastokens.
-//! Prints the median wall time of 5 fresh processes each, the load and first count timed
-//! inside the child (medians), and the peak resident set (`VmHWM`) the child reports.
+//! Prints the median wall time of 5 fresh processes each, the CPU time of the child (all
+//! its threads, from its start: what other load on the machine does not inflate), the
+//! load and first count timed inside the child (medians), and the peak resident set
+//! (`VmHWM`) the child reports.
 //!
 //! `cargo bench -p ctxbudget --bench cold_load [-- NAME=PATH ...]`
 use std::process::Command;
@@ -68,16 +70,31 @@ fn load_and_count(implementation: &str, name: &str) -> (usize, f64) {
     (n, loaded)
 }
 
+/// CPU time of this process so far (all its threads), in seconds.
+fn process_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
 fn child(implementation: &str, name: &str) {
     let start = Instant::now();
     let (n, loaded) = load_and_count(implementation, name);
     let seconds = start.elapsed().as_secs_f64();
+    let cpu = process_cpu_seconds();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let hwm = status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .map_or("?".to_owned(), |v| v.trim().to_owned());
-    println!("{n} {seconds} {loaded} {hwm}");
+    println!("{n} {seconds} {loaded} {cpu} {hwm}");
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -90,6 +107,7 @@ fn row(exe: &std::path::Path, label: &str, implementation: &str, target: &str) {
     let mut walls = Vec::new();
     let mut inner = Vec::new();
     let mut loads = Vec::new();
+    let mut cpus = Vec::new();
     let mut hwm = String::new();
     let mut counts = Vec::new();
     for _ in 0..RUNS {
@@ -119,13 +137,15 @@ fn row(exe: &std::path::Path, label: &str, implementation: &str, target: &str) {
         walls.push(wall);
         inner.push(number(1));
         loads.push(number(2));
-        hwm = fields.get(3..).map(|f| f.join(" ")).unwrap_or_default();
+        cpus.push(number(3));
+        hwm = fields.get(4..).map(|f| f.join(" ")).unwrap_or_default();
     }
     let inner = median(inner);
     let load = median(loads);
     println!(
-        "| {label} | {implementation} | {:.3} s | {:.1} ms | {:.1} ms | {:.2} ms | {hwm} |",
+        "| {label} | {implementation} | {:.3} s | {:.1} ms | {:.1} ms | {:.1} ms | {:.2} ms | {hwm} |",
         median(walls),
+        median(cpus) * 1e3,
         inner * 1e3,
         load * 1e3,
         (inner - load) * 1e3,
@@ -147,8 +167,8 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.split_once('='))
         .collect();
-    println!("| tokenizer | implementation | process wall, load + first count (median of {RUNS}) | in-process load + first count | of which load | of which first count | peak RSS |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| tokenizer | implementation | process wall, load + first count (median of {RUNS}) | process CPU, all threads (median) | in-process load + first count | of which load | of which first count | peak RSS |");
+    println!("|---|---|---|---|---|---|---|---|");
     for name in ["o200k_base", "cl100k_base"] {
         for implementation in ["ctxbudget", "bpe-openai", "tiktoken-rs"] {
             row(&exe, name, implementation, name);

@@ -226,11 +226,7 @@ impl VocabText {
         let mut starts = Vec::with_capacity(ends.len() + 1);
         starts.push(0);
         starts.extend_from_slice(&ends);
-        let vocab = Vocab {
-            bytes,
-            starts,
-            ranks: (0..ends.len() as u32).collect(),
-        };
+        let vocab = Vocab { bytes, starts };
         let mut single = [false; 256];
         for (_, token) in vocab.iter() {
             if let [b] = token {

@@ -29,10 +29,9 @@ pub(crate) fn source(name: &str) -> Option<&'static str> {
 pub(crate) struct Vocab {
     /// All token bytes, concatenated in rank order.
     pub(crate) bytes: Vec<u8>,
-    /// `starts[id]..starts[id + 1]` are the bytes of token `id`.
+    /// `starts[id]..starts[id + 1]` are the bytes of token `id`. (The ranks the file
+    /// states are not kept: only their order counts, and ids keep it.)
     pub(crate) starts: Vec<u32>,
-    /// Rank of each id as the file states it (ids are dense, ranks need not be).
-    pub(crate) ranks: Vec<u32>,
 }
 
 /// Value of each base64 digit (standard alphabet), 0xFF for anything else.
@@ -78,35 +77,114 @@ pub(crate) fn decode_base64(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
     (acc & ((1 << bits) - 1) == 0).then_some(())
 }
 
+/// One `base64 rank` line in its plain form (padded base64, one space, decimal digits,
+/// `\n` or the end) at `data[at..]`: the token's bytes are appended to `out`, and its rank
+/// and where the next line starts returned. `None` for any other line, which the general
+/// parse reads (or refuses, saying why); `out` then holds bytes past its old length.
+///
+/// A `.tiktoken` file is hundreds of thousands of such lines, and this single pass over
+/// them costs about half of splitting each into lines and fields first.
+#[inline]
+fn plain_line(data: &[u8], at: usize, out: &mut Vec<u8>) -> Option<(u32, usize)> {
+    let mut i = at;
+    loop {
+        let &[a, b, c, d] = data.get(i..i + 4)? else {
+            return None;
+        };
+        let [va, vb, vc, vd] = [a, b, c, d].map(|x| BASE64_DIGITS[usize::from(x)]);
+        i += 4;
+        if (va | vb | vc | vd) & 0xC0 == 0 {
+            let quad =
+                u32::from(va) << 18 | u32::from(vb) << 12 | u32::from(vc) << 6 | u32::from(vd);
+            out.extend_from_slice(&quad.to_be_bytes()[1..]);
+            if data.get(i) == Some(&b' ') {
+                break;
+            }
+            continue;
+        }
+        // The last quad, padded: its leftover bits must be zero.
+        if (va | vb) & 0xC0 != 0 || data.get(i) != Some(&b' ') {
+            return None;
+        }
+        if c == b'=' && d == b'=' && vb & 0x0F == 0 {
+            out.push(va << 2 | vb >> 4);
+        } else if vc & 0xC0 == 0 && d == b'=' && vc & 0x03 == 0 {
+            out.extend_from_slice(&[va << 2 | vb >> 4, vb << 4 | vc >> 2]);
+        } else {
+            return None;
+        }
+        break;
+    }
+    i += 1;
+    let digits = i;
+    let mut rank = 0u32;
+    while let Some(&c) = data.get(i).filter(|c| c.is_ascii_digit()) {
+        rank = rank.checked_mul(10)?.checked_add(u32::from(c - b'0'))?;
+        i += 1;
+    }
+    match data.get(i) {
+        _ if i == digits => None,
+        Some(b'\n') => Some((rank, i + 1)),
+        None => Some((rank, i)),
+        Some(_) => None,
+    }
+}
+
 impl Vocab {
     /// Parses a `.tiktoken` file: one `base64 rank` line per token, ranks increasing.
     pub(crate) fn parse(data: &str) -> Result<Vocab, String> {
-        let lines = data.lines().filter(|l| !l.is_empty());
+        let text = data.as_bytes();
         let mut vocab = Vocab {
             bytes: Vec::with_capacity(data.len() / 2),
             starts: vec![0],
-            ranks: Vec::new(),
         };
-        for (index, line) in lines.enumerate() {
-            let at = |what: &str| format!("line {}: {what}", index + 1);
-            let (token, rank) = line
-                .split_once(' ')
-                .ok_or_else(|| at("expected `<base64> <rank>`"))?;
-            let rank: u32 = rank
-                .trim()
-                .parse()
-                .map_err(|_| at("rank is not a number"))?;
-            if vocab.ranks.last().is_some_and(|&last| rank <= last) {
-                return Err(at("ranks must increase"));
+        let mut last = None;
+        let mut index = 0;
+        let mut at = 0;
+        while at < text.len() {
+            let mark = vocab.bytes.len();
+            let err = |what: &str| format!("line {}: {what}", index + 1);
+            let rank = match plain_line(text, at, &mut vocab.bytes) {
+                Some((rank, next)) => {
+                    at = next;
+                    rank
+                }
+                None => {
+                    // Anything else, as `str::lines` splits it: CRLF endings, blank
+                    // lines, spaces around the rank, and every malformed line.
+                    vocab.bytes.truncate(mark);
+                    let end = text[at..]
+                        .iter()
+                        .position(|&b| b == b'\n')
+                        .map_or(text.len(), |n| at + n);
+                    let line = &data[at..end];
+                    at = end + 1;
+                    let line = line.strip_suffix('\r').unwrap_or(line);
+                    if line.is_empty() {
+                        continue;
+                    }
+                    let (token, rank) = line
+                        .split_once(' ')
+                        .ok_or_else(|| err("expected `<base64> <rank>`"))?;
+                    let rank: u32 = rank
+                        .trim()
+                        .parse()
+                        .map_err(|_| err("rank is not a number"))?;
+                    decode_base64(token.as_bytes(), &mut vocab.bytes)
+                        .ok_or_else(|| err("bad base64 token"))?;
+                    rank
+                }
+            };
+            if last.is_some_and(|last| rank <= last) {
+                return Err(err("ranks must increase"));
             }
-            decode_base64(token.as_bytes(), &mut vocab.bytes)
-                .ok_or_else(|| at("bad base64 token"))?;
-            let end = u32::try_from(vocab.bytes.len()).map_err(|_| at("table too large"))?;
+            last = Some(rank);
+            let end = u32::try_from(vocab.bytes.len()).map_err(|_| err("table too large"))?;
             if end == *vocab.starts.last().unwrap_or(&0) {
-                return Err(at("empty token"));
+                return Err(err("empty token"));
             }
             vocab.starts.push(end);
-            vocab.ranks.push(rank);
+            index += 1;
         }
         Ok(vocab)
     }
@@ -119,7 +197,6 @@ impl Vocab {
         let mut vocab = Vocab {
             bytes: Vec::new(),
             starts: vec![0],
-            ranks: Vec::new(),
         };
         for (rank, token) in tokens.into_iter().enumerate() {
             if token.is_empty() {
@@ -128,16 +205,13 @@ impl Vocab {
             vocab.bytes.extend_from_slice(token);
             let end = u32::try_from(vocab.bytes.len()).map_err(|_| "table too large")?;
             vocab.starts.push(end);
-            vocab
-                .ranks
-                .push(u32::try_from(rank).map_err(|_| "table too large")?);
         }
         Ok(vocab)
     }
 
     /// Number of tokens.
     pub(crate) fn len(&self) -> usize {
-        self.ranks.len()
+        self.starts.len() - 1
     }
 
     /// Bytes of token `id`.
@@ -211,18 +285,25 @@ mod tests {
             let vocab = Vocab::parse(source(file).unwrap_or_default())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             let bpe = oracle(name);
+            // The ranks the file states, in id order.
+            let ranks: Vec<u32> = source(file)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.split_once(' ')?.1.trim().parse().ok())
+                .collect();
+            assert_eq!(ranks.len(), vocab.len(), "{name}");
             for (id, bytes) in vocab.iter() {
-                let rank = vocab.ranks[id as usize];
+                let rank = ranks[id as usize];
                 let theirs = bpe
                     .decode_bytes(&[rank])
                     .unwrap_or_else(|e| panic!("{name} rank {rank}: {e:?}"));
                 assert_eq!(bytes, theirs.as_slice(), "{name} rank {rank}");
             }
             let special: Vec<String> = bpe.special_tokens().iter().map(|s| s.to_string()).collect();
-            let last = *vocab.ranks.last().unwrap_or(&0);
+            let last = *ranks.last().unwrap_or(&0);
             let mut extra = 0;
             for rank in 0..last + 4_096 {
-                if vocab.ranks.binary_search(&rank).is_err() {
+                if ranks.binary_search(&rank).is_err() {
                     if let Ok(bytes) = bpe.decode_bytes(&[rank]) {
                         assert!(
                             special.iter().any(|s| s.as_bytes() == bytes.as_slice()),
@@ -267,6 +348,47 @@ mod tests {
         assert!(err("!!!! 0\n").contains("base64"));
         assert!(err("YQ= 0\n").contains("base64"));
         assert!(err("YR== 0\n").contains("base64"));
+        assert!(err("YQ== 4294967296\n").contains("not a number"));
+        assert!(err("YQ==YQ== 0\n").contains("base64"));
+        assert!(err("YQ==  0\nYg== 0\n").contains("line 2"));
+        assert!(err("YQ== 0\n\n \n").contains("line 2"));
         assert_eq!(Vocab::parse("YQ== 0\nYg== 5\n").map(|v| v.len()), Ok(2));
+    }
+
+    /// Tokens of every length, so that every padding and quad count occurs.
+    fn tokens() -> Vec<Vec<u8>> {
+        (1..40usize)
+            .map(|len| (0..len).map(|i| (i * 91 + len * 7) as u8).collect())
+            .collect()
+    }
+
+    #[test]
+    fn plain_lines_read_as_the_general_parse_reads_them() {
+        use base64::Engine as _;
+        let engine = base64::engine::general_purpose::STANDARD;
+        let tokens = tokens();
+        let line = |(rank, t): (usize, &Vec<u8>)| format!("{} {}", engine.encode(t), rank * 3);
+        let lines: Vec<String> = tokens.iter().enumerate().map(line).collect();
+        // The plain form, then forms only the general parse reads: CRLF endings, blank
+        // lines, spaces around the rank, no final newline.
+        let plain = lines.join("\n") + "\n";
+        let crlf = lines.join("\r\n") + "\r\n";
+        let loose = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                if i % 2 == 0 {
+                    format!("{l} \n\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect::<String>();
+        let unended = lines.join("\n");
+        for text in [plain, crlf, loose, unended] {
+            let vocab = Vocab::parse(&text).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+            let read: Vec<&[u8]> = vocab.iter().map(|(_, t)| t).collect();
+            assert_eq!(read, tokens.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        }
     }
 }
