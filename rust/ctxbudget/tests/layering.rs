@@ -15,12 +15,10 @@ use std::path::{Path, PathBuf};
 /// `store/` files that still use the transcript layer.
 const KNOWN_STORE_USES_TRANSCRIPT: &[&str] = &[
     "store/append.rs",
-    "store/frame.rs",
     "store/index.rs",
     "store/maintenance.rs",
     "store/read.rs",
     "store/retention.rs",
-    "store/row.rs",
     "store/seam.rs",
 ];
 

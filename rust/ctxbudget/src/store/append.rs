@@ -7,15 +7,15 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use super::frame::{self, Entry, Scan};
+use super::frame;
 use super::index::Index;
 use super::receipt::{self, AppendIntent, Files, Receipt, ReceiptRead, ReceiptState};
 use super::seam::{BuildBatch, Tip};
 use super::{
-    failpoint, fsutil, open_read, row, AppendResult, Handles, History, Locked, NewRow, Result,
-    Stamp, StoreError,
+    failpoint, fsutil, open_read, AppendResult, Handles, History, Locked, Result, Stamp, StoreError,
 };
-use crate::transcript::WindowFold;
+use crate::transcript::input as row;
+use crate::transcript::{NewRow, RowEntry, RowScan, WindowFold};
 
 impl History {
     // ----- appends ---------------------------------------------------------------
@@ -190,7 +190,7 @@ impl History {
             if head.is_floor() {
                 floor = seq;
             }
-            entries.push(Entry {
+            entries.push(RowEntry {
                 offset: old_size + framed.len() as u64,
                 len: (line.len() - 1) as u32,
                 head: Some(head),
@@ -281,14 +281,14 @@ impl History {
             .ok_or_else(|| StoreError::internal("history index is not loaded"))?;
         if verified {
             let end = old_size + framed.len() as u64;
-            ix.absorb_chat(Scan {
+            ix.absorb_chat(RowScan {
                 entries,
                 committed_end: end,
                 lines: ix.chat.lines + rows.len() as u64 + 2,
                 last_crc: Some(crc),
                 batch_ranges: vec![(old_size, end)],
                 batches: 1,
-                ..Scan::default()
+                ..RowScan::default()
             });
             ix.chat_stamp = post_chat;
             ix.epoch = published.then_some(final_epoch);

@@ -6,7 +6,6 @@ use std::fs::OpenOptions as FsOpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::frame::{self, Scan};
 use super::index::Index;
 use super::receipt::{self, Files, ReceiptRead, ReceiptState};
 use super::{
@@ -69,7 +68,9 @@ impl History {
         // then the recovery's own receipt holds its floor, so a crash in between does not
         // drop it.
         let tail_floor = match chat_torn {
-            Some(keep) => frame::tail_floor_seq(&read_range(&self.paths.chat, keep)?),
+            Some(keep) => {
+                crate::transcript::head::tail_floor_seq(&read_range(&self.paths.chat, keep)?)
+            }
             None => None,
         };
         let epoch = fsutil::random_u63();
@@ -293,12 +294,12 @@ impl History {
         let chat_bytes = read_all(&self.paths.chat)?;
         let archive_bytes = read_all(&self.paths.archive)?;
         let mut ix = Index {
-            archive: frame::scan(&archive_bytes, 0, 0),
-            chat: frame::scan(&chat_bytes, 0, 0),
+            archive: super::index::scan_rows(&archive_bytes, 0, 0),
+            chat: super::index::scan_rows(&chat_bytes, 0, 0),
             ..Index::default()
         };
         ix.derive(&receipt, &chat_bytes, &archive_bytes);
-        let file_report = |s: &Scan, bytes: usize| FileReport {
+        let file_report = |s: &crate::transcript::RowScan, bytes: usize| FileReport {
             bytes: bytes as u64,
             batches: s.batches,
             rows: s.entries.iter().filter(|e| e.head.is_some()).count() as u64,

@@ -5,14 +5,13 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
-use super::frame::Entry;
 use super::index::Snapshot;
 use super::receipt::{self, ReceiptRead};
 use super::{
     commit_crc_before, open_read, History, ReadFrom, Result, RowsRead, StoreError, StoredRow,
     WindowInfo,
 };
-use crate::transcript::{BoundaryKind, WindowFold, WindowId};
+use crate::transcript::{BoundaryKind, RowEntry, WindowFold, WindowId};
 
 impl History {
     // ----- reading ---------------------------------------------------------------
@@ -44,7 +43,7 @@ impl History {
         // the transcript (an agent loop asks for the few rows appended since its last
         // step). Malformed lines just before that row are not part of the answer.
         let (chat, archive) = (self.paths.chat.as_path(), self.paths.archive.as_path());
-        let mut all: Vec<(&Path, &Entry)> = (ix.chat.entries.iter().rev().map(|e| (chat, e)))
+        let mut all: Vec<(&Path, &RowEntry)> = (ix.chat.entries.iter().rev().map(|e| (chat, e)))
             .chain(ix.archive.entries.iter().rev().map(|e| (archive, e)))
             .take_while(|(_, e)| e.head.as_ref().is_none_or(|h| h.seq >= first_seq))
             .collect();
@@ -142,7 +141,7 @@ impl History {
 /// item counts; `retracted` is the fold that has seen every retraction. Any store's
 /// `windows()` is this walk over its entries.
 pub(crate) fn window_runs<'a>(
-    entries: impl Iterator<Item = &'a Entry>,
+    entries: impl Iterator<Item = &'a RowEntry>,
     retracted: &WindowFold,
 ) -> Vec<WindowInfo> {
     let mut fold = WindowFold::new();
@@ -182,7 +181,7 @@ pub(crate) fn window_runs<'a>(
 /// last row: the fold's to say — the window open before the first of them, then
 /// boundaries as they come.
 pub(crate) fn windows_of<'a>(
-    entries: impl Iterator<Item = &'a Entry> + Clone,
+    entries: impl Iterator<Item = &'a RowEntry> + Clone,
     fold: &WindowFold,
 ) -> Vec<WindowId> {
     let mut window = entries

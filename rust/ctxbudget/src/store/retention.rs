@@ -12,9 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use super::lock::{HistoryLock, LockToken};
 use super::receipt::{self, ReceiptState};
-use super::{
-    frame, fsutil, read_all, DeleteReport, History, Paths, PruneReport, Result, StoreError,
-};
+use super::{fsutil, read_all, DeleteReport, History, Paths, PruneReport, Result, StoreError};
 use crate::transcript::{prune_cut, PruneSpec};
 
 /// Prefix of the directory a delete moves a workspace's files into before removing it.
@@ -146,7 +144,7 @@ impl History {
             let lock = HistoryLock::acquire(&token, &paths.lock, lock_timeout)?;
             for path in [&paths.chat, &paths.archive] {
                 let bytes = read_all(path)?;
-                let scan = frame::scan(&bytes, 0, 0);
+                let scan = super::index::scan_rows(&bytes, 0, 0);
                 report.rows += scan.entries.iter().filter(|e| e.head.is_some()).count() as u64;
                 report.bytes += bytes.len() as u64;
             }

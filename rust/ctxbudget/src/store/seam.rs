@@ -11,12 +11,12 @@
 
 use std::time::{Duration, Instant};
 
-use crate::transcript::{PruneSpec, Row, WindowFold};
+use crate::transcript::{NewRow, PruneSpec, Row, RowHead, WindowFold};
 
 use super::file_page::FileSource;
 use super::page::{PageError, RunPage};
 use super::{
-    AppendResult, History, NewRow, PruneReport, ReadFrom, ReceiptRead, RecoveryReport, Result,
+    AppendResult, History, PruneReport, ReadFrom, ReceiptRead, RecoveryReport, Result,
     RotateReport, RowsRead, StoredRow, VerifyReport, WindowInfo,
 };
 
@@ -127,7 +127,7 @@ pub trait Store: Send + Sync {
         &self,
         start: Instant,
         limit: Duration,
-        run: &mut RunPage<'_>,
+        run: &mut RunPage<'_, RowHead>,
     ) -> std::result::Result<(), PageError> {
         let _ = (start, limit, run);
         Err(PageError::Unavailable(
@@ -208,7 +208,7 @@ impl Store for History {
         &self,
         _start: Instant,
         _limit: Duration,
-        run: &mut RunPage<'_>,
+        run: &mut RunPage<'_, RowHead>,
     ) -> std::result::Result<(), PageError> {
         self.with_snapshot(|snap| run(&FileSource::new(snap)))
             .map_err(|e| {
@@ -296,7 +296,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         &self,
         start: Instant,
         limit: Duration,
-        run: &mut RunPage<'_>,
+        run: &mut RunPage<'_, RowHead>,
     ) -> std::result::Result<(), PageError> {
         (**self).page(start, limit, run)
     }

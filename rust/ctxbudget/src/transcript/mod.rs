@@ -11,6 +11,8 @@
 
 mod entry;
 mod fold;
+pub(crate) mod head;
+pub(crate) mod input;
 mod kinds;
 pub mod log;
 mod ops;
@@ -21,6 +23,10 @@ mod window;
 
 pub use entry::Transcript;
 pub use fold::{claims_of, is_scheduled, Head, WindowFold, NEW_CONTEXT};
+pub(crate) use head::{RowEntry, RowHead, RowScan, Rows};
+#[cfg(feature = "fuzzing")]
+pub use input::fuzz_rules;
+pub use input::NewRow;
 pub use kinds::{
     BoundaryKind, PartType, Role, RolloverReason, RowKind, UnknownName, BOUNDARY_KINDS, KINDS,
     PART_TYPES, ROLES, ROLLOVER_REASONS,
