@@ -16,9 +16,6 @@ use std::path::{Path, PathBuf};
 const KNOWN_STORE_USES_TRANSCRIPT: &[&str] = &[
     "store/append.rs",
     "store/index.rs",
-    "store/maintenance.rs",
-    "store/read.rs",
-    "store/retention.rs",
     "store/seam.rs",
 ];
 

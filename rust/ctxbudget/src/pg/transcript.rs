@@ -24,7 +24,6 @@ use super::deadline::Deadline;
 use super::pool::Conn;
 use super::{from_i64, insert_batch, random_batch_id, to_i64, PgConversation, PgError, PgStore};
 
-use crate::store::read::window_runs;
 use crate::store::{
     AppendResult, BuildBatch, FileReport, Files, ReadFrom, Receipt, ReceiptRead, ReceiptState,
     RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError, StoredRow, Tip,
@@ -32,6 +31,7 @@ use crate::store::{
 };
 use crate::transcript::input::{Incoming, RawRow};
 use crate::transcript::log::{encode_batch, LogState, RowIndex, MAX_SEQ};
+use crate::transcript::window_runs;
 use crate::transcript::NewRow;
 use crate::transcript::Row;
 

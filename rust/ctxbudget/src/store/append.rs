@@ -63,6 +63,14 @@ impl History {
         Ok(receipt)
     }
 
+    /// Appends the committed reset that takes the place of a soft clear recovery moved
+    /// out with a torn tail (its bytes are kept in `recovered/`): the floor is written
+    /// again, later, so stricter — fail closed.
+    pub(super) fn append_recovered_floor(&self, locked: &mut Locked<'_>) -> Result<AppendResult> {
+        let floor = crate::transcript::reset_row().with_meta("recovered_floor", true);
+        self.append_locked(locked, &[floor])
+    }
+
     pub(super) fn append_locked(
         &self,
         locked: &mut Locked<'_>,

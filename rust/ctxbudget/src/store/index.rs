@@ -5,7 +5,13 @@ use super::frame;
 use super::fsutil::Stamp;
 use super::receipt::{self, AppendIntent, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
 use super::Paths;
-use crate::transcript::{RowEntry, RowHead, RowScan, Rows, WindowFold};
+use super::WindowInfo;
+use crate::transcript::{
+    window_runs, windows_of, RowEntry, RowHead, RowScan, Rows, WindowFold, WindowId,
+};
+
+/// An entry of this index: a line of either file, with its row head when it is a row.
+pub(super) type Entry = RowEntry;
 
 /// Scans the bytes of a file that start at byte `base` (line `base_line`), its lines read
 /// as rows by the transcript layer's reader.
@@ -47,6 +53,31 @@ pub(super) struct Index {
 impl Index {
     pub(super) fn entries(&self) -> impl Iterator<Item = &RowEntry> {
         self.archive.entries.iter().chain(self.chat.entries.iter())
+    }
+
+    /// The seq of the current window's first row (its boundary, or 1).
+    pub(super) fn current_window_seq(&self) -> u64 {
+        self.fold.window().seq()
+    }
+
+    /// The window of each of `entries`, a run of this index's lines that ends at its
+    /// last row.
+    pub(super) fn windows_of<'a>(
+        &self,
+        entries: impl Iterator<Item = &'a Entry> + Clone,
+    ) -> Vec<WindowId> {
+        windows_of(entries, &self.fold)
+    }
+
+    /// Contiguous window runs of both files, oldest first.
+    pub(super) fn window_runs(&self) -> Vec<WindowInfo> {
+        window_runs(self.entries(), &self.fold)
+    }
+
+    /// The highest seq of a privacy floor among the rows of a torn tail (judged from the
+    /// rows whose head parses, never from substrings).
+    pub(super) fn floor_in_torn_tail(tail: &[u8]) -> Option<u64> {
+        crate::transcript::head::tail_floor_seq(tail)
     }
 
     /// The seq the next appended row gets: above every seq handed out or shown, and

@@ -54,7 +54,7 @@ mod append;
 mod index;
 mod maintenance;
 mod options;
-pub(crate) mod read;
+mod read;
 mod reports;
 mod retention;
 

@@ -19,6 +19,7 @@ mod ops;
 mod retention;
 mod row;
 pub mod rules;
+mod walk;
 mod window;
 
 pub use entry::Transcript;
@@ -37,4 +38,5 @@ pub use ops::{
 };
 pub use retention::{prune_cut, PruneSpec};
 pub use row::{OpenCall, Row};
+pub(crate) use walk::{window_runs, windows_of};
 pub use window::{WindowId, WindowIdError};

@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use super::{LogRead, LogState};
-use crate::store::read::windows_of;
 use crate::store::{RowsRead, StoredRow};
 use crate::transcript::head::read_line;
+use crate::transcript::windows_of;
 use crate::transcript::{RowEntry, WindowFold};
 
 /// The rows' heads and the fold over them, for one epoch of a log.

@@ -8,13 +8,13 @@ use super::encode::{encode_batch, MAX_SEQ};
 use super::index::RowIndex;
 use super::{ByteLog, LockedLog, LogRead, LogRow};
 use crate::store::page::{PageError, RunPage};
-use crate::store::read::window_runs;
 use crate::store::{
     AppendResult, BuildBatch, FileReport, Files, PruneReport, ReadFrom, Receipt, ReceiptRead,
     ReceiptState, RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError, StoredRow,
     Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
 use crate::transcript::input::{Incoming, RawRow};
+use crate::transcript::window_runs;
 use crate::transcript::NewRow;
 use crate::transcript::RowHead;
 use crate::transcript::{PruneSpec, Row, WindowId};
