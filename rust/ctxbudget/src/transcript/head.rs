@@ -34,7 +34,7 @@ pub(crate) type RowEntry = Entry<RowHead>;
 /// A scan of a file of row lines.
 pub(crate) type RowScan = Scan<RowHead>;
 
-/// The fields of a row the store itself reads back.
+/// The fields of a row every store's index keeps (the head keys of `meta` included).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RowHead {
     /// `seq`.

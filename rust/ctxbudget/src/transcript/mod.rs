@@ -3,7 +3,9 @@
 //! The byte store ([`crate::store`]) keeps framed, checksummed lines and hands out
 //! seqs; this layer names the row vocabulary ([`RowKind`], [`Role`], [`PartType`],
 //! [`BoundaryKind`]), holds the one rule table every writer validates against
-//! ([`rules`]), parses committed rows into [`Row`]s, and folds them into windows
+//! ([`rules`]), validates and encodes the rows written ([`NewRow`]), reads the heads of
+//! stored lines (the byte stores are handed its line reader and never parse a row
+//! themselves), parses committed rows into [`Row`]s, and folds them into windows
 //! ([`WindowFold`]): current and previous window, privacy floor, retractions, visible
 //! rows, advisory claims, open tool calls, a scheduled `new_context`, the last user
 //! message. The store's index, the `session_history` scanner and the Python `Session`
