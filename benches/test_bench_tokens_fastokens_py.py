@@ -36,7 +36,8 @@ BENCHMARK = Benchmark(
         "pass on the same thread), CPU seconds of the counting thread, median of interleaved "
         "rounds; `count_many` / `encode_batch` over 2 threads and the fresh-interpreter start "
         "in wall seconds. ctxbudget's whole-text count cache is off; its per-thread piece "
-        "cache and fastokens' pretoken caches are on, as they ship. Full runs only."
+        "and segment caches and fastokens' pretoken caches are on, as they ship. Full runs "
+        "only."
     ),
     table=own_table,
 )

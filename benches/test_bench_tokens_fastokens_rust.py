@@ -25,7 +25,8 @@ BENCHMARK = Benchmark(
         "thread, freshly built fastokens tokenizer) and steady state (a further pass on the "
         "same thread), CPU seconds of the counting thread, median of 5 interleaved rounds; "
         "`count_many` / `encode_batch` on a 2-thread pool in wall seconds; 1 MiB runs of one "
-        "character. ctxbudget's whole-text count cache is off. Full runs only."
+        "character. ctxbudget's whole-text count cache is off; its per-thread piece and "
+        "segment caches and fastokens' pretoken caches are on, as they ship. Full runs only."
     ),
     table=own_table,
 )

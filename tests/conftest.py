@@ -114,4 +114,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreUnderTest:
     """The store under test, once per kind: a workspace directory or a PostgreSQL
     conversation of its own (tests taking it run on both stores)."""
     url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
-    return StoreUnderTest(request.param, tmp_path, url)
+    under_test = StoreUnderTest(request.param, tmp_path, url)
+    # A test that needs a capability some store lacks says so with
+    # `@pytest.mark.store_needs("shares_across_processes")`: it does not apply to that
+    # store (reported as such), and runs on every store that has it.
+    for mark in request.node.iter_markers("store_needs"):
+        for capability in mark.args:
+            if not getattr(under_test, capability):
+                pytest.skip(f"not applicable: a {request.param} store lacks {capability}")
+    return under_test

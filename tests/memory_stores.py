@@ -1,6 +1,7 @@
-"""The memory tool over both of its stores, for tests that run against each: a
-workspace's ``memories/`` and a PostgreSQL conversation's memory files (the ``pg_url``
-fixture: skipped without a server, failed under ``CTXBUDGET_REQUIRE_POSTGRES=1``)."""
+"""The memory tool over each of its stores, for tests that run against each: a
+workspace's ``memories/``, a PostgreSQL conversation's memory files (the ``pg_url``
+fixture: skipped without a server, failed under ``CTXBUDGET_REQUIRE_POSTGRES=1``) and an
+in-memory store's."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from ctxbudget import History, MemoryTool
 
-STORES = ("workspace", "postgresql")
+STORES = ("workspace", "postgresql", "memory")
 
 MakeTool = Callable[..., MemoryTool]
 
@@ -23,15 +24,20 @@ def new_conversation(pg_url: str, prefix: str = "mem") -> History:
     return History.open(pg_url, conversation=f"{prefix}-{uuid.uuid4().hex}")
 
 
+def memory_target(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """What a ``MemoryTool`` of the store ``store`` (one of :data:`STORES`) is given."""
+    if store == "postgresql":
+        return new_conversation(request.getfixturevalue("pg_url"))
+    if store == "memory":
+        return History.open(f"memory:mem-{uuid.uuid4().hex}")
+    return tmp_path
+
+
 @pytest.fixture(params=STORES)
 def make_memory(request: pytest.FixtureRequest, tmp_path: Path) -> MakeTool:
     """``make(**options) -> MemoryTool``: tools over one store per test (the same files
     for every tool the test makes), once per store."""
-    target: Any
-    if request.param == "postgresql":
-        target = new_conversation(request.getfixturevalue("pg_url"))
-    else:
-        target = tmp_path
+    target = memory_target(request.param, tmp_path, request)
 
     def make(**options: Any) -> MemoryTool:
         return MemoryTool(target, **options)

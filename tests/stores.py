@@ -1,5 +1,6 @@
-"""The two transcript stores behind one test handle, and hand-written SQL for the
-PostgreSQL store's tests (through ``psql``, so that no database driver is needed)."""
+"""The transcript stores (a workspace's files, PostgreSQL, in-memory) behind one test
+handle, and hand-written SQL for the PostgreSQL store's tests (through ``psql``, so that
+no database driver is needed)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ctxbudget import History
+from ctxbudget import DeleteReport, History
 
-STORE_KINDS = ("file", "postgres")
+STORE_KINDS = ("file", "postgres", "memory")
 
 # Options that only the file store has.
 _FILE_ONLY = ("durability", "lock_timeout", "recover")
@@ -37,12 +38,48 @@ class StoreUnderTest:
     def is_pg(self) -> bool:
         return self.kind == "postgres"
 
+    @property
+    def shares_across_processes(self) -> bool:
+        """Whether another process can open the same conversation (an in-memory store
+        lives in one process only). Tests that need it say so with
+        ``@pytest.mark.store_needs("shares_across_processes")``."""
+        return self.kind != "memory"
+
+    @property
+    def has_files(self) -> bool:
+        """Whether the transcript is files of a workspace directory (``history/``)."""
+        return self.kind == "file"
+
+    def delete(self, where: str | None = None) -> DeleteReport:
+        """``History.delete`` of the location ``where`` (default: the main one)."""
+        where = self.main if where is None else where
+        if self.is_pg:
+            assert self.url is not None
+            return History.delete(self.url, conversation=where)
+        return History.delete(where)
+
+    def cli_args(self, where: str | None = None) -> list[str]:
+        """How ``ctxbudget history …`` names the location ``where`` (in this process)."""
+        where = self.main if where is None else where
+        return ["--store", self.url or "", "--conversation", where] if self.is_pg else [where]
+
+    def session_location(self, where: str | None = None) -> dict[str, Any]:
+        """The arguments of ``Session.open`` that name the location ``where``."""
+        where = self.main if where is None else where
+        if self.is_pg:
+            return {"workspace": self.url, "conversation": where}
+        if self.has_files:
+            return {"workspace": Path(where), "durability": "none"}
+        return {"workspace": where}
+
     def fresh(self) -> str:
-        """A new, empty location: a directory under the test's tmp_path, or a new
-        conversation id."""
+        """A new, empty location: a directory under the test's tmp_path, a new
+        conversation id, or a new in-memory store's ``memory:NAME``."""
         self._count += 1
         if self.is_pg:
             return new_conversation_id()
+        if self.kind == "memory":
+            return f"memory:{new_conversation_id()}"
         return str(self._tmp / f"ws-{self._count}")
 
     def open(self, where: str | None = None, **options: Any) -> History:
@@ -51,12 +88,15 @@ class StoreUnderTest:
             assert self.url is not None
             pg = {k: v for k, v in options.items() if k not in _FILE_ONLY}
             return History.open(self.url, conversation=where, **pg)
+        if self.kind == "memory":
+            return History.open(where, **{k: v for k, v in options.items() if k not in _FILE_ONLY})
         options.setdefault("durability", "none")
         return History.open(where, **options)
 
     def target_args(self, where: str | None = None) -> list[str]:
         """Command-line arguments naming the location for a worker process:
-        ``[workspace]`` or ``[url, conversation]``."""
+        ``[workspace]`` or ``[url, conversation]`` (``[memory:NAME]``: a store of the
+        worker's own, unless :attr:`shares_across_processes`)."""
         where = self.main if where is None else where
         return [self.url, where] if self.is_pg else [where]  # type: ignore[list-item]
 

@@ -1,6 +1,6 @@
-"""The memory tool gives the same results over both stores: a workspace's
-``memories/`` and a PostgreSQL conversation's memory files (same commands, results,
-error codes, limits and confinement; one command layer over two stores).
+"""The memory tool gives the same results over every store: a workspace's
+``memories/``, a PostgreSQL conversation's memory files and an in-memory store's (same
+commands, results, error codes, limits and confinement; one command layer).
 
 A directory of the database exists while a file lies under it; a directory on disk
 stays after its last file is deleted or moved. The differential test removes empty
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_stores import new_conversation
+from memory_stores import STORES, memory_target, new_conversation
 
 from ctxbudget import DatabaseError, History, MemoryTool, Session
 from ctxbudget.tools.memory import CHECKPOINT_MAX
@@ -80,15 +80,18 @@ commands = st.one_of(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(calls=st.lists(commands, min_size=1, max_size=12), read_only=st.booleans())
+@pytest.mark.parametrize("other", ["postgresql", "memory"])
 def test_both_stores_give_the_same_results(
-    pg_url: str,
+    other: str,
+    request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     calls: list[dict[str, Any]],
     read_only: bool,
 ) -> None:
+    """The workspace's files against each store that keeps no files."""
     ws = tmp_path_factory.mktemp("ws")
     disk = MemoryTool(ws, read_only=read_only)
-    db = MemoryTool(new_conversation(pg_url), read_only=read_only)
+    db = MemoryTool(memory_target(other, ws, request), read_only=read_only)
     for args in calls:
         _prune_empty_dirs(ws / "memories")
         on_disk, in_db = disk.call(args), db.call(args)
@@ -98,11 +101,9 @@ def test_both_stores_give_the_same_results(
     assert db.call(listing) == disk.call(listing)
 
 
-@pytest.mark.parametrize("store", ["workspace", "postgresql"])
+@pytest.mark.parametrize("store", STORES)
 def test_limits_are_the_same(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    target: Any = tmp_path
-    if store == "postgresql":
-        target = new_conversation(request.getfixturevalue("pg_url"))
+    target = memory_target(store, tmp_path, request)
     m = MemoryTool(target)
 
     def create(path: str, size: int) -> dict[str, Any]:
@@ -196,15 +197,13 @@ def test_a_database_failure_is_a_result(pg_url: str, monkeypatch: pytest.MonkeyP
         assert "connection closed" in result["error"] and "Try again" in result["error"]
 
 
-@pytest.mark.parametrize("store", ["workspace", "postgresql"])
+@pytest.mark.parametrize("store", STORES)
 def test_a_path_under_a_file_is_not_a_directory(
     store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Both stores answer ``not_a_directory`` for a path that goes through a file (the
     file store said ``invalid_path`` before, as for a symlink)."""
-    target: Any = tmp_path
-    if store == "postgresql":
-        target = new_conversation(request.getfixturevalue("pg_url"))
+    target = memory_target(store, tmp_path, request)
     m = MemoryTool(target)
     assert m.call({"command": "create", "path": "/memories/a.md", "file_text": "x"})["ok"]
     assert m.call({"command": "create", "path": "/memories/c.md", "file_text": "x"})["ok"]
@@ -251,7 +250,7 @@ def test_concurrent_edits_of_one_file_lose_nothing(pg_url: str) -> None:
     assert written == sorted(f"w{w}-{n}" for w in range(4) for n in range(15))
 
 
-@pytest.mark.parametrize("store", ["workspace", "postgresql"])
+@pytest.mark.parametrize("store", STORES)
 def test_refusals_come_in_one_order_on_both_stores(
     store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -259,9 +258,7 @@ def test_refusals_come_in_one_order_on_both_stores(
     for a rename, ``not_found``, ``too_large``, ``invalid_path`` (a path grown past the
     limit), ``not_a_directory``, ``exists``. No database refusal leaks out as an
     ``io_error`` carrying an SQL message."""
-    target: Any = tmp_path
-    if store == "postgresql":
-        target = new_conversation(request.getfixturevalue("pg_url"))
+    target = memory_target(store, tmp_path, request)
     m = MemoryTool(target)
     long = "n" * 255
     for args in (

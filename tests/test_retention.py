@@ -127,22 +127,14 @@ def test_delete_removes_one_conversation_and_touches_no_other(
     stored = len(texts(gone))
     cursor = _cursor(gone)
     target = store.main
-    report = (
-        History.delete(store.url or "", conversation=target)
-        if store.is_pg
-        else History.delete(target)
-    )
+    report = store.delete(target)
     assert report.existed and report.rows == stored, report
     assert texts(kept) == kept_rows and kept.verify().ok
     # The handle still open on the deleted conversation: a typed error, nothing written.
     with pytest.raises(ConversationDeletedError):
         gone.append([msg("too late")])
     # A second delete finds nothing; opening the name again starts an empty conversation.
-    again = (
-        History.delete(store.url or "", conversation=target)
-        if store.is_pg
-        else History.delete(target)
-    )
+    again = store.delete(target)
     assert not again.existed
     fresh = store.open()
     assert texts(fresh) == [] and fresh.append([msg("new")]).first_seq == 1
@@ -176,9 +168,7 @@ def test_cli_delete_needs_yes_and_prune_prints_a_report(
 ) -> None:
     h = store.open()
     _windows(h, 3)
-    where = (
-        ["--store", store.url or "", "--conversation", store.main] if store.is_pg else [store.main]
-    )
+    where = store.cli_args()
     with pytest.raises(SystemExit) as exited:
         main(["history", "delete", *where])
     assert exited.value.code == 2 and "--yes" in capsys.readouterr().err

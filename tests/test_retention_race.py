@@ -10,9 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from stores import StoreUnderTest, quote, sql
-
-from ctxbudget import History
 
 WORKER = Path(__file__).with_name("retention_race_worker.py")
 TRIALS = 12
@@ -31,6 +30,7 @@ def _rows_left(store: StoreUnderTest, where: str) -> int:
     return int(found[0][0])
 
 
+@pytest.mark.store_needs("shares_across_processes")
 def test_a_delete_racing_appends_from_another_process(store: StoreUnderTest) -> None:
     outcomes: dict[str, int] = {}
     for trial in range(TRIALS):
@@ -47,10 +47,7 @@ def test_a_delete_racing_appends_from_another_process(store: StoreUnderTest) -> 
         assert worker.stdout is not None
         assert worker.stdout.readline().strip() == "ready"
         time.sleep(0.002 * (trial % 5))  # delete at different points of the run
-        if store.is_pg:
-            report = History.delete(store.url or "", conversation=where)
-        else:
-            report = History.delete(where)
+        report = store.delete(where)
         assert report.existed
         out, err = worker.communicate(timeout=120)
         kind = out.split()[0] if out.split() else f"crashed: {err}"

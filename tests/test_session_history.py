@@ -220,6 +220,7 @@ def _appender(store: StoreUnderTest, start: int, stop: int) -> list[str]:
 _TESTS = str(Path(__file__).parent)
 
 
+@pytest.mark.store_needs("shares_across_processes")
 def test_another_process_appending_between_pages(store: StoreUnderTest) -> None:
     h = store.open()
     h.append([msg(f"row {i:04d}") for i in range(40)])
@@ -284,6 +285,7 @@ def test_cursor_from_another_process_pages_on_in_postgres(pg_url: str) -> None:
     assert first + rest == [f"row {i:04d}" for i in range(30)]
 
 
+@pytest.mark.store_needs("shares_across_processes")
 def test_paging_while_a_second_process_appends(store: StoreUnderTest) -> None:
     h = store.open()
     h.append([msg(f"row {i:04d}") for i in range(200)])

@@ -317,12 +317,9 @@ def test_sessions_on_either_store_sync_the_same_list_once(store: StoreUnderTest)
         where = store.fresh()
 
         def open_session(where: str = where) -> Session:
-            if store.is_pg:
-                assert store.url is not None
-                return Session.open(
-                    store.url, conversation=where, model="gpt-4o", context_window=16_000
-                )
-            return _open(Path(where))
+            return Session.open(
+                **store.session_location(where), model="gpt-4o", context_window=16_000
+            )
 
         sessions = [open_session() for _ in range(3)]
         barrier = threading.Barrier(len(sessions))

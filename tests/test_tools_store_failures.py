@@ -96,11 +96,34 @@ def test_every_tool_answers_while_another_process_holds_the_workspace(tmp_path: 
     assert not raised, f"tool calls raised: {raised}"
     for key, result in outcomes.items():
         name = key.split(":", 1)[1]
-        if name != "memory":  # the memory files do not need the transcript's lock
+        if name == "new_context":
+            # The session read this window and neither file changed since: the store
+            # answers "nothing new" from its index without the lock, so the answer is
+            # the window's own (the variant below changes the files first).
+            assert result == {"ok": True, "status": "scheduled"}, result
+        elif name != "memory":  # the memory files do not need the transcript's lock
             _check_failure(name, result, STORE_CODES)
     _check_failure("new_context", standalone, STORE_CODES)
     # Nothing was half-done: once the lock is free, the tools work again.
     assert s.run_tool("session_history", {"action": "list_windows"})["ok"]
+    assert s.run_tool("new_context", {}) == {"ok": True, "status": "scheduled"}
+
+
+def test_new_context_fails_closed_when_another_process_wrote_and_holds_the_lock(
+    tmp_path: Path,
+) -> None:
+    """The lock-free "nothing new" answer is only for unchanged files: after another
+    writer's row, the session's ``new_context`` must read it under the lock, and with the
+    lock held past the wait bound it answers ``history_unavailable``."""
+    ws = tmp_path / "ws"
+    s = _session(History.open(ws, durability="none", lock_timeout=0.2))
+    s.add_user("first")
+    History.open(ws, durability="none").append(
+        [{"kind": "message", "role": "user", "parts": [{"type": "text", "text": "other"}]}]
+    )
+    with FileLock(str(ws / "history" / "lock")):
+        result = s.run_tool("new_context", {})
+    _check_failure("new_context", result, STORE_CODES)
     assert s.run_tool("new_context", {}) == {"ok": True, "status": "scheduled"}
 
 

@@ -98,7 +98,7 @@ def test_reports_are_typed_classes_with_the_old_attributes(history: History) -> 
     assert first == history.windows()[0]
     receipt = history.receipt()
     assert receipt is not None and receipt.state == "stable" and receipt.seq == 3
-    assert history.is_database or (receipt.chat is not None and receipt.chat.size > 0)
+    assert history.directory is None or (receipt.chat is not None and receipt.chat.size > 0)
     report = history.verify()
     assert report.ok and report.chat.rows == 3 and report.chat.damage is None
     as_json = json.loads(json.dumps(report.to_dict()))

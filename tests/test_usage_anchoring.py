@@ -174,12 +174,11 @@ def _conversation(
     each sent turn with its category and the provider's count of what it sends."""
     rng = random.Random(seed)
     corpus = _corpus()
-    if isinstance(where, StoreUnderTest) and where.is_pg:
-        assert where.url is not None
-        location: dict[str, Any] = {"workspace": where.url, "conversation": where.main}
+    location: dict[str, Any]
+    if isinstance(where, StoreUnderTest):
+        location = where.session_location()
     else:
-        location = {"workspace": where if isinstance(where, Path) else where.main}
-        location["durability"] = Durability.NONE
+        location = {"workspace": where, "durability": Durability.NONE}
 
     def open_session(tools: list[dict[str, Any]]) -> Session:
         return Session.open(

@@ -44,7 +44,7 @@ import greenlet
 from . import _ctxbudget
 from .session import lock as _session_lock
 
-__all__ = ["run"]
+__all__ = ["run", "run_off_loop"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -196,6 +196,8 @@ class _Thread(threading.local):
 
     task: greenlet.greenlet | None = None
     runner: _Runner | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    """The loop a :func:`run_off_loop` call came from, in its worker thread."""
 
 
 _here = _Thread()
@@ -254,14 +256,21 @@ def _suspend(ticket: int) -> None:
 def await_only(awaitable: Awaitable[_T]) -> _T:
     """Inside a call of :func:`run`: has the call's task await ``awaitable`` (the loop
     goes on meanwhile) and returns its result, or raises its exception (the task's
-    cancellation included). A host's count endpoint is awaited so."""
+    cancellation included); inside a call of :func:`run_off_loop`, has its loop await
+    it while the worker thread waits. A host's count endpoint is awaited so."""
     task = _here.task
+    if task is None and _here.loop is not None:  # a run_off_loop() call: the loop awaits
+        return asyncio.run_coroutine_threadsafe(_awaited(awaitable), _here.loop).result()
     if task is None:
         raise RuntimeError("await_only() works inside ctxbudget._bridge.run() calls only")
     done = cast(_Done, task.switch(_Suspended(0, greenlet.getcurrent(), awaitable)))
     if done.error is not None:
         raise done.error
     return cast(_T, done.result)
+
+
+async def _awaited(awaitable: Awaitable[_T]) -> _T:
+    return await awaitable
 
 
 def _wait(job: int) -> None:
@@ -552,3 +561,34 @@ async def run(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _
     if done.error is not None:
         raise done.error
     return cast(_R, done.result)
+
+
+async def run_off_loop(fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    """Runs ``fn(*args, **kwargs)`` in a worker thread (``asyncio.to_thread``: a copy of
+    the task's context variables), so none of its Python holds the loop; its blocking
+    core calls block that thread. The same cancellation contract as :func:`run`: a
+    cancelled call finishes (its write is complete, and later calls see it), then
+    ``CancelledError`` is raised. For callers whose Python per call outweighs its I/O
+    (``AgentsSession``: benches/experiments/async_paths.md has the figures)."""
+    loop = asyncio.get_running_loop()
+
+    def in_thread() -> _R:
+        _here.loop = loop  # for await_only(): the loop awaits what the call asks it to
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _here.loop = None
+
+    work = asyncio.ensure_future(asyncio.to_thread(in_thread))
+    cancelled = False
+    while not work.done():
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            cancelled = cancelled or not work.done()
+        except BaseException:
+            break  # the call's own error: raised below (or replaced by the cancellation)
+    if cancelled:
+        error = work.exception()
+        raise asyncio.CancelledError from error
+    return work.result()

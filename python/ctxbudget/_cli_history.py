@@ -26,7 +26,7 @@ from ._cli_retention import cmd_delete, cmd_prune
 from ._redact import redact
 from .budget_record import read_budgets
 from .errors import InvalidArgumentError
-from .history import History, Row, is_database_url, url_problem
+from .history import History, Row, backend_of, is_database_url, url_problem
 from .session_history import SessionHistoryTool
 
 __all__ = ["SNIPPET_CHARS", "cmd_history", "render_parts"]
@@ -62,6 +62,8 @@ class _Target:
     def open(self, *, recover: bool = True) -> History:
         if self.workspace is not None:
             return History.open(self.workspace, recover=recover)
+        if backend_of(self.url) == "memory":
+            return History.open(self.url or "")
         # Reading never creates a conversation: a mistyped id is an error instead.
         try:
             return History.open(self.url or "", conversation=self.conversation, create=False)
@@ -79,6 +81,8 @@ class _Target:
         """How a command line names it in messages and hints (any password redacted)."""
         if self.workspace is not None:
             return redact(str(self.workspace))
+        if self.conversation is None:  # an in-memory store: its name says it all
+            return str(self.url)
         return redact(f"--store {self.url} --conversation {self.conversation}")
 
 
@@ -384,6 +388,8 @@ def _items(
 def _target(args: argparse.Namespace) -> _Target:
     """The transcript the arguments name: ``WORKSPACE``, or ``--store URL --conversation ID``."""
     store, conversation, workspace = args.store, args.conversation, args.workspace
+    if store is None and conversation is None and backend_of(workspace) == "memory":
+        return _Target(None, workspace)  # an in-memory store of this process (`main()` in it)
     if store is None and workspace is not None and is_database_url(workspace):
         store, workspace = workspace, None  # a URL given in WORKSPACE's place
     if store is not None:

@@ -54,7 +54,7 @@ keeps it in the database, a workspace in its directory), or ``None`` (nowhere)."
 
 def _resolve(location: Location) -> str | os.PathLike[str] | History | None:
     """A workspace's ``History`` as its directory; anything else as it is."""
-    if isinstance(location, History) and not location.is_database:
+    if isinstance(location, History) and location.workspace is not None:
         return location.workspace
     return location
 
@@ -108,7 +108,7 @@ def read_budgets(workspace: Location) -> list[BudgetRecord]:
     if workspace is None:
         return []
     if isinstance(workspace, History):
-        stored = workspace._core.budget_record()
+        stored = workspace._budget_record()
         if stored is None:
             return []
         raw, path = stored.decode("utf-8", "replace"), workspace.location
@@ -214,7 +214,7 @@ def _update(
     if not changed:
         return
     if isinstance(workspace, History):
-        workspace._core.set_budget_record(_encode(entries))
+        workspace._set_budget_record(_encode(entries))
     else:
         atomic_write(Path(workspace) / BUDGET_FILE, _encode(entries))
 

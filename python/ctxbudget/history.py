@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from . import _ctxbudget
+from . import _ctxbudget, _memory_backend
 from ._redact import redact
 from .errors import InvalidArgumentError
 
@@ -119,10 +119,26 @@ def _check_seq(seq: int | None) -> int | None:
 
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-# ``memory:NAME`` names an in-memory store of this process (a directory whose name
-# starts so is opened as ``./memory:…``).
-MEMORY_SCHEME = "memory:"
 """URL prefixes that name a PostgreSQL store instead of a workspace directory."""
+MEMORY_SCHEME = "memory:"
+"""Prefix of ``memory:NAME``, an in-memory store of this process (a directory whose name
+starts so is opened as ``./memory:…``)."""
+
+BackendKind = Literal["file", "postgres", "memory"]
+"""The stores a :class:`History` can be: a workspace's files, a PostgreSQL conversation,
+an in-memory store of the process."""
+
+
+def backend_of(target: object) -> BackendKind:
+    """Which store ``target`` names: the one place that reads a target's scheme (every
+    opener, ``History.delete``, the CLI and the integrations ask it). A new backend is
+    its module plus one arm here and in :meth:`History.open` / :meth:`History.delete`."""
+    if isinstance(target, str) and target.startswith(MEMORY_SCHEME):
+        return "memory"
+    if is_database_url(target):
+        return "postgres"
+    return "file"
+
 
 ACCEPTED_URLS = "postgresql://user@host:port/database (or postgres://…)"
 """The database URLs ctxbudget accepts, as messages name them."""
@@ -215,11 +231,14 @@ class History:
     ``history/lock`` or on the conversation's row lock.
     """
 
-    __slots__ = ("_core", "_workspace")
+    __slots__ = ("_core", "_memory_name", "_workspace")
 
-    def __init__(self, core: _ctxbudget.History, workspace: Path | None) -> None:
+    def __init__(
+        self, core: _ctxbudget.History, workspace: Path | None, memory_name: str | None = None
+    ) -> None:
         self._core = core
         self._workspace = workspace
+        self._memory_name = memory_name
 
     @classmethod
     def open(
@@ -290,14 +309,15 @@ class History:
         if not lock_timeout >= 0:
             raise ValueError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
         _check_max_row_bytes(max_row_bytes)
-        if isinstance(workspace, str) and workspace.startswith(MEMORY_SCHEME):
+        kind = backend_of(workspace)
+        if kind == "memory":
             return cls._open_memory(
-                workspace[len(MEMORY_SCHEME) :],
+                str(workspace)[len(MEMORY_SCHEME) :],
                 conversation=conversation,
                 cursor_key=cursor_key,
                 max_row_bytes=max_row_bytes,
             )
-        if is_database_url(workspace):
+        if kind == "postgres":
             return cls._open_database(
                 str(workspace),
                 conversation=conversation,
@@ -339,7 +359,7 @@ class History:
                 "conversation= and cursor_key= apply to a postgresql:// store; an in-memory "
                 "store holds one conversation — open another name for another"
             )
-        return cls(_ctxbudget.History.open_memory(name, max_row_bytes=max_row_bytes), None)
+        return cls(_ctxbudget.History.open_memory(name, max_row_bytes=max_row_bytes), None, name)
 
     @classmethod
     def _open_database(
@@ -369,8 +389,21 @@ class History:
 
     @property
     def workspace(self) -> Path | None:
-        """The workspace directory; ``None`` for a PostgreSQL conversation."""
+        """The workspace directory; ``None`` for a PostgreSQL conversation or an in-memory
+        store."""
         return self._workspace
+
+    @property
+    def backend(self) -> BackendKind:
+        """Which store this is (:func:`backend_of` of what it was opened with)."""
+        if self._memory_name is not None:
+            return "memory"
+        return "file" if self._workspace is not None else "postgres"
+
+    @property
+    def memory_name(self) -> str | None:
+        """``NAME`` of an in-memory store (``memory:NAME``); ``None`` for the others."""
+        return self._memory_name
 
     @property
     def conversation(self) -> str | None:
@@ -380,13 +413,15 @@ class History:
     @property
     def is_database(self) -> bool:
         """True for a PostgreSQL conversation."""
-        return self._workspace is None
+        return self.backend == "postgres"
 
     @property
     def location(self) -> str:
         """Where the transcript lives, for messages: the workspace directory, or
         ``postgresql conversation '<id>'`` (redacted: it is shown in messages and
         reprs)."""
+        if self._memory_name is not None:
+            return f"{MEMORY_SCHEME}{self._memory_name}"
         if self._workspace is None:
             return redact(f"postgresql conversation {self._core.conversation!r}")
         return redact(str(self._workspace))
@@ -555,7 +590,16 @@ class History:
 
         if isinstance(workspace, Database):
             return workspace.delete(conversation or "")
-        if is_database_url(workspace):
+        kind = backend_of(workspace)
+        if kind == "memory":
+            name = str(workspace)[len(MEMORY_SCHEME) :]
+            if not name or conversation is not None:
+                raise InvalidArgumentError(
+                    "deleting an in-memory store takes its 'memory:NAME' alone (it holds "
+                    "one conversation)"
+                )
+            return _memory_backend.delete(name)
+        if kind == "postgres":
             if not isinstance(conversation, str) or not conversation:
                 raise InvalidArgumentError(
                     "deleting from a postgresql:// store needs conversation='…'"
@@ -569,6 +613,21 @@ class History:
         if not lock_timeout >= 0:
             raise ValueError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
         return _ctxbudget.History.delete_workspace(path, lock_timeout=float(lock_timeout))
+
+    def _budget_record(self) -> bytes | None:
+        """The budget record a PostgreSQL conversation or an in-memory store keeps (a
+        workspace's is its ``budget.json``)."""
+        if self._memory_name is not None:
+            return _memory_backend.extras(self._memory_name).budget_record
+        return self._core.budget_record()
+
+    def _set_budget_record(self, record: bytes) -> None:
+        if self._memory_name is not None:
+            store = _memory_backend.extras(self._memory_name)
+            with store.lock:
+                store.budget_record = bytes(record)
+            return
+        self._core.set_budget_record(record)
 
     def rotate(self) -> RotateReport:
         """Moves closed windows to ``chat-archive.jsonl`` (a new epoch)."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..aio import AsyncSession
 from ..errors import CtxBudgetError
-from ..history import is_database_url
+from ..history import backend_of
 from ..session import Session, Turn
 
 __all__ = ["Conversations", "NotSentError"]
@@ -41,13 +41,16 @@ class Conversations:
         self._lock = threading.Lock()
 
     def _open(self, key: str | None) -> Session:
-        if is_database_url(self._workspace):
+        kind = backend_of(self._workspace)
+        if kind == "postgres":
             conversation = key if key is not None else (self._conversation or "default")
             return Session.open(self._workspace, conversation=conversation, **self._options)
         if key is None:
             return Session.open(self._workspace, **self._options)
-        folder = Path(self._workspace) / "threads" / urllib.parse.quote(key, safe="")
-        return Session.open(folder, **self._options)
+        thread = urllib.parse.quote(key, safe="")
+        if kind == "memory":  # one in-memory store per key, named under the keyless one's
+            return Session.open(f"{self._workspace}/threads/{thread}", **self._options)
+        return Session.open(Path(self._workspace) / "threads" / thread, **self._options)
 
     def pair(self, key: str | None) -> tuple[Session, AsyncSession]:
         """The conversation's session and its async face (opened on first use)."""

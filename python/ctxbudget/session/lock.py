@@ -179,14 +179,19 @@ class SessionLock:
         """Lets go once (the lock is free when every acquire was released); a token of
         an owner abandoned since changes nothing."""
         with self._mutex:
-            if token != self._generation or self._owner is None:
+            owner = self._owner
+            if token != self._generation or owner is None:
                 return
             if self._depth > 1:
                 self._depth -= 1
                 return
+            if owner.__class__ is _ThreadOwner and not self._sleepers and not self._wakes:
+                # The common case, inline: a thread lets go and no one waits.
+                self._owner, self._depth = None, 0
+                self._generation = token + 1
+                return
             # Code of a call whose loop is gone runs only as its greenlet is killed: it
             # unwound halfway, so the session's state must be read again.
-            owner = self._owner
             self._drop_owner(abandoned=not isinstance(owner, _ThreadOwner) and owner.gone())
 
     def _drop_owner(self, *, abandoned: bool) -> None:
@@ -252,7 +257,7 @@ def _holding(
 ) -> Callable[Concatenate[_S, _P], _R]:
     def run(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         lock = self._lock
-        token = lock.acquire(brief=brief)
+        token = lock.acquire(brief=True) if brief else lock.acquire()
         try:
             if lock.abandoned and token != _NOT_HELD:
                 lock.abandoned = False

@@ -1,5 +1,5 @@
-"""The memory files of a PostgreSQL conversation: rows of ``ctxbudget_memory_files``,
-never a file-system path.
+"""The memory files of a PostgreSQL conversation (rows of ``ctxbudget_memory_files``) or
+of an in-memory store: never a file-system path.
 
 The core (``PgConversation::memory_*``) keeps the paths, limits and the conversation's
 row lock, so a write, an edit, a rename or a delete is one transaction that never
@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import _ctxbudget
 from .._confined import Entry, Refused
+from .._memory_backend import MemoryFiles
 from ..errors import InvalidArgumentError
 from ..history import History
 from ._memory_paths import shown
@@ -28,16 +29,22 @@ def _refused(exc: InvalidArgumentError) -> Refused | InvalidArgumentError:
 
 
 class DatabaseMemory:
-    """The memory files of one PostgreSQL conversation."""
+    """The memory files of one PostgreSQL conversation or in-memory store."""
 
-    __slots__ = ("_conversation", "_files")
+    __slots__ = ("_files", "_where")
 
     def __init__(self, history: History) -> None:
-        self._files = _ctxbudget.PgMemoryFiles(history._core)
-        self._conversation = history.conversation
+        name = history.memory_name
+        self._files: Any
+        if name is not None:
+            self._files = MemoryFiles(name)
+            self._where = f"the memory files of in-memory store {name!r}"
+        else:
+            self._files = _ctxbudget.PgMemoryFiles(history._core)
+            self._where = f"the memory files of postgresql conversation {history.conversation!r}"
 
     def where(self) -> str:
-        return f"the memory files of postgresql conversation {self._conversation!r}"
+        return self._where
 
     def _call(self, method: Callable[..., Any], *args: Any) -> Any:
         try:

@@ -392,6 +392,19 @@ impl PyHistory {
         .map_err(|e| store_error(py, e))
     }
 
+    /// Deletes the in-memory store `name` for good (see `History.delete`); the memory
+    /// files and budget record the Python layer keeps beside it, which it removed, are
+    /// counted in the report as given.
+    #[staticmethod]
+    #[pyo3(signature = (name, *, memory_files, other_files))]
+    fn delete_memory(name: &str, memory_files: u64, other_files: u64) -> PyDeleteReport {
+        let mut report = ctxbudget::memory::delete(name);
+        report.existed |= memory_files + other_files > 0;
+        report.memory_files = memory_files;
+        report.other_files = other_files;
+        PyDeleteReport::from(report)
+    }
+
     /// Deletes a conversation of the database at `url` for good (the URL's shared pool).
     #[staticmethod]
     #[pyo3(signature = (url, *, conversation))]

@@ -6,9 +6,9 @@
 //! Figures are CPU seconds of the counting threads (`CLOCK_THREAD_CPUTIME_ID`, so other
 //! load on a shared machine does not count), the median over interleaved rounds.
 //! ctxbudget's whole-text count cache is off throughout (it would answer a repeated
-//! file with one lookup); its per-thread piece cache and fastokens' pretoken caches
-//! are on, as they ship. A *cold* pass runs on a fresh thread with a freshly built
-//! fastokens tokenizer, so neither side has seen a piece yet; *steady state* is a
+//! file with one lookup); its per-thread piece and segment caches and fastokens'
+//! pretoken caches are on, as they ship. A *cold* pass runs on a fresh thread with a
+//! freshly built fastokens tokenizer, so neither side has seen a piece yet; *steady state* is a
 //! further pass on a thread that has counted the corpus before. Every count is checked
 //! equal between the two first: otherwise the comparison would mean nothing.
 //!

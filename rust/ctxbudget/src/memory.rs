@@ -19,9 +19,10 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::store::Result;
+use crate::store::{DeleteReport, Result, StoreError};
 use crate::transcript::log::{Bodies, ByteLog, LockedLog, LogRead, LogRow, LogState, Moved};
 
 pub use crate::transcript::log::LogStore;
@@ -44,6 +45,9 @@ pub struct MemoryLog {
 /// One log's rows and the lock its writers take one at a time.
 #[derive(Debug, Default)]
 struct Shared {
+    /// Set by [`delete`] (under the writer lock): every later write of a handle still
+    /// open fails with [`StoreError::Deleted`], as on the other stores.
+    deleted: AtomicBool,
     /// Held by the writer for a whole append: writers never interleave.
     writer: Mutex<()>,
     /// The rows and counters, held only while read or changed (never while a batch is
@@ -85,21 +89,59 @@ impl Data {
     }
 }
 
-fn registry() -> &'static Mutex<BTreeMap<String, Arc<Shared>>> {
-    static LOGS: OnceLock<Mutex<BTreeMap<String, Arc<Shared>>>> = OnceLock::new();
+/// The logs of the process by name, and the last epoch of each deleted name: a log
+/// opened again under a deleted name starts above it, so that a cursor minted on the
+/// deleted one answers `history_changed` instead of paging the new one.
+#[derive(Default)]
+struct Registry {
+    logs: BTreeMap<String, Arc<Shared>>,
+    retired_epochs: BTreeMap<String, u64>,
+}
+
+fn registry() -> MutexGuard<'static, Registry> {
+    static LOGS: OnceLock<Mutex<Registry>> = OnceLock::new();
     LOGS.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Deletes the in-memory store `name` for good and reports what was removed (its rows
+/// and their bytes; memory files and budget records are the caller's to count). A
+/// handle still open on it gets [`StoreError::Deleted`] on its next write and reads
+/// nothing; opening the name again starts an empty store.
+pub fn delete(name: &str) -> DeleteReport {
+    let mut registry = registry();
+    let Some(shared) = registry.logs.remove(name) else {
+        return DeleteReport::default();
+    };
+    let _writer = shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+    let mut data = shared.data.lock().unwrap_or_else(|e| e.into_inner());
+    shared.deleted.store(true, Ordering::SeqCst);
+    let removed = std::mem::take(&mut data.rows);
+    registry
+        .retired_epochs
+        .insert(name.to_owned(), data.state.epoch);
+    DeleteReport {
+        existed: true,
+        rows: removed.len() as u64,
+        bytes: removed.iter().map(|r| r.body.len() as u64 + 1).sum(),
+        ..DeleteReport::default()
+    }
 }
 
 impl MemoryLog {
     /// The log named `name` in this process (created empty the first time).
     pub fn named(name: &str) -> MemoryLog {
-        let shared = Arc::clone(
-            registry()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(name.to_owned())
-                .or_default(),
-        );
+        let mut registry = registry();
+        let retired = registry.retired_epochs.get(name).copied();
+        let shared = Arc::clone(registry.logs.entry(name.to_owned()).or_insert_with(|| {
+            let shared = Shared::default();
+            if let Some(epoch) = retired {
+                let mut data = shared.data.lock().unwrap_or_else(|e| e.into_inner());
+                data.state.epoch = epoch + 1;
+            }
+            Arc::new(shared)
+        }));
         MemoryLog {
             name: name.to_owned(),
             shared,
@@ -117,15 +159,21 @@ impl MemoryLog {
     /// Forgets the log named `name` (handles still open keep their rows); `true` if
     /// there was one.
     pub fn forget(name: &str) -> bool {
-        registry()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name)
-            .is_some()
+        registry().logs.remove(name).is_some()
     }
 
     fn data(&self) -> MutexGuard<'_, Data> {
         self.shared.data.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Refuses a write to a deleted log (called with the writer lock held).
+    fn check_not_deleted(&self) -> Result<()> {
+        if self.shared.deleted.load(Ordering::SeqCst) {
+            return Err(StoreError::Deleted {
+                location: self.identity(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -165,6 +213,7 @@ impl ByteLog for MemoryLog {
         build: &mut crate::transcript::log::BuildRows<'_>,
     ) -> Result<Option<LogState>> {
         let _writer = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_not_deleted()?;
         let Some(rows) = build(&Locked(self))? else {
             return Ok(None);
         };
@@ -173,7 +222,7 @@ impl ByteLog for MemoryLog {
         for r in &rows {
             next += 1;
             if r.seq != next {
-                return Err(crate::store::StoreError::internal(format!(
+                return Err(StoreError::internal(format!(
                     "a batch for seq {next} came with seq {}; nothing was written",
                     r.seq
                 )));
@@ -205,6 +254,7 @@ impl ByteLog for MemoryLog {
 
     fn archive_before(&self, seq: u64) -> Result<Moved> {
         let _writer = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_not_deleted()?;
         let mut data = self.data();
         let from = data.position(data.archived_before);
         let to = data.position(seq);
@@ -230,6 +280,7 @@ impl ByteLog for MemoryLog {
 
     fn remove_before(&self, seq: u64) -> Result<Moved> {
         let _writer = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_not_deleted()?;
         let mut data = self.data();
         let at = data.position(seq);
         if at == 0 && data.removed_before >= seq {

@@ -134,6 +134,53 @@ proptest! {
     }
 }
 
+/// Documents made of lines drawn from a small pool, so that documents share segments
+/// of the per-thread segment cache (which cuts at exact boundaries at least 256 bytes
+/// apart), with now and then a line of tricky text or a long run between them.
+fn documents() -> impl Strategy<Value = Vec<String>> {
+    let line = prop_oneof![
+        6 => code_like_text(),
+        1 => tricky_text(),
+        1 => (run_unit(), 1usize..400).prop_map(|(unit, n)| unit.repeat(n)),
+    ];
+    (
+        prop::collection::vec(line, 1..12),
+        prop::collection::vec(prop::collection::vec(0usize..12, 0..60), 1..6),
+    )
+        .prop_map(|(pool, docs)| {
+            docs.into_iter()
+                .map(|picks| {
+                    picks
+                        .into_iter()
+                        .map(|i| format!("{}\n", pool[i % pool.len()]))
+                        .collect()
+                })
+                .collect()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Documents counted one after another on one thread (their shared segments then
+    /// come from the segment cache, filled by the documents before), interleaved with
+    /// the same documents counted on a fresh thread (an empty segment cache): every
+    /// count equals tiktoken-rs.
+    #[test]
+    fn cached_and_uncached_segments_equal_tiktoken_rs(docs in documents()) {
+        for name in ["o200k_base", "cl100k_base", "r50k_base"] {
+            let enc = ours(name);
+            for doc in &docs {
+                let expected = oracle(name).encode_ordinary(doc).len();
+                let fresh = std::thread::scope(|s| s.spawn(|| enc.count(doc)).join().ok());
+                prop_assert_eq!(fresh, Some(expected), "{} fresh on {:?}", name, doc);
+                prop_assert_eq!(enc.count(doc), expected, "{} on {:?}", name, doc);
+                prop_assert_eq!(enc.count(doc), expected, "{} again on {:?}", name, doc);
+            }
+        }
+    }
+}
+
 /// One unit of a long run: a character, a pair, or a base64-like or code-like word.
 fn run_unit() -> impl Strategy<Value = String> {
     prop_oneof![

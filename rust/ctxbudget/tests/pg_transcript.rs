@@ -772,3 +772,34 @@ fn session_history_returns_by_its_deadline_while_a_lock_is_held() {
     let result = got.expect("session_history waited past its deadline behind an append");
     assert_eq!(result["ok"], true, "{result}");
 }
+
+/// A page's reads go to the server as literals in one message (one round trip): a
+/// conversation id with quotes, backslashes and a multi-byte character reaches the server
+/// as itself, and pages over its own rows (a fresh handle: every body from the server).
+#[test]
+fn session_history_pages_a_conversation_whose_id_needs_quoting() {
+    let Some(url) = url() else { return };
+    let id = format!("{}-it's a \\'quote\\\\ \"d\" é", unique("quoted"));
+    let writer = PgHistory::new(store(&url).open(&id).expect("open"));
+    writer
+        .append_rows(&texts(&["alpha one", "beta two", "alpha three"]), None)
+        .expect("append");
+    // Its neighbour without the quotes must not be what the page reads.
+    let plain = PgHistory::new(store(&url).open(&id.replace('\'', "")).expect("open"));
+    plain
+        .append_rows(&texts(&["alpha other"]), None)
+        .expect("append");
+    let reader = Arc::new(PgHistory::new(store(&url).open(&id).expect("reopen")));
+    let tool = pg_tool(&reader);
+    let found = tool.call(&json!({"action": "search", "query": "alpha", "limit": 5}));
+    assert_eq!(found["ok"], true, "{found}");
+    let text = found.to_string();
+    assert!(
+        text.contains("alpha one") && text.contains("alpha three"),
+        "{found}"
+    );
+    assert!(!text.contains("alpha other"), "{found}");
+    let listed = tool.call(&json!({"action": "list_items", "limit": 5}));
+    assert_eq!(listed["ok"], true, "{listed}");
+    assert!(listed.to_string().contains("beta two"), "{listed}");
+}

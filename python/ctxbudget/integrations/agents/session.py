@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ... import _bridge
 from ...aio import _prepare_in_call
 from ...errors import ConflictError, CtxBudgetError, InvalidArgumentError
-from ...history import Row, is_database_url
+from ...history import Row, backend_of
 from ...session import Session, Turn, WindowView
 from ...session.lock import SessionLock, locked
 from ...tokens import RequestProfile, profile_for
@@ -119,10 +119,10 @@ class AgentsSession:
 
     ``session_settings`` work as in the SDK's sessions (``limit`` = the latest N items,
     with tool calls and their results kept together in what the model sees). Every
-    method that reads or writes the store runs as an :class:`~ctxbudget.AsyncSession`
-    call does: on the loop's thread, its I/O on ctxbudget's I/O pool, so the event loop
-    is never blocked on disk I/O. Calls on one ``AgentsSession`` are serialized, and a
-    call cancelled while its write is in flight finishes the write, then raises
+    method that reads or writes the store runs in a worker thread (an agent turn is
+    mostly Python: on the loop's thread it held the loop three times as long), so the
+    event loop is never blocked on it. Calls on one ``AgentsSession`` are serialized, and
+    a call cancelled while it runs (or waits for the session) finishes, then raises
     ``CancelledError``.
     """
 
@@ -195,7 +195,7 @@ class AgentsSession:
                     "context_window= for a model ctxbudget does not know)"
                 )
             model = model_of(agent)
-        if (database is not None or is_database_url(workspace)) and conversation is None:
+        if (database is not None or backend_of(workspace) == "postgres") and conversation is None:
             conversation = session_id
         return cls(
             Session.open(
@@ -239,9 +239,11 @@ class AgentsSession:
         self.close()
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Runs ``fn`` under this session's lock through the async bridge (its store
-        I/O on the I/O pool; cancelled in flight, it finishes, then raises)."""
-        return await _bridge.run(self._locked, fn, *args)
+        """Runs ``fn`` under this session's lock in a worker thread (cancelled in
+        flight, it finishes, then raises): an agent turn is mostly Python (items to
+        rows, the window read back), which held the loop three times as long per turn
+        when it ran there (benches/experiments/async_paths.md)."""
+        return await _bridge.run_off_loop(self._locked, fn, *args)
 
     @locked
     def _locked(self, fn: Callable[..., _T], *args: Any) -> _T:

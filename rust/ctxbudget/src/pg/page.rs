@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::deadline::Deadline;
+use super::deadline::{text_hex, text_i64, Deadline, Literal, Prepared};
 use super::transcript::PgIndex;
 use super::{from_i64, to_i64, CursorKey, PgError, PgHistory};
 use crate::scan::{ScanOptions, SessionHistoryTool};
@@ -58,10 +58,14 @@ fn failure(e: PgError, deadline: Deadline) -> PageError {
     ))
 }
 
-/// Bodies of a seq range, with the epoch of the same snapshot.
-const BODIES_WITH_EPOCH: &str = "SELECT r.seq, r.body, c.epoch \
-     FROM ctxbudget_rows r JOIN ctxbudget_conversations c USING (conversation) \
-     WHERE r.conversation = $1 AND r.seq >= $2 AND r.seq <= $3 ORDER BY r.seq";
+/// Bodies of a seq range (hex: [`Conn::query_by`](super::pool::Conn) answers in text),
+/// with the epoch of the same snapshot.
+const BODIES_WITH_EPOCH: Prepared = Prepared {
+    name: "ctxbudget_page_bodies",
+    sql: "(text, int8, int8) AS SELECT r.seq, encode(r.body, 'hex'), c.epoch \
+          FROM ctxbudget_rows r JOIN ctxbudget_conversations c USING (conversation) \
+          WHERE r.conversation = $1 AND r.seq >= $2 AND r.seq <= $3 ORDER BY r.seq",
+};
 
 /// A page's view of a conversation.
 pub(crate) struct PgSource<'a> {
@@ -82,6 +86,7 @@ impl<'a> PgSource<'a> {
 
     /// Bodies of seqs `from..=to` from the server, as of the index's epoch.
     fn fetch(&self, from: u64, to: u64) -> Result<Vec<(u64, Vec<u8>)>, PageError> {
+        const WHAT: &str = "reading rows";
         let conversation = self.history.conversation().id();
         let deadline = self.deadline;
         let found = self
@@ -89,25 +94,39 @@ impl<'a> PgSource<'a> {
             .conversation()
             .store()
             .run_until(Some(deadline.until), |c| {
-                c.within(deadline, "reading rows", |c| {
-                    let s = c.statement(BODIES_WITH_EPOCH)?;
-                    c.client
-                        .query(&s, &[&conversation, &to_i64(from), &to_i64(to)])
-                        .map_err(PgError::db("reading rows"))
-                })
+                let found = c.query_by(
+                    deadline,
+                    WHAT,
+                    &BODIES_WITH_EPOCH,
+                    &[
+                        Literal::Text(conversation),
+                        Literal::Int(to_i64(from)),
+                        Literal::Int(to_i64(to)),
+                    ],
+                )?;
+                found
+                    .iter()
+                    .map(|r| {
+                        Ok((
+                            text_i64(r, 0, WHAT)?.map(from_i64),
+                            text_hex(r, 1, WHAT)?,
+                            text_i64(r, 2, WHAT)?.map(from_i64),
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, PgError>>()
             })
             .map_err(|e| failure(e, deadline))?;
         let mut out = Vec::with_capacity(found.len());
-        for r in &found {
-            let seq = from_i64(r.get(0));
+        for (seq, body, epoch) in found {
+            let (Some(seq), Some(body)) = (seq, body) else {
+                return Err(PageError::Changed);
+            };
             // Another epoch, or a row the index never saw (one written by hand into a
             // gap): the page would not describe what is stored.
-            if Some(from_i64(r.get(2))) != self.ix.epoch
-                || self.ix.seqs.binary_search(&seq).is_err()
-            {
+            if epoch != self.ix.epoch || self.ix.seqs.binary_search(&seq).is_err() {
                 return Err(PageError::Changed);
             }
-            out.push((seq, r.get(1)));
+            out.push((seq, body));
         }
         Ok(out)
     }

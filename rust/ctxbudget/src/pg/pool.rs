@@ -1,6 +1,6 @@
 //! A small connection pool: at most `size` connections, each with its prepared statements.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,9 @@ use super::error::{PgError, Result};
 pub(crate) struct Conn {
     pub client: Client,
     statements: HashMap<&'static str, Statement>,
+    /// Names of the statements prepared on the server by SQL `PREPARE` (see
+    /// [`Conn::query_by`]).
+    pub(crate) server_prepared: HashSet<&'static str>,
 }
 
 impl Conn {
@@ -90,6 +93,7 @@ impl Pool {
         Ok(Conn {
             client,
             statements: HashMap::new(),
+            server_prepared: HashSet::new(),
         })
     }
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{IsolationLevel, Transaction};
 
-use super::deadline::Deadline;
+use super::deadline::{text_bool, text_hex, text_i64, Deadline, Literal, Prepared};
 use super::pool::Conn;
 use super::{from_i64, insert_batch, random_batch_id, to_i64, PgConversation, PgError, PgStore};
 
@@ -145,6 +145,7 @@ impl Drop for WriterMark<'_> {
 }
 
 /// The conversation's counters, read with its rows.
+#[derive(Clone, Copy)]
 struct State {
     epoch: u64,
     last_seq: u64,
@@ -159,13 +160,27 @@ const ROWS_AFTER: &str = "SELECT seq, body, floor FROM ctxbudget_rows \
 const BODIES: &str = "SELECT seq, body FROM ctxbudget_rows \
                       WHERE conversation = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq";
 /// The conversation's counters and its rows after `$2`, in ONE statement (one snapshot,
-/// one round trip): what a read needs when the index is nearly up to date.
-const REFRESH: &str = "SELECT c.epoch, c.last_seq, c.floor_seq, c.archived_before, \
-                       r.seq, r.body, r.floor \
-                       FROM ctxbudget_conversations c \
-                       LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation \
-                         AND r.seq > $2 AND r.seq <= c.last_seq \
-                       WHERE c.conversation = $1 ORDER BY r.seq";
+/// one round trip): what a read needs when the index is nearly up to date. `$body` is
+/// how the row's body is returned.
+macro_rules! refresh_sql {
+    ($body:literal) => {
+        concat!(
+            "SELECT c.epoch, c.last_seq, c.floor_seq, c.archived_before, r.seq, ",
+            $body,
+            ", r.floor FROM ctxbudget_conversations c \
+             LEFT JOIN ctxbudget_rows r ON r.conversation = c.conversation \
+               AND r.seq > $2 AND r.seq <= c.last_seq \
+             WHERE c.conversation = $1 ORDER BY r.seq"
+        )
+    };
+}
+/// [`refresh_sql`] for an unbounded read (binary bodies).
+const REFRESH: &str = refresh_sql!("r.body");
+/// [`refresh_sql`] for a read with a deadline ([`Conn::query_by`]: text, so hex bodies).
+const REFRESH_BY: Prepared = Prepared {
+    name: "ctxbudget_refresh",
+    sql: concat!("(text, int8) AS ", refresh_sql!("encode(r.body, 'hex')")),
+};
 const ROW: &str = "SELECT body FROM ctxbudget_rows WHERE conversation = $1 AND seq = $2";
 
 impl From<PgError> for StoreError {
@@ -238,27 +253,105 @@ fn sync(
     Ok(())
 }
 
+/// One row of [`REFRESH`]: the conversation's counters, and a row after the seq asked
+/// for (none when no row follows).
+struct Refreshed {
+    state: State,
+    row: Option<(u64, Vec<u8>, bool)>,
+}
+
+/// [`REFRESH`] after `after`, prepared, in autocommit.
+fn refresh_rows(
+    c: &mut Conn,
+    conversation: &str,
+    after: u64,
+) -> std::result::Result<Vec<Refreshed>, PgError> {
+    let refresh = c.statement(REFRESH)?;
+    let found = c
+        .client
+        .query(&refresh, &[&conversation, &to_i64(after)])
+        .map_err(PgError::db("reading the conversation"))?;
+    Ok(found
+        .iter()
+        .map(|r| Refreshed {
+            state: state_of(r),
+            row: r
+                .get::<_, Option<i64>>(4)
+                .map(|seq| (from_i64(seq), r.get(5), r.get(6))),
+        })
+        .collect())
+}
+
+/// [`REFRESH`] after `after`, ending by `deadline`, in one round trip.
+fn refresh_rows_by(
+    c: &mut Conn,
+    deadline: Deadline,
+    conversation: &str,
+    after: u64,
+) -> std::result::Result<Vec<Refreshed>, PgError> {
+    const WHAT: &str = "reading the conversation";
+    let found = c.query_by(
+        deadline,
+        WHAT,
+        &REFRESH_BY,
+        &[Literal::Text(conversation), Literal::Int(to_i64(after))],
+    )?;
+    let counter = |r: &postgres::SimpleQueryRow, i| -> std::result::Result<u64, PgError> {
+        text_i64(r, i, WHAT)?.map(from_i64).ok_or_else(|| {
+            PgError::Invalid(format!("PostgreSQL answered {WHAT} with a NULL counter"))
+        })
+    };
+    found
+        .iter()
+        .map(|r| {
+            let state = State {
+                epoch: counter(r, 0)?,
+                last_seq: counter(r, 1)?,
+                floor_seq: counter(r, 2)?,
+                archived_before: counter(r, 3)?,
+            };
+            let row = match text_i64(r, 4, WHAT)? {
+                None => None,
+                Some(seq) => Some((
+                    from_i64(seq),
+                    text_hex(r, 5, WHAT)?.unwrap_or_default(),
+                    text_bool(r, 6, WHAT)?.unwrap_or(false),
+                )),
+            };
+            Ok(Refreshed { state, row })
+        })
+        .collect()
+}
+
 /// Brings `ix` up to date with the rows after what it holds (all of them under a new
-/// epoch), by [`REFRESH`]; returns the bodies of the rows from `keep_from` on that the
-/// statement returned.
+/// epoch), by [`REFRESH`] (ending by `deadline` when given); returns the bodies of the
+/// rows from `keep_from` on, from the statement or, for rows the index holds, from its
+/// body cache (a row never changes within an epoch) — so a read of rows this handle
+/// wrote or read before fetches only what is new.
 fn refresh(
     c: &mut Conn,
     ix: &mut PgIndex,
     conversation: &str,
     keep_from: u64,
+    deadline: Option<Deadline>,
 ) -> std::result::Result<Vec<(u64, Vec<u8>)>, PgError> {
-    let refresh = c.statement(REFRESH)?;
-    let mut after = ix.last_seq.min(keep_from.saturating_sub(1));
+    let mut cached = cached_since(ix, keep_from);
+    let mut after = match cached {
+        Some(_) => ix.last_seq,
+        None => ix.last_seq.min(keep_from.saturating_sub(1)),
+    };
     loop {
-        let found = c
-            .client
-            .query(&refresh, &[&conversation, &to_i64(after)])
-            .map_err(PgError::db("reading the conversation"))?;
+        let found = match deadline {
+            None => refresh_rows(c, conversation, after)?,
+            Some(d) => refresh_rows_by(c, d, conversation, after)?,
+        };
         let first = found
             .first()
             .ok_or_else(|| PgError::NoConversation(conversation.to_string()))?;
-        let state = state_of(first);
+        let state = first.state;
         if ix.epoch != Some(state.epoch) {
+            // The cached bodies belong to the epoch that ended.
+            cached = None;
             *ix = PgIndex::of_epoch(state.epoch);
             if after > 0 {
                 // A new epoch: every row is needed again.
@@ -266,14 +359,13 @@ fn refresh(
                 continue;
             }
         }
-        let mut bodies = Vec::new();
-        for r in &found {
-            let Some(seq) = r.get::<_, Option<i64>>(4).map(from_i64) else {
+        let mut bodies = cached.take().unwrap_or_default();
+        for r in found {
+            let Some((seq, body, floor)) = r.row else {
                 continue;
             };
-            let body: Vec<u8> = r.get(5);
             if seq > ix.last_seq {
-                ix.note(seq, &body, r.get(6));
+                ix.note(seq, &body, floor);
             }
             if seq >= keep_from {
                 bodies.push((seq, body));
@@ -282,6 +374,17 @@ fn refresh(
         ix.settle(&state);
         return Ok(bodies);
     }
+}
+
+/// The bodies of the rows from `keep_from` through the index's last seq, if its body
+/// cache holds every one of them (an empty list when there are none).
+fn cached_since(ix: &PgIndex, keep_from: u64) -> Option<Vec<(u64, Vec<u8>)>> {
+    ix.epoch?;
+    let at = ix.position(keep_from);
+    ix.seqs[at..]
+        .iter()
+        .map(|&seq| Some((seq, ix.bodies.get(seq)?.to_vec())))
+        .collect()
 }
 
 impl PgStore {
@@ -421,11 +524,8 @@ impl PgHistory {
         let bodies = self
             .conversation
             .store()
-            .run_until(deadline.map(|d| d.until), |c| match deadline {
-                Some(d) => c.within(d, "reading the conversation", |c| {
-                    refresh(c, &mut ix, conversation, keep_from)
-                }),
-                None => refresh(c, &mut ix, conversation, keep_from),
+            .run_until(deadline.map(|d| d.until), |c| {
+                refresh(c, &mut ix, conversation, keep_from, deadline)
             })?;
         Ok(f(&ix, bodies))
     }

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
+use std::sync::TryLockError;
 
+use super::fsutil;
 use super::index::{Entry, Snapshot};
 use super::receipt::{self, ReceiptRead};
 use super::{
@@ -31,6 +33,11 @@ impl History {
     /// under one hold of the lock (a consistent cut: every row up to `last_seq` is
     /// in `rows` or before `from`).
     pub fn read(&self, from: ReadFrom) -> Result<RowsRead> {
+        if let ReadFrom::Seq(first_seq) = from {
+            if let Some(nothing_new) = self.read_nothing_new(first_seq) {
+                return Ok(nothing_new);
+            }
+        }
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
         let ix = Self::index(&locked)?;
@@ -73,6 +80,44 @@ impl History {
         }
         Ok(RowsRead {
             rows: out,
+            last_seq: ix.last_seq,
+            floor_seq: ix.fold.floor_seq(),
+        })
+    }
+
+    /// The answer of [`read`](Self::read) from `first_seq` when it is past every row
+    /// this process's index knows and neither file changed since the index was brought
+    /// up to date: no rows, the index's last seq and floor. `None` sends the caller the
+    /// locked way (anything to read, a file changed, no index yet, or a stat failed: the
+    /// locked way then reports what is wrong).
+    ///
+    /// Without the history lock: it is what an agent loop asks before every request,
+    /// and the lock is two `flock` calls and a `stat` of the lock file on top of the two
+    /// `stat`s here. It is sound because the locked way, on the same stamps, would not
+    /// change the index either (`refresh` trusts unchanged stamps) and would read no
+    /// line; and a writer elsewhere changes a file's stamp (size, inode or times) before
+    /// its change can be read, so stamps that are still the index's mean the files hold
+    /// what the index says as of the second `stat` — any write still in flight is
+    /// ordered after this read. This process's own writers hold the index's mutex for
+    /// the whole of their change, so this only tries it: a busy index (a write, or a
+    /// rollover whose lead-in reads the history on the thread that holds it) sends the
+    /// caller the locked way, which waits at most the lock timeout — never for ever.
+    fn read_nothing_new(&self, first_seq: u64) -> Option<RowsRead> {
+        let index = match self.index.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        let ix = index.as_ref()?;
+        // No chat file yet: the lock's check is what tells a deleted workspace apart.
+        let known_chat = ix.chat_stamp?;
+        if first_seq <= ix.last_seq {
+            return None;
+        }
+        let chat = fsutil::stamp(&self.paths.chat).ok()?;
+        let archive = fsutil::stamp(&self.paths.archive).ok()?;
+        (chat == Some(known_chat) && archive == ix.archive_stamp).then(|| RowsRead {
+            rows: Vec::new(),
             last_seq: ix.last_seq,
             floor_seq: ix.fold.floor_seq(),
         })

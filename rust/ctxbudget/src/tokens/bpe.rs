@@ -190,6 +190,11 @@ impl Ranks {
         }
     }
 
+    /// Unique id of this table (never 0), for keying per-thread caches.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Number of tokens in the table.
     pub(crate) fn len(&self) -> usize {
         self.vocab.len()

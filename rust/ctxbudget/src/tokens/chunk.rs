@@ -41,6 +41,63 @@ pub(crate) fn next_cut(family: Family, text: &[u8], start: usize, max: usize) ->
         .unwrap_or(text.len())
 }
 
+/// Bytes a segment of the count cache spans at least, unless the text ends first
+/// (see [`segment_end`]).
+pub(crate) const SEGMENT_MIN_BYTES: usize = 256;
+
+/// How far past [`SEGMENT_MIN_BYTES`] a segment looks for a line start before it
+/// takes any exact boundary.
+const SEGMENT_LINE_WINDOW: usize = 1024;
+
+/// Where the segment of the count cache that starts at `start` ends: an exact
+/// pre-token boundary at least [`SEGMENT_MIN_BYTES`] on, or the end of the text.
+///
+/// The start of a line comes first (the first one past the minimum within
+/// [`SEGMENT_LINE_WINDOW`]): lines keep their place whatever was edited before them,
+/// so the segments of a text that grew or changed line up with those of the text
+/// counted before, and are found in the cache. Without one, the first exact boundary
+/// of any kind (a space after a word). Each byte is searched at most twice plus the
+/// window per segment, and `memchr` does the searching: cheap beside counting.
+pub(crate) fn segment_end(family: Family, text: &[u8], start: usize) -> usize {
+    let from = start + SEGMENT_MIN_BYTES;
+    if from >= text.len() {
+        return text.len();
+    }
+    let window = (from + SEGMENT_LINE_WINDOW).min(text.len());
+    for newline in memchr::memchr_iter(b'\n', &text[from..window]) {
+        let p = from + newline + 1;
+        if p >= text.len() {
+            return text.len();
+        }
+        if is_exact_boundary(family, text, p) {
+            return p;
+        }
+    }
+    let mut q = from;
+    while let Some(hit) = memchr::memchr2(b' ', b'\n', &text[q..]) {
+        let at = q + hit;
+        let byte = text[at];
+        let p = if byte == b' ' { at } else { at + 1 };
+        if p >= text.len() {
+            return text.len();
+        }
+        if is_exact_boundary(family, text, p) {
+            return p;
+        }
+        // Within a run of spaces or newlines (a megabyte of them) no position is an
+        // exact boundary but the one after the run's last newline: step over the run
+        // instead of checking each byte.
+        q = at + 1;
+        while text.get(q) == Some(&byte) {
+            q += 1;
+        }
+        if byte == b'\n' && q > at + 1 && q < text.len() && is_exact_boundary(family, text, q) {
+            return q;
+        }
+    }
+    text.len()
+}
+
 /// Whether a new piece always starts at byte `p` (`0 < p < text.len()`).
 ///
 /// Two rules, each checked against every alternative of the patterns in
@@ -124,6 +181,22 @@ mod tests {
             next_cut(Family::O200k, "中".repeat(100).as_bytes(), 0, 32),
             300
         );
+    }
+
+    #[test]
+    fn segments_end_at_line_starts_else_at_any_exact_boundary() {
+        let code = "x = 1\n".repeat(100);
+        let end = segment_end(Family::O200k, code.as_bytes(), 0);
+        assert!(end >= SEGMENT_MIN_BYTES && end.is_multiple_of(6), "{end}");
+        let prose = "word ".repeat(100);
+        let end = segment_end(Family::O200k, prose.as_bytes(), 0);
+        assert_eq!(end, SEGMENT_MIN_BYTES + 4 - SEGMENT_MIN_BYTES % 5);
+        assert_eq!(prose.as_bytes()[end], b' ');
+        let spaces = format!("x{}\n\n\ny {}", " ".repeat(5_000), "\n".repeat(5_000));
+        assert_eq!(segment_end(Family::O200k, spaces.as_bytes(), 0), 5_004);
+        let run = "a".repeat(5_000);
+        assert_eq!(segment_end(Family::O200k, run.as_bytes(), 0), 5_000);
+        assert_eq!(segment_end(Family::Cl100k, b"short", 0), 5);
     }
 
     #[test]

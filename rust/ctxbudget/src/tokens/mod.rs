@@ -43,6 +43,7 @@ mod pieces;
 mod pretokenize;
 pub mod profile;
 pub mod request;
+mod segments;
 mod sentencepiece;
 mod split;
 pub mod template;
@@ -62,6 +63,7 @@ use added::TextRules;
 use bpe::{Ranks, Scratch};
 use cache::CountCache;
 use pretokenize::Family;
+use segments::SegmentCache;
 use vocab::Vocab;
 
 /// Counts cached per [`Encoding`] by default (see [`Encoding::with_cache_capacity`]).
@@ -70,6 +72,17 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 16_384;
 /// Texts shorter than this are recounted rather than looked up: hashing and locking
 /// would cost about as much as counting them.
 const CACHE_MIN_BYTES: usize = 64;
+
+/// Batches of [`Encoding::count_many`] smaller than this in all are counted on the
+/// calling thread.
+const PARALLEL_MIN_BYTES: usize = 32 * 1024;
+
+/// Texts of [`Encoding::count_many`] at least this long are cut into parts counted in
+/// parallel.
+const SPLIT_MIN_BYTES: usize = 1 << 20;
+
+/// The size of those parts (a part runs on where the text has no exact boundary).
+const SPLIT_PART_BYTES: usize = 256 * 1024;
 
 /// The encodings this library ships, with their split-pattern family.
 const ENCODINGS: &[(&str, Family)] = &[
@@ -314,13 +327,63 @@ impl Encoding {
         self.scaled(raw)
     }
 
-    /// Counts of many texts, spread over all cores.
+    /// Counts of many texts, spread over all cores: one task per text, and a text of a
+    /// megabyte or more cut at exact pre-token boundaries into parts counted in
+    /// parallel (their counts add up to the text's). A batch of less than 32 KiB in all
+    /// is counted on the calling thread, where handing it to the pool would cost more
+    /// than counting it.
     pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<usize> {
+        let total: usize = texts.iter().map(|t| t.as_ref().len()).sum();
+        if total < PARALLEL_MIN_BYTES {
+            return texts.iter().map(|t| self.count(t.as_ref())).collect();
+        }
         texts
             .par_iter()
-            .with_min_len(8)
-            .map(|t| self.count(t.as_ref()))
+            .map(|t| self.count_split(t.as_ref()))
             .collect()
+    }
+
+    /// [`Encoding::count`], with a long text (of tiktoken's encodings or a
+    /// `tokenizer.json` without added tokens or normalizers) cut into parts at exact
+    /// boundaries that the pool counts in parallel.
+    fn count_split(&self, text: &str) -> usize {
+        let plain = self.tables.rules.is_none() && self.tables.sentencepiece.is_none();
+        if text.len() < SPLIT_MIN_BYTES || !plain {
+            return self.count(text);
+        }
+        let key = self.cache.as_ref().map(|_| CountCache::key(text));
+        if let (Some(cache), Some(key)) = (&self.cache, key) {
+            if let Some(hit) = cache.get(key) {
+                return self.scaled(hit).tokens;
+            }
+        }
+        let bytes = text.as_bytes();
+        let mut cuts = vec![0];
+        let mut start = 0;
+        while start < bytes.len() {
+            start = chunk::next_cut(self.tables.family, bytes, start, SPLIT_PART_BYTES);
+            cuts.push(start);
+        }
+        let tokens = cuts
+            .par_windows(2)
+            .map(|w| {
+                // Cuts fall on ASCII bytes (see chunk.rs), so each part is a `str`.
+                let mut scratch = Scratch::lend_piece_cache();
+                let mut segments = SegmentCache::take();
+                let n = self.count_text(&text[w[0]..w[1]], &mut scratch, &mut segments);
+                segments.give_back();
+                scratch.return_piece_cache();
+                n
+            })
+            .sum();
+        let raw = TokenCount {
+            tokens,
+            exact: true,
+        };
+        if let (Some(cache), Some(key)) = (&self.cache, key) {
+            cache.insert(key, raw);
+        }
+        self.scaled(raw).tokens
     }
 
     /// Tokens of a JSON document: the tokens of its string contents plus one per byte
@@ -395,10 +458,14 @@ impl Encoding {
             };
         }
         let mut scratch = Scratch::lend_piece_cache();
+        let mut segments = SegmentCache::take();
         let tokens = match &self.tables.rules {
-            Some(rules) => rules.count(text, &mut |s| self.count_text(s, &mut scratch)),
-            None => self.count_text(text, &mut scratch),
+            Some(rules) => rules.count(text, &mut |s| {
+                self.count_text(s, &mut scratch, &mut segments)
+            }),
+            None => self.count_text(text, &mut scratch, &mut segments),
         };
+        segments.give_back();
         scratch.return_piece_cache();
         TokenCount {
             tokens,
@@ -407,7 +474,7 @@ impl Encoding {
     }
 
     /// Tokens of text that holds no added token and is normalized.
-    fn count_text(&self, text: &str, scratch: &mut Scratch) -> usize {
+    fn count_text(&self, text: &str, scratch: &mut Scratch, segments: &mut SegmentCache) -> usize {
         let bytes = text.as_bytes();
         let family = self.tables.family;
         let mut tokens = 0;
@@ -415,7 +482,37 @@ impl Encoding {
         while start < bytes.len() {
             // Cuts fall on ASCII bytes (see chunk.rs), so each chunk is a `str`.
             let end = chunk::next_cut(family, bytes, start, self.chunk_bytes);
-            tokens += self.count_chunk(&text[start..end], scratch);
+            tokens += self.count_segments(&text[start..end], scratch, segments);
+            start = end;
+        }
+        tokens
+    }
+
+    /// Tokens of a chunk, segment by segment through the per-thread segment cache
+    /// (see [`segments`]): segments end at exact pre-token boundaries, so their counts
+    /// add up to the chunk's. The split regexes of a [`Family::Regex`] have no such
+    /// boundaries: those chunks are counted whole.
+    fn count_segments(
+        &self,
+        chunk: &str,
+        scratch: &mut Scratch,
+        segments: &mut SegmentCache,
+    ) -> usize {
+        let family = self.tables.family;
+        if matches!(family, Family::Regex(_)) {
+            return self.count_chunk(chunk, scratch);
+        }
+        let table = self.tables.ranks.id();
+        let bytes = chunk.as_bytes();
+        let mut tokens = 0;
+        let mut start = 0;
+        while start < bytes.len() {
+            // Exact boundaries fall on ASCII bytes, so each segment is a `str`.
+            let end = chunk::segment_end(family, bytes, start);
+            let segment = &chunk[start..end];
+            tokens += segments.count(table, segment.as_bytes(), || {
+                self.count_chunk(segment, scratch)
+            });
             start = end;
         }
         tokens
@@ -513,6 +610,34 @@ mod tests {
         let chunked = e.with_chunk_bytes(100).count_detail(&text);
         assert_eq!(whole, chunked);
         assert!(chunked.exact);
+    }
+
+    #[test]
+    fn count_many_equals_count_for_small_batches_and_split_long_texts() {
+        let e = enc("o200k_base");
+        let line = "    value = compute(item, 'key') + 42  # a comment\n";
+        let long = format!(
+            "{}{}",
+            line.repeat((3 << 20) / line.len()),
+            " ".repeat(70_000)
+        );
+        let texts = vec![
+            "short".to_owned(),
+            long.clone(),
+            "中".repeat(500_000),
+            String::new(),
+        ];
+        let plain = enc("o200k_base").with_cache_capacity(0);
+        let expected: Vec<usize> = texts.iter().map(|t| plain.count(t)).collect();
+        assert_eq!(e.count_many(&texts), expected);
+        // Again, now from the whole-text cache.
+        assert_eq!(e.count_many(&texts), expected);
+        assert_eq!(e.count_many(&texts[..1]), expected[..1]);
+        let estimate = Encoding::for_model("claude-opus-4").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            estimate.count_many(&[long.as_str()]),
+            vec![estimate.count(&long)]
+        );
     }
 
     #[test]
