@@ -13,6 +13,12 @@ use crate::transcript::{
 /// An entry of this index: a line of either file, with its row head when it is a row.
 pub(super) type Entry = RowEntry;
 
+/// What this index keeps of a line that is a row: its head, as the transcript reads it.
+pub(crate) type Head = RowHead;
+
+/// What a scan of a file (or of an appended batch) found.
+pub(super) type Scan = RowScan;
+
 /// Scans the bytes of a file that start at byte `base` (line `base_line`), its lines read
 /// as rows by the transcript layer's reader.
 pub(super) fn scan_rows(bytes: &[u8], base: u64, base_line: u64) -> RowScan {
@@ -21,7 +27,7 @@ pub(super) fn scan_rows(bytes: &[u8], base: u64, base_line: u64) -> RowScan {
 
 /// The in-memory index of both files, valid for the stamps it records.
 #[derive(Default)]
-pub(super) struct Index {
+pub(crate) struct Index {
     pub(super) epoch: Option<u64>,
     pub(super) chat_stamp: Option<Stamp>,
     pub(super) archive_stamp: Option<Stamp>,
@@ -29,7 +35,7 @@ pub(super) struct Index {
     pub(super) chat: RowScan,
     /// Highest seq handed out: the rows' and the receipt's, whichever is higher, so a
     /// seq is never handed out twice.
-    pub(super) last_seq: u64,
+    pub(crate) last_seq: u64,
     /// Highest seq of a readable row, in file order.
     pub(super) max_row_seq: u64,
     /// Highest seq any line shows, rows and lines that are not rows alike: what the
@@ -38,7 +44,7 @@ pub(super) struct Index {
     /// What the rows mean so far (windows, floor, retractions, rollover IDs), folded
     /// from the heads of readable rows in file order; its floor is raised to the
     /// receipt's.
-    pub(super) fold: WindowFold,
+    pub(crate) fold: WindowFold,
     /// Rows whose seq is not above every seq before them (archive then chat).
     pub(super) seq_violations: u64,
     /// Where the first of them is.
@@ -80,10 +86,15 @@ impl Index {
         crate::transcript::head::tail_floor_seq(tail)
     }
 
+    /// Seq of the newest privacy floor (0: none).
+    pub(super) fn floor_seq(&self) -> u64 {
+        self.fold.floor_seq()
+    }
+
     /// The seq the next appended row gets: above every seq handed out or shown, and
     /// above the floor (a floor announced by a batch that was then torn must not hide
     /// the rows after it). `None` once the seq space is used up.
-    pub(super) fn next_seq(&self) -> Option<u64> {
+    pub(crate) fn next_seq(&self) -> Option<u64> {
         self.last_seq.max(self.fold.floor_seq()).checked_add(1)
     }
 

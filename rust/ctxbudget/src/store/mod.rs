@@ -1,6 +1,7 @@
 //! The byte store: crash-safe JSONL transcript files (SPEC §5) behind the [`Store`]
 //! seam. It keeps framed, checksummed lines and hands out seqs; what rows mean is the
-//! transcript layer's ([`crate::transcript`]), whose window fold its index feeds.
+//! transcript layer's ([`crate::transcript`]): it encodes the lines every append writes
+//! and its window fold is what the index feeds.
 //!
 //! ```text
 //! <ws>/history/chat.jsonl          rows of the open windows
@@ -83,7 +84,8 @@ pub use reports::{
     RowsRead, StoredRow, VerifyReport, WindowInfo,
 };
 
-use index::Index;
+pub(crate) use append::EncodedLines;
+pub(crate) use index::Index;
 
 /// A workspace's transcript store.
 pub struct History {
@@ -112,7 +114,7 @@ struct Handles {
 }
 
 /// Held history lock plus this instance's index and open files.
-struct Locked<'a> {
+pub(crate) struct Locked<'a> {
     _lock: HistoryLock,
     index: MutexGuard<'a, Option<Index>>,
     handles: MutexGuard<'a, Handles>,
@@ -158,7 +160,7 @@ impl History {
         &self.options
     }
 
-    fn lock(&self) -> Result<Locked<'_>> {
+    pub(crate) fn lock(&self) -> Result<Locked<'_>> {
         let lock = HistoryLock::acquire(
             &self.lock_token,
             &self.paths.lock,
@@ -254,7 +256,7 @@ impl History {
         }
     }
 
-    fn index<'a>(locked: &'a Locked<'_>) -> Result<&'a Index> {
+    pub(crate) fn index<'a>(locked: &'a Locked<'_>) -> Result<&'a Index> {
         locked
             .index
             .as_ref()

@@ -12,6 +12,7 @@
 //! all read that fold, so each rule is written once.
 
 mod entry;
+mod file_append;
 mod fold;
 pub(crate) mod head;
 pub(crate) mod input;
