@@ -4,5 +4,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    ctxbudget::store::fuzz_rules(data);
+    ctxbudget::transcript::fuzz_rules(data);
 });

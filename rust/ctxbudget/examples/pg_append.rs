@@ -11,7 +11,8 @@ use std::io::{BufRead, Write};
 use std::time::Instant;
 
 use ctxbudget::pg::{NewRow, PgOptions, PgStore};
-use ctxbudget::store::{self, History, OpenOptions};
+use ctxbudget::store::{History, OpenOptions};
+use ctxbudget::transcript;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args()
@@ -53,7 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 "file" => {
                     let batch = (0..rows)
-                        .map(|_| store::NewRow::text("message", "user", &text))
+                        .map(|_| transcript::NewRow::text("message", "user", &text))
                         .collect();
                     let start = Instant::now();
                     file.append(batch)?;

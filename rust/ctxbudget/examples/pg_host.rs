@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use ctxbudget::pg::{PgOptions, PgStore};
 use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
-use ctxbudget::store::{NewRow, Store};
+use ctxbudget::store::Store;
+use ctxbudget::transcript::NewRow;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let Ok(url) = std::env::var("CTXBUDGET_PG_URL") else {

@@ -11,7 +11,8 @@
 use std::time::Instant;
 
 use ctxbudget::pg::{PgOptions, PgStore};
-use ctxbudget::store::{NewRow, ReadFrom, Store};
+use ctxbudget::store::{ReadFrom, Store};
+use ctxbudget::transcript::NewRow;
 use postgres::{Client, NoTls};
 
 const SCHEMA: &str = "ctxbudget_profile";

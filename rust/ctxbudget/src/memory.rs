@@ -8,7 +8,8 @@
 //! rows, as handles on one workspace directory do.
 //!
 //! ```
-//! use ctxbudget::store::{NewRow, Store};
+//! use ctxbudget::store::Store;
+//! use ctxbudget::transcript::NewRow;
 //!
 //! let history = ctxbudget::memory::open("doc-example");
 //! let appended = history.append_rows(&[NewRow::text("message", "user", "hello")], None)?;

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 
-use ctxbudget::store::{Durability, History, NewRow, OpenOptions, StoreError};
+use ctxbudget::store::{Durability, History, OpenOptions, StoreError};
+use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 
 struct Ws(PathBuf);

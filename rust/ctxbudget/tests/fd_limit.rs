@@ -3,7 +3,8 @@
 //! open-file limit.
 use std::fs;
 
-use ctxbudget::store::{Durability, History, NewRow, OpenOptions};
+use ctxbudget::store::{Durability, History, OpenOptions};
+use ctxbudget::transcript::NewRow;
 
 fn open_fds() -> usize {
     fs::read_dir("/proc/self/fd")

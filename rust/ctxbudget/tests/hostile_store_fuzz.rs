@@ -4,7 +4,8 @@
 use std::fs;
 use std::sync::Arc;
 
-use ctxbudget::store::{fuzz_scan, Durability, History, NewRow, OpenOptions};
+use ctxbudget::store::{fuzz_scan, Durability, History, OpenOptions};
+use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 use proptest::prelude::*;
 

@@ -13,16 +13,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// `store/` files that still use the transcript layer.
-const KNOWN_STORE_USES_TRANSCRIPT: &[&str] = &[
-    "store/append.rs",
-    "store/frame.rs",
-    "store/index.rs",
-    "store/maintenance.rs",
-    "store/read.rs",
-    "store/retention.rs",
-    "store/row.rs",
-    "store/seam.rs",
-];
+const KNOWN_STORE_USES_TRANSCRIPT: &[&str] = &["store/index.rs", "store/seam.rs"];
 
 /// `scan/` files that still name a backend.
 const KNOWN_SCAN_NAMES_BACKEND: &[&str] = &[];

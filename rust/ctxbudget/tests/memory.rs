@@ -11,7 +11,8 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::memory::{self, MemoryHistory};
 use ctxbudget::scan::SessionHistoryTool;
-use ctxbudget::store::{History, NewRow, OpenOptions, ReadFrom, Store, StoreError};
+use ctxbudget::store::{History, OpenOptions, ReadFrom, Store, StoreError};
+use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{self, LeadIn, PruneSpec, RolloverSpec};
 use proptest::prelude::*;
 use serde_json::{json, Value};

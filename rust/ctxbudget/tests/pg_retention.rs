@@ -5,7 +5,8 @@
 mod pg_common;
 
 use ctxbudget::pg::{ddl, PgError, PgOptions, PgStore, SCHEMA_VERSION};
-use ctxbudget::store::{NewRow, Store};
+use ctxbudget::store::Store;
+use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{self, PruneSpec};
 use pg_common::*;
 

@@ -9,7 +9,8 @@
 mod pg_common;
 
 use ctxbudget::pg::{NewRow, PgError, PgHistory, PgStore};
-use ctxbudget::store::{NewRow as Row, ReadFrom, Store};
+use ctxbudget::store::{ReadFrom, Store};
+use ctxbudget::transcript::NewRow as Row;
 use pg_common::*;
 
 /// A schema installed by the test server's superuser (its tables, the cursor key).

@@ -16,8 +16,9 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::pg::{CursorKey, PgHistory};
 use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
-use ctxbudget::store::{History, NewRow, OpenOptions, ReadFrom, Store, StoreError};
+use ctxbudget::store::{History, OpenOptions, ReadFrom, Store, StoreError};
 use ctxbudget::transcript;
+use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{LeadIn, RolloverSpec};
 use pg_common::*;
 use proptest::prelude::*;

@@ -10,9 +10,9 @@ use super::deadline::{text_hex, text_i64, Deadline, Literal, Prepared};
 use super::transcript::PgIndex;
 use super::{from_i64, to_i64, CursorKey, PgError, PgHistory};
 use crate::scan::{ScanOptions, SessionHistoryTool};
-use crate::store::frame::Entry;
 use crate::store::page::{PageError, PageSource, RunPage};
 use crate::store::StoreError;
+use crate::transcript::{RowEntry, RowHead};
 
 /// Runs one `session_history` page over `history`, started at `start` with the time
 /// limit `limit`: the index brought up to date and every fetch of rows end by the
@@ -21,7 +21,7 @@ pub(crate) fn run_page(
     history: &PgHistory,
     start: Instant,
     limit: Duration,
-    run: &mut RunPage<'_>,
+    run: &mut RunPage<'_, RowHead>,
 ) -> Result<(), PageError> {
     let deadline = Deadline::new(start, limit);
     history
@@ -132,14 +132,14 @@ impl<'a> PgSource<'a> {
     }
 }
 
-impl PageSource for PgSource<'_> {
+impl PageSource<RowHead> for PgSource<'_> {
     /// Archived rows stay where they are in the database; the page walks every row as
     /// one sequence.
-    fn archive(&self) -> &[Entry] {
+    fn archive(&self) -> &[RowEntry] {
         &[]
     }
 
-    fn chat(&self) -> &[Entry] {
+    fn chat(&self) -> &[RowEntry] {
         &self.ix.entries
     }
 

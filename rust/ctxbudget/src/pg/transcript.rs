@@ -24,14 +24,15 @@ use super::deadline::{text_bool, text_hex, text_i64, Deadline, Literal, Prepared
 use super::pool::Conn;
 use super::{from_i64, insert_batch, random_batch_id, to_i64, PgConversation, PgError, PgStore};
 
-use crate::store::read::window_runs;
-use crate::store::row::{Incoming, RawRow};
 use crate::store::{
-    AppendResult, BuildBatch, FileReport, Files, NewRow, ReadFrom, Receipt, ReceiptRead,
-    ReceiptState, RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError, StoredRow,
-    Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
+    AppendResult, BuildBatch, FileReport, Files, ReadFrom, Receipt, ReceiptRead, ReceiptState,
+    RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError, StoredRow, Tip,
+    VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
+use crate::transcript::input::{Incoming, RawRow};
 use crate::transcript::log::{encode_batch, LogState, RowIndex, MAX_SEQ};
+use crate::transcript::window_runs;
+use crate::transcript::NewRow;
 use crate::transcript::Row;
 
 /// Longest a read with a deadline waits for its handle's index before it reads one of
@@ -740,7 +741,7 @@ impl Store for PgHistory {
         rows_json: &[u8],
         expected_last_seq: Option<u64>,
     ) -> Result<AppendResult> {
-        let rows = crate::store::row::parse_json_batch(rows_json)?;
+        let rows = crate::transcript::input::parse_json_batch(rows_json)?;
         let mut unused = |_: &Tip<'_>| Ok(None);
         self.append_locked(expected_last_seq, &mut unused, Some(&rows))?
             .ok_or_else(StoreError::empty_batch)
@@ -776,7 +777,7 @@ impl Store for PgHistory {
         &self,
         start: std::time::Instant,
         limit: std::time::Duration,
-        run: &mut crate::store::page::RunPage<'_>,
+        run: &mut crate::store::page::RunPage<'_, crate::transcript::RowHead>,
     ) -> std::result::Result<(), crate::store::PageError> {
         super::page::run_page(self, start, limit, run)
     }

@@ -10,7 +10,8 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ctxbudget::store::{History, NewRow, OpenOptions};
+//! use ctxbudget::store::{History, OpenOptions};
+//! use ctxbudget::transcript::NewRow;
 //! use ctxbudget::scan::SessionHistoryTool;
 //!
 //! let ws = std::env::temp_dir().join(format!("ctxbudget-scan-doc-{}", std::process::id()));
@@ -36,8 +37,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use crate::store::page::{PageError, PageSource};
-use crate::store::{Entry, Store};
+use crate::store::Store;
 use crate::transcript::{BoundaryKind, WindowFold, WindowId};
+use crate::transcript::{RowEntry as Entry, RowHead};
 
 pub use args::{Args, Operation};
 
@@ -284,7 +286,7 @@ impl SessionHistoryTool {
             }
         };
         let mut outcome = None;
-        let mut run = |src: &dyn PageSource| {
+        let mut run = |src: &dyn PageSource<RowHead>| {
             outcome = Some(Page::new(self, src, args, start).run(cursor.as_ref()));
         };
         self.store
@@ -335,7 +337,7 @@ fn is_reset(e: &Entry) -> bool {
 /// last reset row, the last row at or below the floor seq the store recorded (which
 /// damage cannot lower), and the last row before a damaged region of either file (a
 /// damaged region may have held a reset). `None` when nothing is hidden.
-fn floor_position(rows: &[Pos<'_>], src: &dyn PageSource) -> Option<usize> {
+fn floor_position(rows: &[Pos<'_>], src: &dyn PageSource<RowHead>) -> Option<usize> {
     let before = |file: u8, offset: u64| {
         rows.partition_point(|(f, e)| (*f, e.offset) < (file, offset))
             .checked_sub(1)
@@ -368,7 +370,7 @@ fn changed() -> Failure {
 /// One call's bounded walk over the rows after the privacy floor.
 struct Page<'a> {
     tool: &'a SessionHistoryTool,
-    src: &'a dyn PageSource,
+    src: &'a dyn PageSource<RowHead>,
     args: &'a Args,
     start: Instant,
     rows: Vec<Pos<'a>>,
@@ -396,7 +398,7 @@ enum Stop {
 impl<'a> Page<'a> {
     fn new(
         tool: &'a SessionHistoryTool,
-        src: &'a dyn PageSource,
+        src: &'a dyn PageSource<RowHead>,
         args: &'a Args,
         start: Instant,
     ) -> Page<'a> {

@@ -1,46 +1,37 @@
-//! Appends: one framed batch, one `write`, one `fdatasync`, O(batch); the conditional
-//! and compound forms (rollover, quarantine, soft clear) build their batch under the
-//! same hold of the lock.
+//! Appends at the byte level: one framed batch of lines, one `write`, one `fdatasync`,
+//! O(batch). The lines are the transcript layer's to encode (`transcript::file_append`
+//! builds every append entry point on [`History::append_lines`]); the store hands out
+//! their seqs, frames them, announces and acknowledges them in the receipt and keeps its
+//! index in step.
 
 use std::fs::OpenOptions as FsOpenOptions;
 use std::io::Write;
 
-use serde_json::Value;
-
-use super::frame::{self, Entry, Scan};
-use super::index::Index;
+use super::frame;
+use super::index::{Entry, Head, Index, Scan};
 use super::receipt::{self, AppendIntent, Files, Receipt, ReceiptRead, ReceiptState};
-use super::seam::{BuildBatch, Tip};
 use super::{
-    failpoint, fsutil, open_read, row, AppendResult, Handles, History, Locked, NewRow, Result,
-    Stamp, StoreError,
+    failpoint, fsutil, open_read, AppendResult, Handles, History, Locked, Result, Stamp, StoreError,
 };
-use crate::transcript::WindowFold;
+
+/// A batch's lines as the layer above encoded them for the seqs the store handed out.
+pub(crate) struct EncodedLines {
+    /// Each line, with its newline, and the head the index keeps of it.
+    pub lines: Vec<(Vec<u8>, Head)>,
+    /// The privacy floor once the batch is in (never below the index's).
+    pub floor: u64,
+    /// The window the batch's last row is in, as the append's result names it.
+    pub window: String,
+}
+
+/// Encodes a batch under the store's lock from its index, the seq of the batch's first
+/// row and the time stamp every row of it carries.
+pub(crate) type EncodeLines<'e> = dyn FnMut(&Index, u64, &str) -> Result<EncodedLines> + 'e;
 
 impl History {
     // ----- appends ---------------------------------------------------------------
 
-    /// Appends `rows` as one all-or-nothing batch, durable before this returns.
-    pub fn append(&self, rows: Vec<NewRow>) -> Result<AppendResult> {
-        if rows.is_empty() {
-            return Err(StoreError::empty_batch());
-        }
-        let mut locked = self.lock()?;
-        self.append_locked(&mut locked, &rows)
-    }
-
-    /// Validates JSON rows (objects with `kind`, `role`, `parts`, `meta`) and appends
-    /// them as one batch.
-    pub fn append_json(&self, rows: Vec<Value>) -> Result<AppendResult> {
-        let rows = rows
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| NewRow::from_value(i, v))
-            .collect::<Result<Vec<_>>>()?;
-        self.append(rows)
-    }
-
-    pub(super) fn writable(&self, locked: &mut Locked<'_>) -> Result<ReceiptRead> {
+    pub(crate) fn writable(&self, locked: &mut Locked<'_>) -> Result<ReceiptRead> {
         let mut receipt = self.refresh(locked)?;
         if self.needs_recovery(locked, &receipt) {
             self.recover_locked(locked)?;
@@ -63,61 +54,9 @@ impl History {
         Ok(receipt)
     }
 
-    pub(super) fn append_locked(
-        &self,
-        locked: &mut Locked<'_>,
-        rows: &[NewRow],
-    ) -> Result<AppendResult> {
-        // Every batch built in Rust (a host's rows, a rollover's trigger, a quarantined
-        // original) meets the rules JSON rows meet, before anything is written.
-        for (i, row) in rows.iter().enumerate() {
-            row.validate(i)?;
-        }
-        let incoming: Vec<row::Incoming<'_>> = rows.iter().map(row::Incoming::Built).collect();
-        self.append_incoming(locked, &incoming)
-    }
-
-    /// Appends a batch given as UTF-8 JSON: a list of row objects with `kind`, `role`,
-    /// `parts` and `meta`. Rows are validated without building value trees and their
-    /// `parts` and `meta` are stored as written — the fast path for hosts that already
-    /// hold JSON (the Python binding uses it).
-    pub fn append_json_bytes(&self, rows_json: &[u8]) -> Result<AppendResult> {
-        self.append_json_bytes_if(rows_json, None)
-    }
-
-    /// [`append_json_bytes`](Self::append_json_bytes), conditional on the store's last
-    /// seq: with `Some(n)` the batch is written only if seq `n` is still the last row
-    /// (`0`: the store is empty), else [`StoreError::Conflict`] and nothing is written.
-    /// The check and the write happen under one hold of the history lock, so two
-    /// writers (threads or processes) that decided on the same state cannot both commit.
-    pub fn append_json_bytes_if(
-        &self,
-        rows_json: &[u8],
-        expected_last_seq: Option<u64>,
-    ) -> Result<AppendResult> {
-        let rows: Vec<row::Incoming<'_>> = row::parse_json_batch(rows_json)?
-            .into_iter()
-            .map(row::Incoming::Raw)
-            .collect();
-        let mut locked = self.lock()?;
-        self.check_expected(&mut locked, expected_last_seq)?;
-        self.append_incoming(&mut locked, &rows)
-    }
-
-    /// [`append`](Self::append), conditional on the store's last seq (see
-    /// [`append_json_bytes_if`](Self::append_json_bytes_if)).
-    pub fn append_if(&self, rows: Vec<NewRow>, expected_last_seq: u64) -> Result<AppendResult> {
-        if rows.is_empty() {
-            return Err(StoreError::empty_batch());
-        }
-        let mut locked = self.lock()?;
-        self.check_expected(&mut locked, Some(expected_last_seq))?;
-        self.append_locked(&mut locked, &rows)
-    }
-
     /// Under the lock: refuses a conditional write whose expected last seq is no longer
     /// the store's (`None`: unconditional).
-    pub(super) fn check_expected(
+    pub(crate) fn check_expected(
         &self,
         locked: &mut Locked<'_>,
         expected: Option<u64>,
@@ -137,10 +76,15 @@ impl History {
         }
     }
 
-    pub(super) fn append_incoming(
+    /// Appends a batch of `count` rows that `encode` encodes, under the lock, for the
+    /// seqs handed out here: checks the files are writable, frames the lines, announces
+    /// the batch (with the floor it sets) in the receipt, writes and syncs it, then
+    /// acknowledges it and adds its lines to the index.
+    pub(crate) fn append_lines(
         &self,
         locked: &mut Locked<'_>,
-        rows: &[row::Incoming<'_>],
+        count: usize,
+        encode: &mut EncodeLines<'_>,
     ) -> Result<AppendResult> {
         let receipt = self.writable(locked)?;
         let ix = Self::index(locked)?;
@@ -149,17 +93,17 @@ impl History {
         let archive_check = ix.archive_check;
         let old_size = pre_chat.map_or(0, |s| s.size);
 
-        // Frame the batch; windows follow boundary rows inside it too.
+        // Hand out the seqs and frame the batch.
         let seqs_left = || {
             StoreError::InvalidArgument(format!(
                 "no seq is left to hand out: a line of the transcript shows seq {}; the \
                  transcript cannot grow, start a new one",
-                ix.last_seq.max(ix.fold.floor_seq())
+                ix.last_seq.max(ix.floor_seq())
             ))
         };
         let first = ix.next_seq().ok_or_else(seqs_left)?;
         let last = first
-            .checked_add((rows.len() as u64).saturating_sub(1))
+            .checked_add((count as u64).saturating_sub(1))
             .ok_or_else(seqs_left)?;
         let pure = match receipt.valid() {
             Some(r) => {
@@ -177,19 +121,17 @@ impl History {
         };
         let ts = fsutil::now_rfc3339();
         let mut framed = frame::header_line(epoch, first, last).into_bytes();
-        let mut window = ix.fold.window();
-        let mut floor = ix.fold.floor_seq();
+        let encoded = encode(ix, first, &ts)?;
+        if encoded.lines.len() != count {
+            return Err(StoreError::internal(format!(
+                "a batch of {count} rows was encoded as {} lines",
+                encoded.lines.len()
+            )));
+        }
+        let floor = encoded.floor;
         // Index entries of the new rows, built as they are framed: no re-scan after.
-        let mut entries = Vec::with_capacity(rows.len());
-        for (i, row) in rows.iter().enumerate() {
-            let seq = first + i as u64;
-            window = WindowFold::next_window(window, seq, row.kind());
-            let window_text = window.to_string();
-            let (line, head) =
-                row.encode_checked(i, seq, &window_text, &ts, self.options.max_row_bytes)?;
-            if head.is_floor() {
-                floor = seq;
-            }
+        let mut entries = Vec::with_capacity(encoded.lines.len());
+        for (line, head) in encoded.lines {
             entries.push(Entry {
                 offset: old_size + framed.len() as u64,
                 len: (line.len() - 1) as u32,
@@ -284,7 +226,7 @@ impl History {
             ix.absorb_chat(Scan {
                 entries,
                 committed_end: end,
-                lines: ix.chat.lines + rows.len() as u64 + 2,
+                lines: ix.chat.lines + count as u64 + 2,
                 last_crc: Some(crc),
                 batch_ranges: vec![(old_size, end)],
                 batches: 1,
@@ -299,7 +241,7 @@ impl History {
             first_seq: first,
             last_seq: last,
             epoch: final_epoch,
-            window: window.to_string(),
+            window: encoded.window,
         })
     }
 
@@ -370,35 +312,9 @@ impl History {
         Ok(Stamp::of_metadata(&meta))
     }
 
-    /// See [`Store::append_with`].
-    pub fn append_with(
-        &self,
-        expected_last_seq: Option<u64>,
-        build: &mut BuildBatch<'_>,
-    ) -> Result<Option<AppendResult>> {
-        let mut locked = self.lock()?;
-        self.writable(&mut locked)?;
-        self.check_expected(&mut locked, expected_last_seq)?;
-        let rows = {
-            let ix = Self::index(&locked)?;
-            let reader = |seq: u64| self.row_at(ix, seq);
-            let tip = Tip {
-                last_seq: ix.last_seq,
-                next_seq: ix.next_seq(),
-                fold: &ix.fold,
-                rows: &reader,
-            };
-            build(&tip)?
-        };
-        match rows {
-            None => Ok(None),
-            Some(rows) if rows.is_empty() => Err(StoreError::empty_batch()),
-            Some(rows) => self.append_locked(&mut locked, &rows).map(Some),
-        }
-    }
-
-    /// The readable row with this seq, parsed (the newest rows are searched first).
-    pub(super) fn row_at(&self, ix: &Index, seq: u64) -> Result<Option<crate::transcript::Row>> {
+    /// The bytes of the readable row line with this seq (the newest lines are searched
+    /// first); `None`: no readable row has it.
+    pub(crate) fn line_at(&self, ix: &Index, seq: u64) -> Result<Option<Vec<u8>>> {
         let found = ix
             .chat
             .entries
@@ -421,10 +337,6 @@ impl History {
         use std::os::unix::fs::FileExt;
         file.read_exact_at(&mut raw, e.offset)
             .map_err(|err| StoreError::io("read", path, err))?;
-        Ok(crate::transcript::Row::parse(
-            seq,
-            ix.fold.window_of(seq),
-            &raw,
-        ))
+        Ok(Some(raw))
     }
 }

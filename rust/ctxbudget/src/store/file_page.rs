@@ -11,13 +11,13 @@ use super::page::{PageError, PageSource};
 use super::{commit_crc_before, open_read, Stamp};
 
 /// The file store's snapshot, its files opened on first read.
-pub(crate) struct FileSource<'a> {
-    snap: &'a Snapshot<'a>,
+pub(crate) struct FileSource<'a, H> {
+    snap: &'a Snapshot<'a, H>,
     files: RefCell<[Option<File>; 2]>,
 }
 
-impl<'a> FileSource<'a> {
-    pub(crate) fn new(snap: &'a Snapshot<'a>) -> FileSource<'a> {
+impl<'a, H> FileSource<'a, H> {
+    pub(crate) fn new(snap: &'a Snapshot<'a, H>) -> FileSource<'a, H> {
         FileSource {
             snap,
             files: RefCell::new([None, None]),
@@ -31,12 +31,12 @@ fn stat(path: &std::path::Path) -> Option<Stamp> {
         .map(|m| Stamp::of_metadata(&m))
 }
 
-impl PageSource for FileSource<'_> {
-    fn archive(&self) -> &[Entry] {
+impl<H> PageSource<H> for FileSource<'_, H> {
+    fn archive(&self) -> &[Entry<H>] {
         self.snap.archive
     }
 
-    fn chat(&self) -> &[Entry] {
+    fn chat(&self) -> &[Entry<H>] {
         self.snap.chat
     }
 

@@ -65,205 +65,41 @@ struct Commit {
     crc: u32,
 }
 
-/// The fields of a row the store itself reads back.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RowHead {
-    /// `seq`.
-    pub seq: u64,
-    /// `kind`.
-    pub kind: String,
-    /// `role`, when the row has one.
-    pub role: Option<String>,
-    /// `window`, when the row records one.
-    pub window: Option<String>,
-    /// `meta.boundary_kind`.
-    pub boundary_kind: Option<String>,
-    /// `meta.rollover_id`.
-    pub rollover_id: Option<String>,
-    /// `meta.retracts`.
-    pub retracts: Option<u64>,
-    /// `meta.rejected` is present and not null (a quarantined request).
-    pub rejected: bool,
-}
-
-#[derive(Deserialize)]
-struct RawHead<'a> {
-    seq: u64,
-    #[serde(borrow)]
-    kind: std::borrow::Cow<'a, str>,
-    #[serde(default, borrow)]
-    role: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
-    window: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default)]
-    meta: Option<FromObject<RawMeta>>,
-}
-
-/// Only the seq of a line, for a line whose head does not parse. Like a `Value` reader,
-/// the last of repeated `seq` keys wins.
-struct SeqOnly(u64);
-
-impl<'de> Deserialize<'de> for SeqOnly {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct SeqVisitor;
-        impl<'de> serde::de::Visitor<'de> for SeqVisitor {
-            type Value = SeqOnly;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an object with a seq")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<SeqOnly, A::Error> {
-                let mut seq = None;
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    if key == "seq" {
-                        seq = Some(map.next_value::<u64>()?);
-                    } else {
-                        map.next_value::<serde::de::IgnoredAny>()?;
-                    }
-                }
-                seq.map(SeqOnly)
-                    .ok_or_else(|| serde::de::Error::missing_field("seq"))
-            }
-        }
-        d.deserialize_map(SeqVisitor)
-    }
-}
-
-/// `T` read only from a JSON object. serde also reads a struct from an array, by
-/// position, which no reader of rows does: `"meta":["reset"]` is not a reset.
-struct FromObject<T>(T);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for FromObject<T> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct ObjectVisitor<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for ObjectVisitor<T> {
-            type Value = T;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-            }
-        }
-        d.deserialize_map(ObjectVisitor(std::marker::PhantomData))
-            .map(FromObject)
-    }
-}
-
-#[derive(Deserialize, Default)]
-struct RawMeta {
-    #[serde(default)]
-    boundary_kind: Option<String>,
-    #[serde(default)]
-    rollover_id: Option<String>,
-    #[serde(default)]
-    retracts: Option<u64>,
-    #[serde(default)]
-    rejected: Option<serde::de::IgnoredAny>,
-}
-
-/// What the scanner reads of one line that is neither a batch header nor a commit line.
-pub(crate) struct LineRead {
-    /// The row's head, if the line is a row: all of it parses the way every reader parses
-    /// it (see `wellformed`), so the index never counts a line that the reader rendering
-    /// it would skip.
-    pub head: Option<RowHead>,
+/// What the scanner learns of a line that is neither a batch header nor a commit line,
+/// from the [`ReadLine`] it was handed.
+pub(crate) struct LineRead<H> {
+    /// The line's head, if the line is a row: all of it parses the way every reader
+    /// parses it, so the index never counts a line that the reader rendering it would
+    /// skip.
+    pub head: Option<H>,
     /// The seq a line that is not a row still shows (a damaged or hostile row): never
     /// handed out again, so no two lines claim one seq.
     pub claimed_seq: Option<u64>,
-    /// Not a row, but possibly a soft clear: fail closed and treat it as a floor.
+    /// Not a row, but possibly a privacy floor: fail closed and treat it as one.
     pub reset_like: bool,
 }
 
-/// Reads one line for the index.
-pub(crate) fn read_line(line: &[u8]) -> LineRead {
-    if let Some(head) = super::head::parse_strict(line) {
-        return LineRead {
-            head: Some(head),
-            claimed_seq: None,
-            reset_like: false,
-        };
-    }
-    let head = parse_head(line);
-    let claimed_seq = match &head {
-        Some(h) => Some(h.seq),
-        None => serde_json::from_slice::<SeqOnly>(line).ok().map(|s| s.0),
-    };
-    LineRead {
-        claimed_seq,
-        reset_like: head.as_ref().is_some_and(RowHead::is_floor) || looks_like_reset(line),
-        head: None,
-    }
-}
-
-/// The head of a line, its other fields skipped without checking them: whether the line
-/// is a row is `read_line`'s to say. Alone it serves where a damaged byte elsewhere in a
-/// row must not hide what its head says (a soft clear in a torn tail).
-fn parse_head(line: &[u8]) -> Option<RowHead> {
-    let FromObject(raw) = serde_json::from_slice::<FromObject<RawHead<'_>>>(line).ok()?;
-    let meta = raw.meta.map(|m| m.0).unwrap_or_default();
-    Some(RowHead {
-        seq: raw.seq,
-        kind: raw.kind.into_owned(),
-        role: raw.role.map(|r| r.into_owned()),
-        window: raw.window.map(|w| w.into_owned()),
-        boundary_kind: meta.boundary_kind,
-        rollover_id: meta.rollover_id,
-        retracts: meta.retracts,
-        rejected: meta.rejected.is_some(),
-    })
-}
-
-impl RowHead {
-    /// Whether this row is a privacy floor: a boundary that is not a rollover (a reset,
-    /// or a boundary whose kind is missing or unknown — fail closed).
-    pub(crate) fn is_floor(&self) -> bool {
-        crate::transcript::rules::is_floor(&self.kind, self.boundary_kind.as_deref())
-    }
-
-    /// What the window fold reads of this row.
-    pub(crate) fn as_head(&self) -> crate::transcript::Head<'_> {
-        crate::transcript::Head {
-            seq: self.seq,
-            kind: &self.kind,
-            role: self.role.as_deref(),
-            boundary_kind: self.boundary_kind.as_deref(),
-            rollover_id: self.rollover_id.as_deref(),
-            retracts: self.retracts,
-            rejected: self.rejected,
-        }
-    }
-}
-
-/// The highest seq of a soft clear in the bytes of a torn tail, judged from the rows in
-/// it whose head parses (never from substrings: a tool output mentioning `"boundary"`
-/// and `"reset"` is not a floor).
-pub(crate) fn tail_floor_seq(tail: &[u8]) -> Option<u64> {
-    tail.split(|&b| b == b'\n')
-        .filter_map(parse_head)
-        .filter(RowHead::is_floor)
-        .map(|h| h.seq)
-        .max()
-}
-
-/// Whether a committed line that does not parse as a row looks like a reset boundary:
-/// such a line is a privacy floor (fail closed).
-pub(crate) fn looks_like_reset(line: &[u8]) -> bool {
-    let has = |needle: &[u8]| line.windows(needle.len()).any(|w| w == needle);
-    has(b"\"boundary\"") && has(b"\"reset\"")
+/// How the lines of a file are read. The store frames, checks and places lines but never
+/// reads one: the transcript layer, which knows what rows mean, hands the scanner its
+/// reader (`transcript::Rows`).
+pub(crate) trait ReadLine {
+    /// What an index keeps of a line that is a row.
+    type Head: Clone + std::fmt::Debug;
+    /// Reads one line (without its newline).
+    fn read_line(line: &[u8]) -> LineRead<Self::Head>;
+    /// The seq a row shows: a batch's rows must show its seqs, in order.
+    fn seq(head: &Self::Head) -> u64;
 }
 
 /// One row line found by the scanner.
 #[derive(Clone, Debug)]
-pub struct Entry {
+pub struct Entry<H> {
     /// Byte offset of the line in its file.
     pub offset: u64,
     /// Length of the line without its newline.
     pub len: u32,
-    /// Parsed head, or `None` for a malformed line.
-    pub head: Option<RowHead>,
+    /// Its head as the line reader read it, or `None` for a malformed line.
+    pub head: Option<H>,
     /// Malformed but shaped like a reset boundary.
     pub reset_like: bool,
     /// Malformed, but showing this seq (see `LineRead::claimed_seq`).
@@ -279,10 +115,10 @@ pub(crate) struct Damage {
 }
 
 /// Everything a scan of one file found.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Scan {
+#[derive(Clone, Debug)]
+pub(crate) struct Scan<H> {
     /// Committed rows (framed or legacy), in file order.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<Entry<H>>,
     /// End of the last committed line; everything after it is a torn tail.
     pub committed_end: u64,
     /// Number of lines up to `committed_end`.
@@ -309,22 +145,42 @@ pub(crate) struct Scan {
     pub torn_bytes: u64,
 }
 
-struct Open {
+impl<H> Default for Scan<H> {
+    fn default() -> Self {
+        Scan {
+            entries: Vec::new(),
+            committed_end: 0,
+            lines: 0,
+            last_crc: None,
+            batch_ranges: Vec::new(),
+            batches: 0,
+            legacy_rows: 0,
+            malformed: 0,
+            damage: None,
+            damage_offsets: Vec::new(),
+            tail_acked: false,
+            torn_bytes: 0,
+        }
+    }
+}
+
+struct Open<H> {
     offset: u64,
     line: u64,
     first: u64,
     last: u64,
-    rows: Vec<Entry>,
+    rows: Vec<Entry<H>>,
 }
 
-/// Scans `bytes`, which start at byte `base` (line `base_line`) of their file.
-pub(crate) fn scan(bytes: &[u8], base: u64, base_line: u64) -> Scan {
+/// Scans `bytes`, which start at byte `base` (line `base_line`) of their file, reading
+/// row lines with `R`.
+pub(crate) fn scan<R: ReadLine>(bytes: &[u8], base: u64, base_line: u64) -> Scan<R::Head> {
     let mut out = Scan {
         committed_end: base,
         lines: base_line,
         ..Scan::default()
     };
-    let mut open: Option<Open> = None;
+    let mut open: Option<Open<R::Head>> = None;
     let mut pos = 0usize;
     let mut line_no = base_line;
     while pos < bytes.len() {
@@ -355,7 +211,7 @@ pub(crate) fn scan(bytes: &[u8], base: u64, base_line: u64) -> Scan {
             match open.take() {
                 Some(batch) => {
                     let framed = &bytes[(batch.offset - base) as usize..pos];
-                    match validate(&batch, framed, line) {
+                    match validate::<R>(&batch, framed, line) {
                         Ok(crc) => {
                             out.batch_ranges.push((batch.offset, base + next as u64));
                             out.malformed +=
@@ -387,7 +243,7 @@ pub(crate) fn scan(bytes: &[u8], base: u64, base_line: u64) -> Scan {
                 }
             }
         } else {
-            let read = read_line(line);
+            let read = R::read_line(line);
             let entry = Entry {
                 offset,
                 len: nl as u32,
@@ -424,7 +280,7 @@ pub(crate) fn scan(bytes: &[u8], base: u64, base_line: u64) -> Scan {
     out
 }
 
-fn note_damage(out: &mut Scan, offset: u64, line: u64, reason: &str) {
+fn note_damage<H>(out: &mut Scan<H>, offset: u64, line: u64, reason: &str) {
     out.damage_offsets.push(offset);
     if out.damage.is_none() {
         out.damage = Some(Damage {
@@ -435,7 +291,11 @@ fn note_damage(out: &mut Scan, offset: u64, line: u64, reason: &str) {
     }
 }
 
-fn validate(batch: &Open, framed: &[u8], commit: &[u8]) -> Result<u32, String> {
+fn validate<R: ReadLine>(
+    batch: &Open<R::Head>,
+    framed: &[u8],
+    commit: &[u8],
+) -> Result<u32, String> {
     let c: CommitLine =
         serde_json::from_slice(commit).map_err(|_| "unreadable commit line".to_owned())?;
     let c = c.commit;
@@ -458,7 +318,7 @@ fn validate(batch: &Open, framed: &[u8], commit: &[u8]) -> Result<u32, String> {
     let seqs: Vec<u64> = batch
         .rows
         .iter()
-        .filter_map(|r| r.head.as_ref().map(|h| h.seq).or(r.claimed_seq))
+        .filter_map(|r| r.head.as_ref().map(R::seq).or(r.claimed_seq))
         .collect();
     let expected: Vec<u64> = (c.first..=c.last).collect();
     if c.first != batch.first || c.last != batch.last || seqs != expected {
@@ -467,7 +327,7 @@ fn validate(batch: &Open, framed: &[u8], commit: &[u8]) -> Result<u32, String> {
     Ok(crc)
 }
 
-impl Scan {
+impl<H> Scan<H> {
     /// Everything after the last whole line or batch is acknowledged data that does not
     /// read: damage (writes refused, location named), never a torn tail to move away.
     pub(crate) fn tail_is_damage(&mut self, reason: impl Into<String>) {
@@ -484,7 +344,7 @@ impl Scan {
     }
 
     /// Appends the scan of the bytes that followed `self.committed_end`.
-    pub(crate) fn absorb(&mut self, next: Scan) {
+    pub(crate) fn absorb(&mut self, next: Scan<H>) {
         self.entries.extend(next.entries);
         self.committed_end = next.committed_end;
         self.lines = next.lines;
@@ -503,6 +363,32 @@ impl Scan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A line reader for these tests: a line is a row when it is an object with a seq.
+    struct SeqLines;
+
+    impl ReadLine for SeqLines {
+        type Head = u64;
+
+        fn read_line(line: &[u8]) -> LineRead<u64> {
+            let seq = serde_json::from_slice::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("seq").and_then(serde_json::Value::as_u64));
+            LineRead {
+                head: seq,
+                claimed_seq: None,
+                reset_like: false,
+            }
+        }
+
+        fn seq(head: &u64) -> u64 {
+            *head
+        }
+    }
+
+    fn scan(bytes: &[u8], base: u64, base_line: u64) -> Scan<u64> {
+        super::scan::<SeqLines>(bytes, base, base_line)
+    }
 
     fn batch(epoch: u64, first: u64, rows: &[&str]) -> Vec<u8> {
         let last = first + rows.len() as u64 - 1;

@@ -1,23 +1,41 @@
 //! The in-memory index of both files: entries, seqs, the window fold of their heads,
 //! damage; kept in step with appends at O(batch).
 
-use super::frame::{self, Entry, Scan};
+use super::frame;
 use super::fsutil::Stamp;
 use super::receipt::{self, AppendIntent, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
 use super::Paths;
-use crate::transcript::WindowFold;
+use super::WindowInfo;
+use crate::transcript::{
+    window_runs, windows_of, RowEntry, RowHead, RowScan, Rows, WindowFold, WindowId,
+};
+
+/// An entry of this index: a line of either file, with its row head when it is a row.
+pub(super) type Entry = RowEntry;
+
+/// What this index keeps of a line that is a row: its head, as the transcript reads it.
+pub(crate) type Head = RowHead;
+
+/// What a scan of a file (or of an appended batch) found.
+pub(super) type Scan = RowScan;
+
+/// Scans the bytes of a file that start at byte `base` (line `base_line`), its lines read
+/// as rows by the transcript layer's reader.
+pub(super) fn scan_rows(bytes: &[u8], base: u64, base_line: u64) -> RowScan {
+    frame::scan::<Rows>(bytes, base, base_line)
+}
 
 /// The in-memory index of both files, valid for the stamps it records.
 #[derive(Default)]
-pub(super) struct Index {
+pub(crate) struct Index {
     pub(super) epoch: Option<u64>,
     pub(super) chat_stamp: Option<Stamp>,
     pub(super) archive_stamp: Option<Stamp>,
-    pub(super) archive: Scan,
-    pub(super) chat: Scan,
+    pub(super) archive: RowScan,
+    pub(super) chat: RowScan,
     /// Highest seq handed out: the rows' and the receipt's, whichever is higher, so a
     /// seq is never handed out twice.
-    pub(super) last_seq: u64,
+    pub(crate) last_seq: u64,
     /// Highest seq of a readable row, in file order.
     pub(super) max_row_seq: u64,
     /// Highest seq any line shows, rows and lines that are not rows alike: what the
@@ -26,7 +44,7 @@ pub(super) struct Index {
     /// What the rows mean so far (windows, floor, retractions, rollover IDs), folded
     /// from the heads of readable rows in file order; its floor is raised to the
     /// receipt's.
-    pub(super) fold: WindowFold,
+    pub(crate) fold: WindowFold,
     /// Rows whose seq is not above every seq before them (archive then chat).
     pub(super) seq_violations: u64,
     /// Where the first of them is.
@@ -39,14 +57,44 @@ pub(super) struct Index {
 }
 
 impl Index {
-    pub(super) fn entries(&self) -> impl Iterator<Item = &Entry> {
+    pub(super) fn entries(&self) -> impl Iterator<Item = &RowEntry> {
         self.archive.entries.iter().chain(self.chat.entries.iter())
+    }
+
+    /// The seq of the current window's first row (its boundary, or 1).
+    pub(super) fn current_window_seq(&self) -> u64 {
+        self.fold.window().seq()
+    }
+
+    /// The window of each of `entries`, a run of this index's lines that ends at its
+    /// last row.
+    pub(super) fn windows_of<'a>(
+        &self,
+        entries: impl Iterator<Item = &'a Entry> + Clone,
+    ) -> Vec<WindowId> {
+        windows_of(entries, &self.fold)
+    }
+
+    /// Contiguous window runs of both files, oldest first.
+    pub(super) fn window_runs(&self) -> Vec<WindowInfo> {
+        window_runs(self.entries(), &self.fold)
+    }
+
+    /// The highest seq of a privacy floor among the rows of a torn tail (judged from the
+    /// rows whose head parses, never from substrings).
+    pub(super) fn floor_in_torn_tail(tail: &[u8]) -> Option<u64> {
+        crate::transcript::head::tail_floor_seq(tail)
+    }
+
+    /// Seq of the newest privacy floor (0: none).
+    pub(super) fn floor_seq(&self) -> u64 {
+        self.fold.floor_seq()
     }
 
     /// The seq the next appended row gets: above every seq handed out or shown, and
     /// above the floor (a floor announced by a batch that was then torn must not hide
     /// the rows after it). `None` once the seq space is used up.
-    pub(super) fn next_seq(&self) -> Option<u64> {
+    pub(crate) fn next_seq(&self) -> Option<u64> {
         self.last_seq.max(self.fold.floor_seq()).checked_add(1)
     }
 
@@ -192,7 +240,7 @@ impl Index {
     /// follow the ones already noted: appends cost O(batch), not O(history). A row whose
     /// seq is not above every earlier one is malformed for indexing (kept as a floor if it
     /// is one); inside a committed batch that is damage (a batch present twice).
-    pub(super) fn note(&mut self, scan: &mut Scan, from: usize, file: &str) {
+    pub(super) fn note(&mut self, scan: &mut RowScan, from: usize, file: &str) {
         let ranges = std::mem::take(&mut scan.batch_ranges);
         for e in &mut scan.entries[from..] {
             let Some(h) = e.head.as_ref() else {
@@ -283,7 +331,7 @@ impl Index {
     }
 
     /// Absorbs the scan of bytes appended to `chat.jsonl` and notes its rows.
-    pub(super) fn absorb_chat(&mut self, next: Scan) {
+    pub(super) fn absorb_chat(&mut self, next: RowScan) {
         let first_new = self.chat.entries.len();
         let mut chat = std::mem::take(&mut self.chat);
         chat.absorb(next);
@@ -322,13 +370,13 @@ fn written_whole(chat: &[u8], r: &Receipt, intent: &AppendIntent) -> bool {
 }
 
 /// A read-only view of the store under the history lock (see `History::with_snapshot`).
-pub(crate) struct Snapshot<'a> {
+pub(crate) struct Snapshot<'a, H = RowHead> {
     pub paths: &'a Paths,
     pub receipt: ReceiptRead,
     pub chat_stamp: Option<Stamp>,
     pub archive_stamp: Option<Stamp>,
-    pub archive: &'a [Entry],
-    pub chat: &'a [Entry],
+    pub archive: &'a [frame::Entry<H>],
+    pub chat: &'a [frame::Entry<H>],
     pub chat_committed_end: u64,
     pub chat_last_crc: Option<u32>,
     /// Seq of the newest privacy floor known (rows or receipt).
@@ -339,7 +387,7 @@ pub(crate) struct Snapshot<'a> {
     pub chat_damage: Option<u64>,
 }
 
-impl Snapshot<'_> {
+impl<H> Snapshot<'_, H> {
     /// Whether the receipt is stable and matches the files: only then can a cursor be
     /// minted or continued.
     pub fn receipt_vouches(&self) -> Option<u64> {
@@ -362,8 +410,8 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
         Err(_) => ReceiptRead::Malformed,
     };
     let mut ix = Index {
-        archive: frame::scan(archive, 0, 0),
-        chat: frame::scan(chat, 0, 0),
+        archive: scan_rows(archive, 0, 0),
+        chat: scan_rows(chat, 0, 0),
         ..Index::default()
     };
     for (s, bytes) in [(&ix.chat, chat), (&ix.archive, archive)] {
@@ -378,7 +426,7 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
             .iter()
             .all(|e| (e.offset + u64::from(e.len)) < s.committed_end.max(1)));
     }
-    let _ = frame::tail_floor_seq(chat);
+    let _ = crate::transcript::head::tail_floor_seq(chat);
     ix.derive(&receipt, chat, archive);
     let seqs: Vec<u64> = ix
         .entries()
@@ -388,8 +436,8 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
     assert!(ix.last_seq >= seqs.last().copied().unwrap_or(0));
     // An incremental scan from any committed line boundary agrees with the full one.
     let cut = ix.chat.batch_ranges.first().map_or(0, |r| r.1);
-    let head = frame::scan(&chat[..cut as usize], 0, 0);
+    let head = scan_rows(&chat[..cut as usize], 0, 0);
     let mut joined = head.clone();
-    joined.absorb(frame::scan(&chat[cut as usize..], cut, head.lines));
-    assert_eq!(joined.committed_end, frame::scan(chat, 0, 0).committed_end);
+    joined.absorb(scan_rows(&chat[cut as usize..], cut, head.lines));
+    assert_eq!(joined.committed_end, scan_rows(chat, 0, 0).committed_end);
 }

@@ -6,7 +6,7 @@ use std::fs::OpenOptions as FsOpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::frame::{self, Scan};
+use super::frame;
 use super::index::Index;
 use super::receipt::{self, Files, ReceiptRead, ReceiptState};
 use super::{
@@ -69,7 +69,7 @@ impl History {
         // then the recovery's own receipt holds its floor, so a crash in between does not
         // drop it.
         let tail_floor = match chat_torn {
-            Some(keep) => frame::tail_floor_seq(&read_range(&self.paths.chat, keep)?),
+            Some(keep) => Index::floor_in_torn_tail(&read_range(&self.paths.chat, keep)?),
             None => None,
         };
         let epoch = fsutil::random_u63();
@@ -95,8 +95,7 @@ impl History {
             // The torn tail held a complete soft-clear row. Its bytes are safe in
             // recovered/, but the privacy floor must not disappear with them: a committed
             // reset takes its place (later, so stricter — fail closed).
-            let floor = crate::transcript::reset_row().with_meta("recovered_floor", true);
-            let appended = self.append_locked(locked, &[floor])?;
+            let appended = self.append_recovered_floor(locked)?;
             report.epoch = Some(appended.epoch);
         }
         Ok(report)
@@ -293,12 +292,12 @@ impl History {
         let chat_bytes = read_all(&self.paths.chat)?;
         let archive_bytes = read_all(&self.paths.archive)?;
         let mut ix = Index {
-            archive: frame::scan(&archive_bytes, 0, 0),
-            chat: frame::scan(&chat_bytes, 0, 0),
+            archive: super::index::scan_rows(&archive_bytes, 0, 0),
+            chat: super::index::scan_rows(&chat_bytes, 0, 0),
             ..Index::default()
         };
         ix.derive(&receipt, &chat_bytes, &archive_bytes);
-        let file_report = |s: &Scan, bytes: usize| FileReport {
+        let file_report = |s: &frame::Scan<_>, bytes: usize| FileReport {
             bytes: bytes as u64,
             batches: s.batches,
             rows: s.entries.iter().filter(|e| e.head.is_some()).count() as u64,

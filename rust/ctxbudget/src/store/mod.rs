@@ -1,6 +1,7 @@
 //! The byte store: crash-safe JSONL transcript files (SPEC §5) behind the [`Store`]
 //! seam. It keeps framed, checksummed lines and hands out seqs; what rows mean is the
-//! transcript layer's ([`crate::transcript`]), whose window fold its index feeds.
+//! transcript layer's ([`crate::transcript`]): it encodes the lines every append writes
+//! and its window fold is what the index feeds.
 //!
 //! ```text
 //! <ws>/history/chat.jsonl          rows of the open windows
@@ -21,7 +22,8 @@
 //! That keeps an append at one `fdatasync`.
 //!
 //! ```
-//! use ctxbudget::store::{History, NewRow, OpenOptions};
+//! use ctxbudget::store::{History, OpenOptions};
+//! use ctxbudget::transcript::NewRow;
 //!
 //! let ws = std::env::temp_dir().join(format!("ctxbudget-doc-{}", std::process::id()));
 //! let history = History::open(&ws, OpenOptions::default())?;
@@ -42,12 +44,10 @@ mod failpoint;
 mod file_page;
 pub(crate) mod frame;
 mod fsutil;
-mod head;
 mod lock;
 /// The view a `session_history` page reads (its types are the crate's own).
 pub(crate) mod page;
 pub mod receipt;
-pub(crate) mod row;
 mod seam;
 pub(crate) mod wellformed;
 
@@ -55,7 +55,7 @@ mod append;
 mod index;
 mod maintenance;
 mod options;
-pub(crate) mod read;
+mod read;
 mod reports;
 mod retention;
 
@@ -71,24 +71,21 @@ pub use fsutil::Stamp;
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use page::PageError;
 pub use receipt::{AppendIntent, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
-pub use row::{NewRow, DEFAULT_MAX_ROW_BYTES, KINDS, PART_TYPES, ROLES};
 pub use seam::{BuildBatch, Store, Tip};
 pub use wellformed::{MAX_NESTING, MAX_ROW_NESTING, QUARANTINE_WRAP};
 
-pub(crate) use frame::Entry;
 use lock::HistoryLock;
 
 #[cfg(feature = "fuzzing")]
 pub use index::fuzz_scan;
-pub use options::{Durability, OpenOptions, Paths};
+pub use options::{Durability, OpenOptions, Paths, DEFAULT_MAX_ROW_BYTES};
 pub use reports::{
     AppendResult, DeleteReport, FileReport, PruneReport, ReadFrom, RecoveryReport, RotateReport,
     RowsRead, StoredRow, VerifyReport, WindowInfo,
 };
-#[cfg(feature = "fuzzing")]
-pub use row::fuzz_rules;
 
-use index::Index;
+pub(crate) use append::EncodedLines;
+pub(crate) use index::Index;
 
 /// A workspace's transcript store.
 pub struct History {
@@ -117,7 +114,7 @@ struct Handles {
 }
 
 /// Held history lock plus this instance's index and open files.
-struct Locked<'a> {
+pub(crate) struct Locked<'a> {
     _lock: HistoryLock,
     index: MutexGuard<'a, Option<Index>>,
     handles: MutexGuard<'a, Handles>,
@@ -163,7 +160,7 @@ impl History {
         &self.options
     }
 
-    fn lock(&self) -> Result<Locked<'_>> {
+    pub(crate) fn lock(&self) -> Result<Locked<'_>> {
         let lock = HistoryLock::acquire(
             &self.lock_token,
             &self.paths.lock,
@@ -206,7 +203,7 @@ impl History {
             if self.appended_by_tracked_writer(ix, &receipt, chat, archive)? {
                 let start = ix.chat.committed_end;
                 let bytes = read_range(&self.paths.chat, start)?;
-                let next = frame::scan(&bytes, start, ix.chat.lines);
+                let next = index::scan_rows(&bytes, start, ix.chat.lines);
                 ix.absorb_chat(next);
                 ix.chat_stamp = chat;
                 ix.epoch = receipt.valid().map(|r| r.epoch);
@@ -219,8 +216,8 @@ impl History {
             epoch: receipt.valid().map(|r| r.epoch),
             chat_stamp: chat,
             archive_stamp: archive,
-            archive: frame::scan(&archive_bytes, 0, 0),
-            chat: frame::scan(&chat_bytes, 0, 0),
+            archive: index::scan_rows(&archive_bytes, 0, 0),
+            chat: index::scan_rows(&chat_bytes, 0, 0),
             ..Index::default()
         };
         ix.derive(&receipt, &chat_bytes, &archive_bytes);
@@ -259,7 +256,7 @@ impl History {
         }
     }
 
-    fn index<'a>(locked: &'a Locked<'_>) -> Result<&'a Index> {
+    pub(crate) fn index<'a>(locked: &'a Locked<'_>) -> Result<&'a Index> {
         locked
             .index
             .as_ref()

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use super::error::{Result, StoreError};
 use super::lock::DEFAULT_LOCK_TIMEOUT;
-use super::row::DEFAULT_MAX_ROW_BYTES;
+
+/// Default bound on one stored row line, in bytes (the scanner skips longer lines).
+pub const DEFAULT_MAX_ROW_BYTES: usize = 1 << 20;
 
 /// How hard the store works to make a write survive power loss.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

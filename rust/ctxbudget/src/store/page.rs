@@ -18,13 +18,14 @@ pub enum PageError {
     Unavailable(String),
 }
 
-/// A consistent view of one store for one page.
-pub trait PageSource {
+/// A consistent view of one store for one page; `H` is what its index keeps of a row
+/// (the transcript layer's head: the store only holds it).
+pub trait PageSource<H> {
     /// Entries of the rows moved out of the live part (file 0), oldest first; empty for
     /// a store that keeps every row in one sequence.
-    fn archive(&self) -> &[Entry];
+    fn archive(&self) -> &[Entry<H>];
     /// Entries of the live rows (file 1), oldest first.
-    fn chat(&self) -> &[Entry];
+    fn chat(&self) -> &[Entry<H>];
     /// The privacy floor the store recorded (rows or receipt; damage cannot lower it).
     fn floor_seq(&self) -> u64;
     /// Offsets of the last damaged region of the archive and of the live rows.
@@ -44,4 +45,4 @@ pub trait PageSource {
 }
 
 /// Runs one page over a store's view; what the page produces stays with the caller.
-pub type RunPage<'p> = dyn FnMut(&dyn PageSource) + 'p;
+pub type RunPage<'p, H> = dyn FnMut(&dyn PageSource<H>) + 'p;

@@ -6,15 +6,13 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::TryLockError;
 
-use super::frame::Entry;
 use super::fsutil;
-use super::index::Snapshot;
+use super::index::{Entry, Snapshot};
 use super::receipt::{self, ReceiptRead};
 use super::{
     commit_crc_before, open_read, History, ReadFrom, Result, RowsRead, StoreError, StoredRow,
     WindowInfo,
 };
-use crate::transcript::{BoundaryKind, WindowFold, WindowId};
 
 impl History {
     // ----- reading ---------------------------------------------------------------
@@ -45,7 +43,7 @@ impl History {
         let ix = Self::index(&locked)?;
         let first_seq = match from {
             ReadFrom::Seq(seq) => seq,
-            ReadFrom::CurrentWindow => ix.fold.window().seq(),
+            ReadFrom::CurrentWindow => ix.current_window_seq(),
         };
         // Walk back from the end to the first row read: O(rows returned), however long
         // the transcript (an agent loop asks for the few rows appended since its last
@@ -59,7 +57,7 @@ impl History {
             all.pop();
         }
         all.reverse();
-        let windows = windows_of(all.iter().map(|(_, e)| *e), &ix.fold);
+        let windows = ix.windows_of(all.iter().map(|(_, e)| *e));
         let mut out = Vec::with_capacity(all.len());
         let mut files: HashMap<&Path, File> = HashMap::new();
         for ((path, e), window) in all.iter().zip(windows) {
@@ -130,7 +128,7 @@ impl History {
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
         let ix = Self::index(&locked)?;
-        Ok(window_runs(ix.entries(), &ix.fold))
+        Ok(ix.window_runs())
     }
 
     /// Seq of the newest privacy floor, rows and receipt (0: none).
@@ -181,65 +179,4 @@ impl History {
     pub fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
         commit_crc_before(&self.paths.chat, offset)
     }
-}
-
-/// Contiguous window runs of `entries` (every indexed line, oldest first) with their
-/// item counts; `retracted` is the fold that has seen every retraction. Any store's
-/// `windows()` is this walk over its entries.
-pub(crate) fn window_runs<'a>(
-    entries: impl Iterator<Item = &'a Entry>,
-    retracted: &WindowFold,
-) -> Vec<WindowInfo> {
-    let mut fold = WindowFold::new();
-    let mut out: Vec<WindowInfo> = Vec::new();
-    for e in entries {
-        let Some(h) = &e.head else {
-            if e.reset_like {
-                // A reset that does not parse still opens a (floor) window.
-                out.push(WindowInfo {
-                    window_id: "w:?".into(),
-                    boundary_kind: BoundaryKind::Reset.as_str().into(),
-                    first_seq: 0,
-                    item_count: 0,
-                });
-            }
-            continue;
-        };
-        if fold.note_head(h.as_head()) || out.is_empty() {
-            out.push(WindowInfo {
-                window_id: fold.window().to_string(),
-                boundary_kind: fold.window_kind_name().to_owned(),
-                first_seq: h.seq,
-                item_count: 0,
-            });
-        }
-        let item = h.as_head().is_item();
-        if item && !retracted.is_retracted(h.seq) {
-            if let Some(w) = out.last_mut() {
-                w.item_count += 1;
-            }
-        }
-    }
-    out
-}
-
-/// The window of each of `entries`, a run of indexed lines that ends at the store's
-/// last row: the fold's to say — the window open before the first of them, then
-/// boundaries as they come.
-pub(crate) fn windows_of<'a>(
-    entries: impl Iterator<Item = &'a Entry> + Clone,
-    fold: &WindowFold,
-) -> Vec<WindowId> {
-    let mut window = entries
-        .clone()
-        .find_map(|e| e.head.as_ref())
-        .map_or(fold.window(), |h| fold.window_of(h.seq.saturating_sub(1)));
-    entries
-        .map(|e| {
-            if let Some(h) = e.head.as_ref() {
-                window = WindowFold::next_window(window, h.seq, &h.kind);
-            }
-            window
-        })
-        .collect()
 }

@@ -8,39 +8,16 @@
 //! `history_changed`, and a crash leaves the old archive or the new one, never a mix.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use super::lock::{HistoryLock, LockToken};
 use super::receipt::{self, ReceiptState};
-use super::{
-    frame, fsutil, read_all, DeleteReport, History, Paths, PruneReport, Result, StoreError,
-};
-use crate::transcript::{prune_cut, PruneSpec};
+use super::{fsutil, read_all, DeleteReport, History, Paths, PruneReport, Result, StoreError};
 
 /// Prefix of the directory a delete moves a workspace's files into before removing it.
 const TOMB_PREFIX: &str = ".ctxbudget-deleting-";
 
 impl History {
-    /// Removes for good the sealed windows `spec` selects (the current window always
-    /// stays; the privacy floor is never lowered). Changes nothing when it selects none.
-    pub fn prune(&self, spec: &PruneSpec) -> Result<PruneReport> {
-        if spec.is_empty() {
-            return Err(StoreError::InvalidArgument(
-                "a prune needs a criterion: keep_windows, older_than or below_floor".into(),
-            ));
-        }
-        let rows = self.rows_since(0)?;
-        let floor = super::Store::floor_seq(self)?;
-        match prune_cut(&rows, floor, spec, SystemTime::now()) {
-            Some(cut) => self.prune_before(cut),
-            None => Ok(PruneReport {
-                kept_from: rows.iter().find_map(|r| r.seq).unwrap_or(1),
-                floor_seq: floor,
-                ..PruneReport::default()
-            }),
-        }
-    }
-
     /// Removes for good every row below `cut`, which is held to the current window's
     /// first row (a cut inside a batch keeps that whole batch).
     pub fn prune_before(&self, cut: u64) -> Result<PruneReport> {
@@ -146,7 +123,7 @@ impl History {
             let lock = HistoryLock::acquire(&token, &paths.lock, lock_timeout)?;
             for path in [&paths.chat, &paths.archive] {
                 let bytes = read_all(path)?;
-                let scan = frame::scan(&bytes, 0, 0);
+                let scan = super::index::scan_rows(&bytes, 0, 0);
                 report.rows += scan.entries.iter().filter(|e| e.head.is_some()).count() as u64;
                 report.bytes += bytes.len() as u64;
             }

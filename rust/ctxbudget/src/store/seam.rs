@@ -11,13 +11,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::transcript::{PruneSpec, Row, WindowFold};
+use crate::transcript::{prune_cut, NewRow, PruneSpec, Row, RowHead, WindowFold};
 
 use super::file_page::FileSource;
 use super::page::{PageError, RunPage};
 use super::{
-    AppendResult, History, NewRow, PruneReport, ReadFrom, ReceiptRead, RecoveryReport, Result,
-    RotateReport, RowsRead, StoredRow, VerifyReport, WindowInfo,
+    AppendResult, History, PruneReport, ReadFrom, ReceiptRead, RecoveryReport, Result,
+    RotateReport, RowsRead, StoreError, StoredRow, VerifyReport, WindowInfo,
 };
 
 /// What a batch is built from, under the store's lock.
@@ -127,7 +127,7 @@ pub trait Store: Send + Sync {
         &self,
         start: Instant,
         limit: Duration,
-        run: &mut RunPage<'_>,
+        run: &mut RunPage<'_, RowHead>,
     ) -> std::result::Result<(), PageError> {
         let _ = (start, limit, run);
         Err(PageError::Unavailable(
@@ -192,8 +192,25 @@ impl Store for History {
         History::recover(self)
     }
 
+    /// Removes for good the sealed windows `spec` selects (the current window always
+    /// stays; the privacy floor is never lowered): the cut is the transcript's to choose,
+    /// the bytes below it the file store's to remove. Changes nothing when it selects none.
     fn prune(&self, spec: &PruneSpec) -> Result<PruneReport> {
-        History::prune(self, spec)
+        if spec.is_empty() {
+            return Err(StoreError::InvalidArgument(
+                "a prune needs a criterion: keep_windows, older_than or below_floor".into(),
+            ));
+        }
+        let rows = self.rows_since(0)?;
+        let floor = Store::floor_seq(self)?;
+        match prune_cut(&rows, floor, spec, std::time::SystemTime::now()) {
+            Some(cut) => self.prune_before(cut),
+            None => Ok(PruneReport {
+                kept_from: rows.iter().find_map(|r| r.seq).unwrap_or(1),
+                floor_seq: floor,
+                ..PruneReport::default()
+            }),
+        }
     }
 
     fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
@@ -208,7 +225,7 @@ impl Store for History {
         &self,
         _start: Instant,
         _limit: Duration,
-        run: &mut RunPage<'_>,
+        run: &mut RunPage<'_, RowHead>,
     ) -> std::result::Result<(), PageError> {
         self.with_snapshot(|snap| run(&FileSource::new(snap)))
             .map_err(|e| {
@@ -296,7 +313,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         &self,
         start: Instant,
         limit: Duration,
-        run: &mut RunPage<'_>,
+        run: &mut RunPage<'_, RowHead>,
     ) -> std::result::Result<(), PageError> {
         (**self).page(start, limit, run)
     }

@@ -1,6 +1,6 @@
 //! The one rule table for rows: which fields a row has, what each part type requires,
 //! what metadata each kind requires. Every path that accepts a row checks it here —
-//! rows built in Rust ([`NewRow`](crate::store::NewRow)), JSON values, and JSON text
+//! rows built in Rust ([`NewRow`](crate::transcript::NewRow)), JSON values, and JSON text
 //! validated without building values (the Python binding's path) — so no two paths can
 //! disagree about what a valid row is.
 

@@ -9,8 +9,8 @@
 
 use super::{PgHistory, PgIndex};
 use crate::pg::{to_i64, BatchSeqs, PgError};
-use crate::store::row::{Incoming, RawRow};
 use crate::store::AppendResult;
+use crate::transcript::input::{Incoming, RawRow};
 use crate::transcript::log::{encode_batch, MAX_SEQ};
 
 /// The conditional append: `$9`/`$10` are the epoch and last seq the batch was encoded

@@ -2,8 +2,8 @@
 //! after the last one, each row's window, its line encoded and checked as every store
 //! checks it, its floor flag.
 
-use crate::store::row::Incoming;
 use crate::store::{Result, StoreError};
+use crate::transcript::input::Incoming;
 use crate::transcript::{WindowFold, WindowId};
 
 use super::LogRow;

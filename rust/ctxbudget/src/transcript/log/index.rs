@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 
 use super::{LogRead, LogState};
-use crate::store::frame::{self, Entry};
-use crate::store::read::windows_of;
 use crate::store::{RowsRead, StoredRow};
-use crate::transcript::WindowFold;
+use crate::transcript::head::read_line;
+use crate::transcript::windows_of;
+use crate::transcript::{RowEntry, WindowFold};
 
 /// The rows' heads and the fold over them, for one epoch of a log.
 #[derive(Debug, Default)]
@@ -19,7 +19,7 @@ pub(crate) struct RowIndex {
     pub last_seq: u64,
     /// One entry per row, in seq order; `offset` is the row's place in the rows laid
     /// end to end (each followed by a newline), which the page view walks.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<RowEntry>,
     /// The log's seq of each entry (a row whose body does not parse has no head).
     pub seqs: Vec<u64>,
     /// The fold over every row.
@@ -40,8 +40,8 @@ impl RowIndex {
         if self.seqs.last().is_some_and(|&last| seq <= last) {
             return false;
         }
-        let read = frame::read_line(body);
-        let mut entry = Entry {
+        let read = read_line(body);
+        let mut entry = RowEntry {
             offset: self.end,
             len: u32::try_from(body.len()).unwrap_or(u32::MAX),
             head: read.head,

@@ -4,8 +4,8 @@
 
 use super::index::RowIndex;
 use super::ByteLog;
-use crate::store::frame::Entry;
 use crate::store::page::{PageError, PageSource};
+use crate::transcript::{RowEntry, RowHead};
 
 /// A page's view of a byte log.
 pub(super) struct LogSource<'a, L> {
@@ -19,13 +19,13 @@ impl<'a, L: ByteLog> LogSource<'a, L> {
     }
 }
 
-impl<L: ByteLog> PageSource for LogSource<'_, L> {
+impl<L: ByteLog> PageSource<RowHead> for LogSource<'_, L> {
     /// A byte log keeps every row in one sequence.
-    fn archive(&self) -> &[Entry] {
+    fn archive(&self) -> &[RowEntry] {
         &[]
     }
 
-    fn chat(&self) -> &[Entry] {
+    fn chat(&self) -> &[RowEntry] {
         &self.ix.entries
     }
 

@@ -8,13 +8,15 @@ use super::encode::{encode_batch, MAX_SEQ};
 use super::index::RowIndex;
 use super::{ByteLog, LockedLog, LogRead, LogRow};
 use crate::store::page::{PageError, RunPage};
-use crate::store::read::window_runs;
-use crate::store::row::{Incoming, RawRow};
 use crate::store::{
-    AppendResult, BuildBatch, FileReport, Files, NewRow, PruneReport, ReadFrom, Receipt,
-    ReceiptRead, ReceiptState, RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError,
-    StoredRow, Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
+    AppendResult, BuildBatch, FileReport, Files, PruneReport, ReadFrom, Receipt, ReceiptRead,
+    ReceiptState, RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError, StoredRow,
+    Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
+use crate::transcript::input::{Incoming, RawRow};
+use crate::transcript::window_runs;
+use crate::transcript::NewRow;
+use crate::transcript::RowHead;
 use crate::transcript::{PruneSpec, Row, WindowId};
 
 /// A transcript over the byte log `L`: every operation of the [`Store`] seam, the log
@@ -272,7 +274,7 @@ impl<L: ByteLog> Store for LogStore<L> {
         rows_json: &[u8],
         expected_last_seq: Option<u64>,
     ) -> Result<AppendResult> {
-        let rows = crate::store::row::parse_json_batch(rows_json)?;
+        let rows = crate::transcript::input::parse_json_batch(rows_json)?;
         let mut unused = |_: &Tip<'_>| Ok(None);
         self.append_locked(expected_last_seq, &mut unused, Some(&rows))?
             .ok_or_else(StoreError::empty_batch)
@@ -435,7 +437,7 @@ impl<L: ByteLog> Store for LogStore<L> {
         &self,
         _start: Instant,
         _limit: Duration,
-        run: &mut RunPage<'_>,
+        run: &mut RunPage<'_, RowHead>,
     ) -> std::result::Result<(), PageError> {
         self.with_refreshed(u64::MAX, |ix, _| {
             run(&super::page::LogSource::new(ix, &self.log));

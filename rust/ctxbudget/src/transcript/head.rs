@@ -1,12 +1,215 @@
-//! The index's head parse, in one pass: the fields the store keeps, and every other value
-//! checked exactly as a `serde_json::Value` reader checks it (see `wellformed`). A line
-//! this accepts is a row; one it refuses is read again leniently only to learn the seq it
-//! shows and whether it may be a soft clear.
+//! Row heads: the fields of a committed row every index keeps (its seq, kind, role,
+//! window and the head keys of `meta`), and how a stored line is read for them. The strict
+//! parse takes them in one pass and checks every other value exactly as a
+//! `serde_json::Value` reader checks it (see `wellformed`): a line it accepts is a row;
+//! one it refuses is read again leniently only to learn the seq it shows and whether it
+//! may be a soft clear (a floor, fail closed). The byte stores hold these heads without
+//! reading them: the file store's scanner is handed [`Rows`] as its line reader.
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
 
-use super::frame::RowHead;
-use super::wellformed::Checked;
+use crate::store::frame::{Entry, LineRead, ReadLine, Scan};
+use crate::store::wellformed::Checked;
+
+/// The line reader of every store: a line is a row when its strict head parses.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Rows;
+
+impl ReadLine for Rows {
+    type Head = RowHead;
+
+    fn read_line(line: &[u8]) -> LineRead<RowHead> {
+        read_line(line)
+    }
+
+    fn seq(head: &RowHead) -> u64 {
+        head.seq
+    }
+}
+
+/// An index entry of a stored row line, its head read by [`Rows`].
+pub(crate) type RowEntry = Entry<RowHead>;
+
+/// A scan of a file of row lines.
+pub(crate) type RowScan = Scan<RowHead>;
+
+/// The fields of a row every store's index keeps (the head keys of `meta` included).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowHead {
+    /// `seq`.
+    pub seq: u64,
+    /// `kind`.
+    pub kind: String,
+    /// `role`, when the row has one.
+    pub role: Option<String>,
+    /// `window`, when the row records one.
+    pub window: Option<String>,
+    /// `meta.boundary_kind`.
+    pub boundary_kind: Option<String>,
+    /// `meta.rollover_id`.
+    pub rollover_id: Option<String>,
+    /// `meta.retracts`.
+    pub retracts: Option<u64>,
+    /// `meta.rejected` is present and not null (a quarantined request).
+    pub rejected: bool,
+}
+
+#[derive(Deserialize)]
+struct RawHead<'a> {
+    seq: u64,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    role: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    window: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    meta: Option<FromObject<RawMeta>>,
+}
+
+/// Only the seq of a line, for a line whose head does not parse. Like a `Value` reader,
+/// the last of repeated `seq` keys wins.
+struct SeqOnly(u64);
+
+impl<'de> Deserialize<'de> for SeqOnly {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SeqVisitor;
+        impl<'de> serde::de::Visitor<'de> for SeqVisitor {
+            type Value = SeqOnly;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object with a seq")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<SeqOnly, A::Error> {
+                let mut seq = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "seq" {
+                        seq = Some(map.next_value::<u64>()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                seq.map(SeqOnly)
+                    .ok_or_else(|| serde::de::Error::missing_field("seq"))
+            }
+        }
+        d.deserialize_map(SeqVisitor)
+    }
+}
+
+/// `T` read only from a JSON object. serde also reads a struct from an array, by
+/// position, which no reader of rows does: `"meta":["reset"]` is not a reset.
+struct FromObject<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for FromObject<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for ObjectVisitor<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(ObjectVisitor(std::marker::PhantomData))
+            .map(FromObject)
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct RawMeta {
+    #[serde(default)]
+    boundary_kind: Option<String>,
+    #[serde(default)]
+    rollover_id: Option<String>,
+    #[serde(default)]
+    retracts: Option<u64>,
+    #[serde(default)]
+    rejected: Option<serde::de::IgnoredAny>,
+}
+
+/// Reads one line for the index.
+pub(crate) fn read_line(line: &[u8]) -> LineRead<RowHead> {
+    if let Some(head) = parse_strict(line) {
+        return LineRead {
+            head: Some(head),
+            claimed_seq: None,
+            reset_like: false,
+        };
+    }
+    let head = parse_head(line);
+    let claimed_seq = match &head {
+        Some(h) => Some(h.seq),
+        None => serde_json::from_slice::<SeqOnly>(line).ok().map(|s| s.0),
+    };
+    LineRead {
+        claimed_seq,
+        reset_like: head.as_ref().is_some_and(RowHead::is_floor) || looks_like_reset(line),
+        head: None,
+    }
+}
+
+/// The head of a line, its other fields skipped without checking them: whether the line
+/// is a row is `read_line`'s to say. Alone it serves where a damaged byte elsewhere in a
+/// row must not hide what its head says (a soft clear in a torn tail).
+fn parse_head(line: &[u8]) -> Option<RowHead> {
+    let FromObject(raw) = serde_json::from_slice::<FromObject<RawHead<'_>>>(line).ok()?;
+    let meta = raw.meta.map(|m| m.0).unwrap_or_default();
+    Some(RowHead {
+        seq: raw.seq,
+        kind: raw.kind.into_owned(),
+        role: raw.role.map(|r| r.into_owned()),
+        window: raw.window.map(|w| w.into_owned()),
+        boundary_kind: meta.boundary_kind,
+        rollover_id: meta.rollover_id,
+        retracts: meta.retracts,
+        rejected: meta.rejected.is_some(),
+    })
+}
+
+impl RowHead {
+    /// Whether this row is a privacy floor: a boundary that is not a rollover (a reset,
+    /// or a boundary whose kind is missing or unknown — fail closed).
+    pub(crate) fn is_floor(&self) -> bool {
+        super::rules::is_floor(&self.kind, self.boundary_kind.as_deref())
+    }
+
+    /// What the window fold reads of this row.
+    pub(crate) fn as_head(&self) -> super::Head<'_> {
+        super::Head {
+            seq: self.seq,
+            kind: &self.kind,
+            role: self.role.as_deref(),
+            boundary_kind: self.boundary_kind.as_deref(),
+            rollover_id: self.rollover_id.as_deref(),
+            retracts: self.retracts,
+            rejected: self.rejected,
+        }
+    }
+}
+
+/// The highest seq of a soft clear in the bytes of a torn tail, judged from the rows in
+/// it whose head parses (never from substrings: a tool output mentioning `"boundary"`
+/// and `"reset"` is not a floor).
+pub(crate) fn tail_floor_seq(tail: &[u8]) -> Option<u64> {
+    tail.split(|&b| b == b'\n')
+        .filter_map(parse_head)
+        .filter(RowHead::is_floor)
+        .map(|h| h.seq)
+        .max()
+}
+
+/// Whether a committed line that does not parse as a row looks like a reset boundary:
+/// such a line is a privacy floor (fail closed).
+pub(crate) fn looks_like_reset(line: &[u8]) -> bool {
+    let has = |needle: &[u8]| line.windows(needle.len()).any(|w| w == needle);
+    has(b"\"boundary\"") && has(b"\"reset\"")
+}
 
 /// The head of `line` if all of it is a row every reader parses.
 pub(crate) fn parse_strict(line: &[u8]) -> Option<RowHead> {
@@ -235,8 +438,7 @@ impl<'de> Deserialize<'de> for StrictMeta {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_strict;
-    use crate::store::frame::RowHead;
+    use super::{parse_strict, RowHead};
     use crate::store::wellformed::is_wellformed;
 
     #[test]

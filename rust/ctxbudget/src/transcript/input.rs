@@ -1,24 +1,24 @@
-//! Rows: validation of what callers append, and the line the store writes.
+//! Rows on their way in: validation of what callers append (the one rule table of
+//! [`rules`](super::rules)), the row encoder, and the checks every store applies to an
+//! encoded line before acknowledging it. A byte store receives the lines and never reads
+//! them.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::error::{Result, StoreError};
-use super::wellformed::{self, MAX_NESTING, MAX_ROW_NESTING};
+use crate::store::wellformed::{self, MAX_NESTING, MAX_ROW_NESTING};
+use crate::store::{Result, StoreError};
 
-use crate::transcript::rules::{self, Field, RuleError};
-use crate::transcript::{Role, RowKind};
-pub use crate::transcript::{KINDS, PART_TYPES, ROLES};
-
-/// Default bound on one serialized row (the scanner skips longer lines).
-pub const DEFAULT_MAX_ROW_BYTES: usize = 1 << 20;
+use super::head::RowHead;
+use super::rules::{self, Field, RuleError};
+use super::{Role, RowKind};
 
 /// A validated row, before the store assigns `seq`, `id`, `window` and `ts`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewRow {
-    /// One of [`KINDS`].
+    /// One of [`KINDS`](super::KINDS).
     pub kind: String,
-    /// One of [`ROLES`].
+    /// One of [`ROLES`](super::ROLES).
     pub role: String,
     /// Content parts.
     pub parts: Vec<Value>,
@@ -77,9 +77,9 @@ impl NewRow {
     }
 
     /// Checks a row built in Rust against the rules every append applies (`index` names
-    /// it in errors) — the one rule table of [`crate::transcript::rules`]: kind and role
-    /// from [`KINDS`] and [`ROLES`], well-formed parts, and the metadata its kind
-    /// requires. [`History::append`](super::History::append) and every other write run
+    /// it in errors) — the one rule table of [`rules`]: kind and role
+    /// from [`KINDS`](super::KINDS) and [`ROLES`](super::ROLES), well-formed parts, and the metadata its kind
+    /// requires. [`History::append`](crate::store::History::append) and every other write run
     /// it, so a Rust host cannot store a row Python would refuse.
     pub fn validate(&self, index: usize) -> Result<()> {
         let kind =
@@ -128,7 +128,7 @@ fn raw_field(value: Option<&&serde_json::value::RawValue>) -> Field {
     }
 }
 
-fn name_of<T: std::str::FromStr<Err = crate::transcript::UnknownName>>(
+fn name_of<T: std::str::FromStr<Err = super::UnknownName>>(
     index: usize,
     field: &str,
     value: Option<Value>,
@@ -460,7 +460,7 @@ impl Incoming<'_> {
         window: &str,
         ts: &str,
         max_row_bytes: usize,
-    ) -> Result<(Vec<u8>, super::frame::RowHead)> {
+    ) -> Result<(Vec<u8>, RowHead)> {
         let line = self.encode(seq, window, ts)?;
         let body = &line[..line.len() - 1];
         if body.len() > max_row_bytes {
@@ -502,7 +502,7 @@ impl Incoming<'_> {
     }
 
     /// What the index keeps of this row once written at `seq` in `window`.
-    pub(crate) fn head(&self, seq: u64, window: &str) -> super::frame::RowHead {
+    pub(crate) fn head(&self, seq: u64, window: &str) -> RowHead {
         let (role, meta) = match self {
             Incoming::Built(r) => (
                 r.role.clone(),
@@ -523,7 +523,7 @@ impl Incoming<'_> {
             ),
             Incoming::Raw(r) => (r.role.clone(), r.head_meta.clone()),
         };
-        super::frame::RowHead {
+        RowHead {
             seq,
             kind: self.kind().to_owned(),
             role: Some(role),
