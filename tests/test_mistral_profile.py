@@ -150,3 +150,40 @@ def test_hypothesis_requests_equal_mistral_common(
     assume(tokens is not None)
     assert tokens is not None
     _assert_equal(enc, oracle, tokens, messages, tools)
+
+
+# What Python's json.loads reads beyond JSON, and writes back in its own form.
+PYTHON_JSON = (
+    "Infinity",
+    "-Infinity",
+    "NaN",
+    '{"a": Infinity, "b": [NaN, -0, 1E5, 1e400]}',
+    '{"a": 1, "b": 2, "a": 3}',
+    "123456789012345678901234567890",
+    '"\\u00e9\\ud83d\\ude00"',
+    "0123",
+    "[1,]",
+)
+
+
+@pytest.mark.parametrize("text", PYTHON_JSON)
+@pytest.mark.parametrize("name", FILES)
+def test_tool_text_counts_as_python_reads_it(models: Models, name: str, text: str) -> None:
+    """Tool results and call arguments are written as Python's json.loads read them (a
+    result of 'Infinity' once counted 2 tokens more than mistral-common sends)."""
+    enc, oracle = models[name]
+    call = {"id": "000000000", "type": "function"}
+    messages: Messages = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{**call, "function": {"name": "f", "arguments": text}}],
+        },
+        {"role": "tool", "tool_call_id": "000000000", "content": text},
+        {"role": "assistant", "content": "0"},
+        {"role": "user", "content": ""},
+    ]
+    tokens = _encode(oracle, messages, None)
+    assert tokens is not None
+    _assert_equal(enc, oracle, tokens, messages, None)

@@ -29,7 +29,7 @@
 use serde_json::Value;
 
 use super::profile::Profile;
-use super::python_json::JsonStyle;
+use super::python_json::{python_loads_dumps, JsonStyle};
 use super::request;
 use super::template::{server_shape, server_tool};
 use super::{Encoding, TokenError};
@@ -60,7 +60,8 @@ enum Normalized {
     User(Vec<Chunk>),
     Assistant {
         text: String,
-        calls: Vec<Value>,
+        /// Each call as `[TOOL_CALLS]` lists it, written.
+        calls: Vec<String>,
         prefix: bool,
     },
     Tool {
@@ -135,36 +136,38 @@ fn text_of(chunks: Vec<Chunk>) -> String {
     texts.join(JOIN)
 }
 
-/// Content or arguments as `mistral-common` writes them: parsed when JSON (empty is
-/// `{}`), else the text itself.
-fn json_or_text(text: &str) -> Value {
+/// Content or arguments as `mistral-common` writes them, written: what Python's
+/// `json.loads` reads in them, as `json.dumps` writes it back (empty is `{}`), else the
+/// text itself as a JSON string.
+fn json_or_text(text: &str) -> String {
     if text.is_empty() {
-        return Value::Object(serde_json::Map::new());
+        return "{}".to_owned();
     }
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+    python_loads_dumps(text)
+        .unwrap_or_else(|| JsonStyle::python_default().dumps(&Value::String(text.to_owned())))
 }
 
-/// A tool call as `[TOOL_CALLS]` lists it: name, arguments, and the id unless absent.
-fn call_entry(call: &Value) -> Value {
+/// A tool call as `[TOOL_CALLS]` lists it, written: name, arguments, and the id unless
+/// absent.
+fn call_entry(call: &Value) -> String {
+    let json = JsonStyle::python_default();
     let function = call.get("function").unwrap_or(call);
     let arguments = match function.get("arguments") {
         None | Some(Value::Null) => json_or_text(""),
         Some(Value::String(text)) => json_or_text(text),
-        Some(other) => other.clone(),
+        Some(other) => json.dumps(other),
     };
-    let mut entry = serde_json::Map::new();
-    entry.insert(
-        "name".to_owned(),
-        function.get("name").cloned().unwrap_or(Value::Null),
-    );
-    entry.insert("arguments".to_owned(), arguments);
+    let name = json.dumps(function.get("name").unwrap_or(&Value::Null));
+    let mut entry = format!("{{\"name\": {name}, \"arguments\": {arguments}");
     if let Some(id) = call.get("id").filter(|id| match id {
         Value::String(s) => !s.is_empty() && s != "null",
         other => !other.is_null(),
     }) {
-        entry.insert("id".to_owned(), id.clone());
+        entry.push_str(", \"id\": ");
+        entry.push_str(&json.dumps(id));
     }
-    Value::Object(entry)
+    entry.push('}');
+    entry
 }
 
 /// The system prompt and the normalized messages of a request.
@@ -316,19 +319,20 @@ pub fn render(system: Option<&str>, messages: &[Value], tools: &[Value]) -> Vec<
                 }
                 if !calls.is_empty() {
                     out.push(Piece::Control("[TOOL_CALLS]"));
-                    out.push(Piece::Text(json.dumps(&Value::Array(calls))));
+                    out.push(Piece::Text(format!("[{}]", calls.join(", "))));
                 }
                 if !prefix {
                     out.push(Piece::Control("</s>"));
                 }
             }
             Normalized::Tool { content, call_id } => {
-                let result = serde_json::json!({
-                    "content": json_or_text(&content),
-                    "call_id": call_id,
-                });
+                let result = format!(
+                    "{{\"content\": {}, \"call_id\": {}}}",
+                    json_or_text(&content),
+                    json.dumps(&call_id)
+                );
                 out.push(Piece::Control("[TOOL_RESULTS]"));
-                out.push(Piece::Text(json.dumps(&result)));
+                out.push(Piece::Text(result));
                 out.push(Piece::Control("[/TOOL_RESULTS]"));
             }
         }
