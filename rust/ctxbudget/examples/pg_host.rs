@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use ctxbudget::pg::{PgOptions, PgStore};
 use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
-use ctxbudget::store::Store;
-use ctxbudget::transcript::NewRow;
+use ctxbudget::transcript::{NewRow, Store};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let Ok(url) = std::env::var("CTXBUDGET_PG_URL") else {

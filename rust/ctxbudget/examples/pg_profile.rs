@@ -11,8 +11,9 @@
 use std::time::Instant;
 
 use ctxbudget::pg::{PgOptions, PgStore};
-use ctxbudget::store::{ReadFrom, Store};
+use ctxbudget::store::ReadFrom;
 use ctxbudget::transcript::NewRow;
+use ctxbudget::transcript::Store;
 use postgres::{Client, NoTls};
 
 const SCHEMA: &str = "ctxbudget_profile";

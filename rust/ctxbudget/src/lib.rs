@@ -5,10 +5,11 @@
 //!
 //! - [`tokens`]: exact, linear-time token counting over tiktoken's encodings.
 //! - [`budget`]: the token-budget ladder (SPEC §2) in integer arithmetic.
-//! - [`store`]: the crash-safe JSONL byte store behind the `Store` seam (framed O(batch)
-//!   appends, cross-process lock, receipts, recovery); `history` is its 0.1 name.
+//! - [`store`]: the crash-safe JSONL byte store (framed O(batch) appends, cross-process
+//!   lock, receipts, recovery).
 //! - [`transcript`]: what rows mean — row kinds, the one validation rule table, typed
-//!   rows and the incremental window fold every reader shares.
+//!   rows, the incremental window fold every reader shares, and the `Store` seam every
+//!   backend implements (the file store's implementation included).
 //! - [`scan`]: the `session_history` tool over any store's seam — bounded, fail-closed
 //!   retrieval of earlier windows with authenticated cursors.
 //! - [`memory`]: the in-memory backend — a byte log in the process, made a whole

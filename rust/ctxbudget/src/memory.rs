@@ -1,5 +1,5 @@
 //! The in-memory backend: a [`ByteLog`] kept in the process, which the transcript layer
-//! ([`LogStore`]) turns into a whole [`Store`](crate::store::Store) — rows, windows,
+//! ([`LogStore`]) turns into a whole [`Store`](crate::transcript::Store) — rows, windows,
 //! rollover, soft clear, quarantine, rotation, retention, `session_history` pages. Nothing
 //! survives the process; tests and short-lived agents use it where a workspace
 //! directory or a database would only be in the way.
@@ -8,7 +8,7 @@
 //! rows, as handles on one workspace directory do.
 //!
 //! ```
-//! use ctxbudget::store::Store;
+//! use ctxbudget::transcript::Store;
 //! use ctxbudget::transcript::NewRow;
 //!
 //! let history = ctxbudget::memory::open("doc-example");

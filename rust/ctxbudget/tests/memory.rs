@@ -11,8 +11,9 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::memory::{self, MemoryHistory};
 use ctxbudget::scan::SessionHistoryTool;
-use ctxbudget::store::{History, OpenOptions, ReadFrom, Store, StoreError};
+use ctxbudget::store::{History, OpenOptions, ReadFrom, StoreError};
 use ctxbudget::transcript::NewRow;
+use ctxbudget::transcript::Store;
 use ctxbudget::transcript::{self, LeadIn, PruneSpec, RolloverSpec};
 use proptest::prelude::*;
 use serde_json::{json, Value};

@@ -5,8 +5,8 @@
 mod pg_common;
 
 use ctxbudget::pg::{ddl, PgError, PgOptions, PgStore, SCHEMA_VERSION};
-use ctxbudget::store::Store;
 use ctxbudget::transcript::NewRow;
+use ctxbudget::transcript::Store;
 use ctxbudget::transcript::{self, PruneSpec};
 use pg_common::*;
 

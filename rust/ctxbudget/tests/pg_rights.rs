@@ -9,8 +9,9 @@
 mod pg_common;
 
 use ctxbudget::pg::{NewRow, PgError, PgHistory, PgStore};
-use ctxbudget::store::{ReadFrom, Store};
+use ctxbudget::store::ReadFrom;
 use ctxbudget::transcript::NewRow as Row;
+use ctxbudget::transcript::Store;
 use pg_common::*;
 
 /// A schema installed by the test server's superuser (its tables, the cursor key).

@@ -16,9 +16,10 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::pg::{CursorKey, PgHistory};
 use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
-use ctxbudget::store::{History, OpenOptions, ReadFrom, Store, StoreError};
+use ctxbudget::store::{History, OpenOptions, ReadFrom, StoreError};
 use ctxbudget::transcript;
 use ctxbudget::transcript::NewRow;
+use ctxbudget::transcript::Store;
 use ctxbudget::transcript::{LeadIn, RolloverSpec};
 use pg_common::*;
 use proptest::prelude::*;

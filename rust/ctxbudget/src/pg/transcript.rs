@@ -25,15 +25,16 @@ use super::pool::Conn;
 use super::{from_i64, insert_batch, random_batch_id, to_i64, PgConversation, PgError, PgStore};
 
 use crate::store::{
-    AppendResult, BuildBatch, FileReport, Files, ReadFrom, Receipt, ReceiptRead, ReceiptState,
-    RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError, StoredRow, Tip,
-    VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
+    AppendResult, FileReport, Files, ReadFrom, Receipt, ReceiptRead, ReceiptState, RecoveryReport,
+    Result, RotateReport, RowsRead, StoreError, StoredRow, VerifyReport, WindowInfo,
+    DEFAULT_MAX_ROW_BYTES,
 };
 use crate::transcript::input::{Incoming, RawRow};
 use crate::transcript::log::{encode_batch, LogState, RowIndex, MAX_SEQ};
 use crate::transcript::window_runs;
 use crate::transcript::NewRow;
 use crate::transcript::Row;
+use crate::transcript::{BuildBatch, Store, Tip};
 
 /// Longest a read with a deadline waits for its handle's index before it reads one of
 /// its own (see [`PgHistory::index_by`]).

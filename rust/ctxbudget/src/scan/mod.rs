@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use crate::store::page::{PageError, PageSource};
-use crate::store::Store;
+use crate::transcript::Store;
 use crate::transcript::{BoundaryKind, WindowFold, WindowId};
 use crate::transcript::{RowEntry as Entry, RowHead};
 

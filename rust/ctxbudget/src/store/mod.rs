@@ -1,7 +1,8 @@
-//! The byte store: crash-safe JSONL transcript files (SPEC §5) behind the [`Store`]
-//! seam. It keeps framed, checksummed lines and hands out seqs; what rows mean is the
-//! transcript layer's ([`crate::transcript`]): it encodes the lines every append writes
-//! and its window fold is what the index feeds.
+//! The byte store: crash-safe JSONL transcript files (SPEC §5). It keeps framed,
+//! checksummed lines and hands out seqs; what rows mean is the transcript layer's
+//! ([`crate::transcript`]): it encodes the lines every append writes, its window fold is
+//! what the index feeds, and its [`Store`](crate::transcript::Store) seam is what the
+//! file store implements for the rest of the crate.
 //!
 //! ```text
 //! <ws>/history/chat.jsonl          rows of the open windows
@@ -41,14 +42,13 @@ mod error;
 pub mod failpoint;
 #[cfg(not(feature = "failpoints"))]
 mod failpoint;
-mod file_page;
+pub(crate) mod file_page;
 pub(crate) mod frame;
 mod fsutil;
 mod lock;
 /// The view a `session_history` page reads (its types are the crate's own).
 pub(crate) mod page;
 pub mod receipt;
-mod seam;
 pub(crate) mod wellformed;
 
 mod append;
@@ -71,7 +71,6 @@ pub use fsutil::Stamp;
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use page::PageError;
 pub use receipt::{AppendIntent, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
-pub use seam::{BuildBatch, Store, Tip};
 pub use wellformed::{MAX_NESTING, MAX_ROW_NESTING, QUARANTINE_WRAP};
 
 use lock::HistoryLock;

@@ -4,7 +4,8 @@
 
 use super::ops;
 use super::RolloverSpec;
-use crate::store::{Result, Store};
+use super::Store;
+use crate::store::Result;
 use crate::transcript::NewRow;
 
 /// Rollover, soft clear and quarantine on any [`Store`] (import this trait to call them

@@ -5,10 +5,8 @@
 use serde_json::Value;
 
 use super::input as row;
-use super::{NewRow, Row, WindowFold};
-use crate::store::{
-    AppendResult, BuildBatch, EncodedLines, History, Index, Locked, Result, StoreError, Tip,
-};
+use super::{BuildBatch, NewRow, Row, Tip, WindowFold};
+use crate::store::{AppendResult, EncodedLines, History, Index, Locked, Result, StoreError};
 
 impl History {
     /// Appends `rows` as one all-or-nothing batch, durable before this returns.
@@ -93,7 +91,7 @@ impl History {
         self.append_locked(&mut locked, &rows)
     }
 
-    /// See [`Store::append_with`](crate::store::Store::append_with).
+    /// See [`Store::append_with`](super::Store::append_with).
     pub fn append_with(
         &self,
         expected_last_seq: Option<u64>,

@@ -374,7 +374,7 @@ impl WindowFold {
     /// boundary first, when it has seen none) in one store call, notes them, and returns
     /// them parsed. A fold that starts this way knows the current window and everything
     /// after; windows before it are `session_history`'s to read.
-    pub fn catch_up(&mut self, store: &dyn crate::store::Store) -> crate::store::Result<Vec<Row>> {
+    pub fn catch_up(&mut self, store: &dyn super::Store) -> crate::store::Result<Vec<Row>> {
         let read = store.read(self.next_read())?;
         Ok(self.absorb(&read))
     }
@@ -383,10 +383,10 @@ impl WindowFold {
     /// `appended`: the rows through that batch at least, which a store that knows them
     /// gives without reading them again ([`Store::read_after_append`]).
     ///
-    /// [`Store::read_after_append`]: crate::store::Store::read_after_append
+    /// [`Store::read_after_append`]: super::Store::read_after_append
     pub fn catch_up_after(
         &mut self,
-        store: &dyn crate::store::Store,
+        store: &dyn super::Store,
         appended: &crate::store::AppendResult,
     ) -> crate::store::Result<Vec<Row>> {
         let read = store.read_after_append(self.next_read(), appended)?;

@@ -13,6 +13,7 @@
 
 mod entry;
 mod file_append;
+mod file_store;
 mod fold;
 pub(crate) mod head;
 pub(crate) mod input;
@@ -22,6 +23,7 @@ mod ops;
 mod retention;
 mod row;
 pub mod rules;
+mod seam;
 mod walk;
 mod window;
 
@@ -41,5 +43,6 @@ pub use ops::{
 };
 pub use retention::{prune_cut, PruneSpec};
 pub use row::{OpenCall, Row};
+pub use seam::{BuildBatch, Store, Tip};
 pub(crate) use walk::{window_runs, windows_of};
 pub use window::{WindowId, WindowIdError};

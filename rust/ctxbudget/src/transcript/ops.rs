@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 
 use super::kinds::{BoundaryKind, Role, RolloverReason, RowKind};
 use super::window::WindowId;
-use crate::store::{Result, Store, StoreError, Tip};
+use super::{Store, Tip};
+use crate::store::{Result, StoreError};
 use crate::transcript::NewRow;
 
 /// What a lead-in's text is rendered from, under the store's lock.

@@ -1,7 +1,7 @@
 //! The transcript over a byte log: a [`ByteLog`] keeps numbered row bodies (append a
 //! batch built under its lock from its current state, read what follows a seq, its
 //! state — epoch, last seq, floor) and knows nothing of what they mean; [`LogStore`]
-//! gives any byte log the whole [`Store`](crate::store::Store) seam — the row encoder and
+//! gives any byte log the whole [`Store`](crate::transcript::Store) seam — the row encoder and
 //! its checks, the strict head parse, the window fold, the compound operations, the
 //! `session_history` page view — written once here.
 //!

@@ -9,15 +9,15 @@ use super::index::RowIndex;
 use super::{ByteLog, LockedLog, LogRead, LogRow};
 use crate::store::page::{PageError, RunPage};
 use crate::store::{
-    AppendResult, BuildBatch, FileReport, Files, PruneReport, ReadFrom, Receipt, ReceiptRead,
-    ReceiptState, RecoveryReport, Result, RotateReport, RowsRead, Store, StoreError, StoredRow,
-    Tip, VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
+    AppendResult, FileReport, Files, PruneReport, ReadFrom, Receipt, ReceiptRead, ReceiptState,
+    RecoveryReport, Result, RotateReport, RowsRead, StoreError, StoredRow, VerifyReport,
+    WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
 use crate::transcript::input::{Incoming, RawRow};
 use crate::transcript::window_runs;
 use crate::transcript::NewRow;
 use crate::transcript::RowHead;
-use crate::transcript::{PruneSpec, Row, WindowId};
+use crate::transcript::{BuildBatch, PruneSpec, Row, Store, Tip, WindowId};
 
 /// A transcript over the byte log `L`: every operation of the [`Store`] seam, the log
 /// supplying only bytes and seqs.

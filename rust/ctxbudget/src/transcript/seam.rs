@@ -1,23 +1,23 @@
-//! The `Store` seam: what the transcript layer needs from a byte store. The file store
-//! ([`History`](super::History)) implements it, and so does a PostgreSQL conversation
-//! (`ctxbudget::pg::PgHistory`, feature `postgres`), with the same guarantees (one append = one atomic, durable batch with
-//! gapless increasing seqs; conditional appends serialised per conversation; the
-//! privacy floor never lowered; cursors fail closed when the epoch changes).
+//! The `Store` seam: what the transcript layer reads and writes rows through. The file
+//! store ([`History`](crate::store::History), its implementation in `file_store.rs`), a
+//! PostgreSQL conversation (`ctxbudget::pg::PgHistory`, feature `postgres`) and any byte
+//! log under [`LogStore`](super::log::LogStore) implement it, with the same guarantees
+//! (one append = one atomic, durable batch with gapless increasing seqs; conditional
+//! appends serialised per conversation; the privacy floor never lowered; cursors fail
+//! closed when the epoch changes).
 //!
-//! A store keeps bytes and seqs. It does not decide what rows mean: it feeds the heads
-//! of the rows it holds to the transcript layer's [`WindowFold`] and hands that fold to
-//! the code building a batch ([`Tip`]), so compound writes (rollover, quarantine, soft
-//! clear) are built from the state under the store's lock.
+//! It lives here, not in `store/`, because its terms are rows: a store keeps bytes and
+//! seqs, and the code building a batch gets the [`WindowFold`] of the rows it holds
+//! ([`Tip`]), so compound writes (rollover, quarantine, soft clear) are built from the
+//! state under the store's lock.
 
 use std::time::{Duration, Instant};
 
-use crate::transcript::{prune_cut, NewRow, PruneSpec, Row, RowHead, WindowFold};
-
-use super::file_page::FileSource;
-use super::page::{PageError, RunPage};
-use super::{
-    AppendResult, History, PruneReport, ReadFrom, ReceiptRead, RecoveryReport, Result,
-    RotateReport, RowsRead, StoreError, StoredRow, VerifyReport, WindowInfo,
+use super::{NewRow, PruneSpec, Row, RowHead, WindowFold};
+use crate::store::page::{PageError, RunPage};
+use crate::store::{
+    AppendResult, PruneReport, ReadFrom, ReceiptRead, RecoveryReport, Result, RotateReport,
+    RowsRead, StoredRow, VerifyReport, WindowInfo,
 };
 
 /// What a batch is built from, under the store's lock.
@@ -47,7 +47,7 @@ pub type BuildBatch<'b> = dyn FnMut(&Tip<'_>) -> Result<Option<Vec<NewRow>>> + '
 pub trait Store: Send + Sync {
     /// Appends `rows` as one all-or-nothing batch, durable before this returns; with
     /// `Some(n)`, only if seq `n` is still the last one (else
-    /// [`StoreError::Conflict`](super::StoreError::Conflict), nothing written).
+    /// [`StoreError::Conflict`](crate::store::StoreError::Conflict), nothing written).
     fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult>;
 
     /// [`append_rows`](Self::append_rows) for rows given as a UTF-8 JSON list, validated
@@ -133,104 +133,6 @@ pub trait Store: Send + Sync {
         Err(PageError::Unavailable(
             "this store cannot serve session_history pages".to_owned(),
         ))
-    }
-}
-
-impl Store for History {
-    fn append_rows(&self, rows: &[NewRow], expected_last_seq: Option<u64>) -> Result<AppendResult> {
-        match expected_last_seq {
-            Some(n) => self.append_if(rows.to_vec(), n),
-            None => self.append(rows.to_vec()),
-        }
-    }
-
-    fn append_json(
-        &self,
-        rows_json: &[u8],
-        expected_last_seq: Option<u64>,
-    ) -> Result<AppendResult> {
-        self.append_json_bytes_if(rows_json, expected_last_seq)
-    }
-
-    fn append_with(
-        &self,
-        expected_last_seq: Option<u64>,
-        build: &mut BuildBatch<'_>,
-    ) -> Result<Option<AppendResult>> {
-        History::append_with(self, expected_last_seq, build)
-    }
-
-    fn read(&self, from: ReadFrom) -> Result<RowsRead> {
-        History::read(self, from)
-    }
-
-    fn windows(&self) -> Result<Vec<WindowInfo>> {
-        History::windows(self)
-    }
-
-    fn current_window(&self) -> Result<String> {
-        History::current_window(self)
-    }
-
-    fn receipt(&self) -> Result<ReceiptRead> {
-        History::receipt(self)
-    }
-
-    fn floor_seq(&self) -> Result<u64> {
-        History::floor_seq(self)
-    }
-
-    fn rotate(&self) -> Result<RotateReport> {
-        History::rotate(self)
-    }
-
-    fn verify(&self) -> Result<VerifyReport> {
-        History::verify(self)
-    }
-
-    fn recover(&self) -> Result<RecoveryReport> {
-        History::recover(self)
-    }
-
-    /// Removes for good the sealed windows `spec` selects (the current window always
-    /// stays; the privacy floor is never lowered): the cut is the transcript's to choose,
-    /// the bytes below it the file store's to remove. Changes nothing when it selects none.
-    fn prune(&self, spec: &PruneSpec) -> Result<PruneReport> {
-        if spec.is_empty() {
-            return Err(StoreError::InvalidArgument(
-                "a prune needs a criterion: keep_windows, older_than or below_floor".into(),
-            ));
-        }
-        let rows = self.rows_since(0)?;
-        let floor = Store::floor_seq(self)?;
-        match prune_cut(&rows, floor, spec, std::time::SystemTime::now()) {
-            Some(cut) => self.prune_before(cut),
-            None => Ok(PruneReport {
-                kept_from: rows.iter().find_map(|r| r.seq).unwrap_or(1),
-                floor_seq: floor,
-                ..PruneReport::default()
-            }),
-        }
-    }
-
-    fn anchor_crc_at(&self, offset: u64) -> Result<Option<u32>> {
-        History::anchor_crc_at(self, offset)
-    }
-
-    fn identity(&self) -> String {
-        self.paths().dir.to_string_lossy().into_owned()
-    }
-
-    fn page(
-        &self,
-        _start: Instant,
-        _limit: Duration,
-        run: &mut RunPage<'_, RowHead>,
-    ) -> std::result::Result<(), PageError> {
-        self.with_snapshot(|snap| run(&FileSource::new(snap)))
-            .map_err(|e| {
-                PageError::Unavailable(format!("the transcript cannot be read right now: {e}"))
-            })
     }
 }
 
