@@ -103,6 +103,9 @@ fn unescape(raw: &[u8], i: usize) -> Result<(u32, usize), String> {
         b'u' => {
             let unit = |at: usize| -> Result<u32, String> {
                 let hex = raw.get(at..at + 4).ok_or_else(bad)?;
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return Err(bad()); // `from_str_radix` alone takes a leading `+`
+                }
                 let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
                 u32::from_str_radix(hex, 16).map_err(|_| bad())
             };
@@ -206,8 +209,16 @@ impl<'a> Scan<'a> {
         (self.peek() == Some(b'"')).then(|| &self.text[self.pos + 1..])
     }
 
-    /// Moves past `n` bytes that a caller of [`Scan::string_ahead`] has read (the
-    /// opening quote counts as one).
+    /// The input from the next byte that is not whitespace on (empty at the end), for a
+    /// caller that reads a value the scanner does not (then [`Scan::consume`]).
+    #[inline]
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
+        self.peek();
+        &self.text[self.pos.min(self.text.len())..]
+    }
+
+    /// Moves past `n` bytes that a caller of [`Scan::string_ahead`] or [`Scan::rest`]
+    /// has read (the opening quote counts as one).
     #[inline]
     pub(crate) fn consume(&mut self, n: usize) {
         self.pos += n;
@@ -409,6 +420,9 @@ mod tests {
         }
         assert!(chars(r#""\ud83d""#).is_err());
         assert!(chars(r#""\x""#).is_err());
+        // Four hex digits, nothing else (`from_str_radix` alone takes `+041`).
+        assert!(chars(r#""\u+041""#).is_err());
+        assert!(serde_json::from_str::<String>(r#""\u+041""#).is_err());
         assert!(chars("\"a\u{1}\"").is_err());
         assert!(chars(r#""open"#).is_err());
         let mut latin1 = Scan::new(b"\"caf\xe9\"");

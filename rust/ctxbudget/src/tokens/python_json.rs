@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use super::json_scan::Scan;
+
 /// How Python's `json.dumps` lays a value out.
 pub(crate) struct JsonStyle {
     /// Each level's indent (`indent=`); `None` lays the value out on one line.
@@ -135,258 +137,117 @@ fn python_string(s: &str, out: &mut String) {
 /// place and its last value. A lone surrogate escape (which Python keeps and Rust
 /// strings cannot hold) and nesting deeper than Python's recursion allows are refused.
 pub(crate) fn python_loads_dumps(text: &str) -> Option<String> {
-    let mut reader = Loads {
-        bytes: text.as_bytes(),
-        at: 0,
-        depth: 0,
-    };
+    let mut scan = Scan::new(text.as_bytes());
     let mut out = String::with_capacity(text.len());
-    reader.space();
-    reader.value(&mut out)?;
-    reader.space();
-    (reader.at == reader.bytes.len()).then_some(out)
+    loads_value(&mut scan, 0, &mut out).ok()?;
+    scan.rest().is_empty().then_some(out)
 }
 
 /// How deep `json.loads` nests before Python's recursion limit (1,000 frames, some of
 /// them the caller's) stops it.
 const MAX_LOADS_DEPTH: usize = 900;
 
-/// The reader of [`python_loads_dumps`]: the text's bytes and where it is.
-struct Loads<'a> {
-    bytes: &'a [u8],
-    at: usize,
-    depth: usize,
-}
+/// The words Python's reader takes as values, and how `json.dumps` writes them back.
+const LOADS_WORDS: [&str; 6] = ["null", "true", "false", "NaN", "Infinity", "-Infinity"];
 
-impl Loads<'_> {
-    /// Skips JSON's whitespace (Python's reader takes no other).
-    fn space(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
-            self.at += 1;
-        }
-    }
-
-    /// Reads `word` at the current place, if it is there.
-    fn word(&mut self, word: &str) -> bool {
-        let found = self.bytes[self.at..].starts_with(word.as_bytes());
-        if found {
-            self.at += word.len();
-        }
-        found
-    }
-
-    /// One value, written to `out`.
-    fn value(&mut self, out: &mut String) -> Option<()> {
-        match *self.bytes.get(self.at)? {
-            b'{' => self.nested(out, b'}'),
-            b'[' => self.nested(out, b']'),
-            b'"' => {
-                let text = self.string()?;
-                python_string(&text, out);
-                Some(())
-            }
-            _ => {
-                for (word, written) in [
-                    ("null", "null"),
-                    ("true", "true"),
-                    ("false", "false"),
-                    ("NaN", "NaN"),
-                    ("Infinity", "Infinity"),
-                    ("-Infinity", "-Infinity"),
-                ] {
-                    if self.word(word) {
-                        out.push_str(written);
-                        return Some(());
-                    }
-                }
-                self.number(out)
-            }
-        }
-    }
-
-    /// An object or an array (opened at the current place, closed by `close`).
-    fn nested(&mut self, out: &mut String, close: u8) -> Option<()> {
-        self.depth += 1;
-        if self.depth > MAX_LOADS_DEPTH {
-            return None;
-        }
-        self.at += 1;
-        // Each member as written, with its key for an object.
-        let mut members: Vec<(Option<String>, String)> = Vec::new();
-        self.space();
-        if self.bytes.get(self.at) == Some(&close) {
-            self.at += 1;
-        } else {
-            loop {
-                let key = if close == b'}' {
-                    if self.bytes.get(self.at) != Some(&b'"') {
-                        return None;
-                    }
-                    let key = self.string()?;
-                    self.space();
-                    if !self.word(":") {
-                        return None;
-                    }
-                    self.space();
-                    Some(key)
-                } else {
-                    None
-                };
+/// One value of [`python_loads_dumps`], nested `depth` deep, written to `out`.
+fn loads_value(scan: &mut Scan<'_>, depth: usize, out: &mut String) -> Result<(), String> {
+    let too_deep = || "nested deeper than Python reads".to_owned();
+    match scan.rest().first() {
+        Some(b'{') if depth < MAX_LOADS_DEPTH => {
+            // Each member written, in its key's first place.
+            let mut members: Vec<(String, String)> = Vec::new();
+            scan.object(|scan, key| {
+                let key = key.decoded()?;
                 let mut written = String::new();
-                self.value(&mut written)?;
-                match members.iter_mut().find(|(k, _)| key.is_some() && *k == key) {
+                loads_value(scan, depth + 1, &mut written)?;
+                match members.iter_mut().find(|(k, _)| *k == key) {
                     Some(member) => member.1 = written,
                     None => members.push((key, written)),
                 }
-                self.space();
-                match self.bytes.get(self.at) {
-                    Some(b',') => {
-                        self.at += 1;
-                        self.space();
-                    }
-                    Some(&c) if c == close => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
+                Ok(())
+            })?;
+            out.push('{');
+            for (i, (key, written)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
                 }
-            }
-        }
-        self.depth -= 1;
-        out.push(if close == b'}' { '{' } else { '[' });
-        for (i, (key, written)) in members.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            if let Some(key) = key {
                 python_string(key, out);
                 out.push_str(": ");
+                out.push_str(written);
             }
-            out.push_str(written);
+            out.push('}');
         }
-        out.push(close as char);
-        Some(())
-    }
-
-    /// A string opened at the current place, its escapes read.
-    fn string(&mut self) -> Option<String> {
-        self.at += 1;
-        let mut text = String::new();
-        loop {
-            let start = self.at;
-            while let Some(&b) = self.bytes.get(self.at) {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
+        Some(b'[') if depth < MAX_LOADS_DEPTH => {
+            out.push('[');
+            let mut first = true;
+            scan.array(|scan| {
+                if !std::mem::take(&mut first) {
+                    out.push_str(", ");
                 }
-                self.at += 1;
-            }
-            text.push_str(std::str::from_utf8(&self.bytes[start..self.at]).ok()?);
-            match *self.bytes.get(self.at)? {
-                b'"' => {
-                    self.at += 1;
-                    return Some(text);
-                }
-                b'\\' => {
-                    self.at += 1;
-                    let escape = *self.bytes.get(self.at)?;
-                    self.at += 1;
-                    text.push(match escape {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        b'u' => self.unicode_escape()?,
-                        _ => return None,
-                    });
-                }
-                // A control character: Python's strict reader refuses it.
-                _ => return None,
-            }
+                loads_value(scan, depth + 1, out)
+            })?;
+            out.push(']');
         }
-    }
-
-    /// The character of a `\uXXXX` escape whose `\u` was read (a surrogate pair is
-    /// one character; a lone surrogate is refused).
-    fn unicode_escape(&mut self) -> Option<char> {
-        let high = self.hex4()?;
-        if !(0xD800..0xDC00).contains(&high) {
-            return char::from_u32(high);
-        }
-        if !self.word("\\u") {
-            return None;
-        }
-        let low = self.hex4()?;
-        if !(0xDC00..0xE000).contains(&low) {
-            return None;
-        }
-        char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
-    }
-
-    /// Four hexadecimal digits.
-    fn hex4(&mut self) -> Option<u32> {
-        let digits = self.bytes.get(self.at..self.at + 4)?;
-        if !digits.iter().all(u8::is_ascii_hexdigit) {
-            return None;
-        }
-        self.at += 4;
-        u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
-    }
-
-    /// A number, as Python reads it (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?`)
-    /// and writes it back: an integer as its digits, a float as `repr` writes it.
-    fn number(&mut self, out: &mut String) -> Option<()> {
-        let start = self.at;
-        let digits = |reader: &mut Self| {
-            let from = reader.at;
-            while reader.bytes.get(reader.at).is_some_and(u8::is_ascii_digit) {
-                reader.at += 1;
-            }
-            reader.at > from
-        };
-        self.word("-");
-        let first = self.at;
-        if !digits(self) {
-            return None;
-        }
-        if self.bytes[first] == b'0' && self.at > first + 1 {
-            // `0` alone is the integer part; the digits after it are extra data.
-            self.at = first + 1;
-        }
-        let mut float = false;
-        let mark = self.at;
-        if self.word(".") {
-            if digits(self) {
-                float = true;
+        Some(b'{' | b'[') => return Err(too_deep()),
+        Some(b'"') => python_string(&scan.string()?.decoded()?, out),
+        _ => {
+            let rest = scan.rest();
+            if let Some(word) = LOADS_WORDS.iter().find(|w| rest.starts_with(w.as_bytes())) {
+                out.push_str(word);
+                scan.consume(word.len());
             } else {
-                self.at = mark;
+                let len = loads_number(rest, out).ok_or("not a value")?;
+                scan.consume(len);
             }
         }
-        let mark = self.at;
-        if self.word("e") || self.word("E") {
-            let _signed = self.word("+") || self.word("-");
-            if digits(self) {
-                float = true;
-            } else {
-                self.at = mark;
-            }
-        }
-        let literal = std::str::from_utf8(&self.bytes[start..self.at]).ok()?;
-        if !float {
-            out.push_str(if literal == "-0" { "0" } else { literal });
-            return Some(());
-        }
-        let value: f64 = literal.parse().ok()?;
-        match serde_json::Number::from_f64(value) {
-            Some(number) => out.push_str(&python_number(&number)),
-            None if value > 0.0 => out.push_str("Infinity"),
-            None => out.push_str("-Infinity"),
-        }
-        Some(())
     }
+    Ok(())
+}
+
+/// The number at the start of `text`, as Python reads it
+/// (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?`) and writes it back to `out`: an
+/// integer as its digits, a float as `repr` writes it. Returns its length.
+fn loads_number(text: &[u8], out: &mut String) -> Option<usize> {
+    let digits = |from: usize| {
+        from + text[from.min(text.len())..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    let start = usize::from(text.first() == Some(&b'-'));
+    let mut end = digits(start);
+    if end == start {
+        return None;
+    }
+    if text[start] == b'0' {
+        end = start + 1; // `0` alone is the integer part; digits after it are extra data
+    }
+    let mut float = false;
+    if text.get(end) == Some(&b'.') && digits(end + 1) > end + 1 {
+        end = digits(end + 1);
+        float = true;
+    }
+    if matches!(text.get(end), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(text.get(end + 1), Some(b'+' | b'-')));
+        let exp = digits(end + 1 + sign);
+        if exp > end + 1 + sign {
+            end = exp;
+            float = true;
+        }
+    }
+    let literal = std::str::from_utf8(&text[..end]).ok()?;
+    if !float {
+        out.push_str(if literal == "-0" { "0" } else { literal });
+        return Some(end);
+    }
+    let value: f64 = literal.parse().ok()?;
+    match serde_json::Number::from_f64(value) {
+        Some(number) => out.push_str(&python_number(&number)),
+        None if value > 0.0 => out.push_str("Infinity"),
+        None => out.push_str("-Infinity"),
+    }
+    Some(end)
 }
 
 #[cfg(test)]
