@@ -120,7 +120,9 @@ def test_counts_equal_mistral_common(models: Models, name: str, case: int) -> No
     _assert_equal(name, enc, oracle, tokens, messages, tools)
 
 
-@pytest.mark.parametrize("name", ["tekken_240911.json", "mistral_instruct_tokenizer_241114.model.v7"])
+@pytest.mark.parametrize(
+    "name", ["tekken_240911.json", "mistral_instruct_tokenizer_241114.model.v7"]
+)
 def test_a_last_assistant_message_is_continued(models: Models, name: str) -> None:
     enc, oracle = models[name]
     messages = [
@@ -194,7 +196,9 @@ def test_a_session_counts_every_turn_as_mistral_common(
                 None,
                 [{"id": call_id, "name": "get_weather", "arguments": json.dumps(weather)}],
             )
-            session.add_tool_results([{"call_id": call_id, "name": "get_weather", "output": result}])
+            session.add_tool_results(
+                [{"call_id": call_id, "name": "get_weather", "output": result}]
+            )
             turn = session.prepare()
             sent = turn.to_openai_chat()
             tokens = _encode(oracle, sent["messages"], sent.get("tools"))
