@@ -80,6 +80,7 @@ RequestProfile = Literal[
     "gemini",
     "chat_template",
     "mistral_v3",
+    "mistral_v7",
 ]
 """How a provider renders a request, and so how it counts (SPEC §1, Request counting;
 docs/concepts.md names each profile's sources):
@@ -97,7 +98,10 @@ docs/concepts.md names each profile's sources):
   :class:`Encoding` read with its template, :meth:`Encoding.from_dir`);
 - ``mistral_v3`` (Mistral Nemo, Pixtral 12B, Mistral 7B v0.3, Mixtral 8x22B): exactly
   the tokens ``mistral-common``'s request encoder (instruct tokenizer v3) produces,
-  counted by the model's tekken or SentencePiece v3 file.
+  counted by the model's tekken or SentencePiece v3 file;
+- ``mistral_v7`` (Mistral Large 2411, Mistral Small 3 and the models whose files say
+  v7): the same encoder at v7 — system messages in place between
+  ``[SYSTEM_PROMPT]`` tokens, tool results with ``[TOOL_CONTENT]``.
 """
 
 PROFILES: tuple[RequestProfile, ...] = cast(

@@ -1,8 +1,9 @@
-//! The `mistral_v3` profile: a request counted as exactly the tokens `mistral-common`'s
-//! request encoder (`MistralTokenizer.encode_chat_completion`, instruct tokenizer v3)
-//! produces for it — the encoder of Mistral Nemo, Pixtral 12B, Mistral 7B v0.3 and
-//! Mixtral 8x22B, over their tekken or SentencePiece v3 files. The tests compare the
-//! two on generated conversations.
+//! The `mistral_v3` and `mistral_v7` profiles: a request counted as exactly the tokens
+//! `mistral-common`'s request encoder (`MistralTokenizer.encode_chat_completion`,
+//! instruct tokenizer v3 or v7) produces for it — v3: the encoder of Mistral Nemo,
+//! Pixtral 12B, Mistral 7B v0.3 and Mixtral 8x22B, over their tekken or SentencePiece v3
+//! files; v7: Mistral Large 2411, Mistral Small 3 and the models whose files say v7.
+//! The tests compare the two on generated conversations.
 //!
 //! A chat-shaped request becomes what an OpenAI-compatible server (vLLM) hands
 //! `mistral-common`, then is normalized and encoded as `mistral-common` does:
@@ -18,6 +19,12 @@
 //!   assistant message, which the server sends as a prefix to continue;
 //! - each tool result as `[TOOL_RESULTS]` JSON (content, call id) `[/TOOL_RESULTS]`,
 //!   content and arguments that are JSON written as parsed JSON.
+//!
+//! v7 differs in three places: each system message stays where it is, as
+//! `[SYSTEM_PROMPT]` text `[/SYSTEM_PROMPT]` (an empty one too), and no empty user
+//! message opens a conversation; an assistant message's text comes before its
+//! `[TOOL_CALLS]`; a tool result is `[TOOL_RESULTS]` call id `[TOOL_CONTENT]` text
+//! `[/TOOL_RESULTS]`, its text as given.
 //!
 //! JSON is written as Python's `json.dumps(…, ensure_ascii=False)` writes it. Each
 //! control token is one token; each text piece is encoded on its own. Where
@@ -38,6 +45,16 @@ use super::{Encoding, TokenError};
 /// and its user text) with.
 const JOIN: &str = "\n\n";
 
+/// The `mistral-common` instruct tokenizer version a request is encoded as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// Instruct tokenizer v3: system texts join the last user message.
+    V3,
+    /// Instruct tokenizer v7: system messages in place, tool results with
+    /// `[TOOL_CONTENT]`.
+    V7,
+}
+
 /// A piece of a rendered request, encoded on its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Piece {
@@ -57,6 +74,8 @@ enum Chunk {
 
 /// A message after `mistral-common`'s normalization.
 enum Normalized {
+    /// A system message kept in place (v7).
+    System(String),
     User(Vec<Chunk>),
     Assistant {
         text: String,
@@ -170,15 +189,22 @@ fn call_entry(call: &Value) -> String {
     entry
 }
 
-/// The system prompt and the normalized messages of a request.
-fn normalize(system: Option<&str>, messages: &[Value]) -> (String, Vec<Normalized>) {
+/// The system prompt (v3: every system text, joined) and the normalized messages of a
+/// request (v7: its system messages among them, `system` first).
+fn normalize(
+    version: Version,
+    system: Option<&str>,
+    messages: &[Value],
+) -> (String, Vec<Normalized>) {
     let shaped: Vec<Value> = messages.iter().map(server_shape).collect();
-    let mut prompts: Vec<String> = system
-        .filter(|t| !t.is_empty())
-        .map(str::to_owned)
-        .into_iter()
-        .collect();
+    let mut prompts: Vec<String> = Vec::new();
     let mut out = Vec::new();
+    if let Some(text) = system.filter(|t| !t.is_empty()) {
+        match version {
+            Version::V3 => prompts.push(text.to_owned()),
+            Version::V7 => out.push(Normalized::System(text.to_owned())),
+        }
+    }
     let mut i = 0;
     while i < shaped.len() {
         let role = role_of(&shaped[i]);
@@ -188,6 +214,11 @@ fn normalize(system: Option<&str>, messages: &[Value]) -> (String, Vec<Normalize
             .map_or(shaped.len(), |n| i + n);
         let group = &shaped[i..end];
         match role {
+            "system" if version == Version::V7 => out.extend(
+                group
+                    .iter()
+                    .map(|m| Normalized::System(text_of(aggregate([chunks_of(m)])))),
+            ),
             "system" => prompts.extend(
                 group
                     .iter()
@@ -213,8 +244,11 @@ fn normalize(system: Option<&str>, messages: &[Value]) -> (String, Vec<Normalize
         i = end;
     }
     // A request of system text alone is the frame rows are summed onto (see
-    // [`render`]): no opening user message.
-    if !out.is_empty() && !matches!(out.first(), Some(Normalized::User(_))) {
+    // [`render`]): no opening user message. v7 opens with whatever comes first.
+    if version == Version::V3
+        && !out.is_empty()
+        && !matches!(out.first(), Some(Normalized::User(_)))
+    {
         out.insert(0, Normalized::User(Vec::new()));
     }
     (prompts.join(JOIN), out)
@@ -265,22 +299,32 @@ fn tools_json(tools: &[Value]) -> String {
     JsonStyle::python_default().dumps(&Value::Array(listed))
 }
 
-/// The pieces `mistral-common`'s v3 request encoder produces for a request with
-/// `system` text, `messages` and `tools`, in order.
+/// The pieces `mistral-common`'s request encoder of `version` produces for a request
+/// with `system` text, `messages` and `tools`, in order.
 ///
 /// A request without user, assistant or tool messages is the frame a session sums its
-/// rows onto: `<s>`, the tools, the system prompt and the `"\n\n"` that joins it to the
-/// last user message. (`mistral-common` wraps a lone system prompt in an empty user
-/// message's `[INST]` and `[/INST]`, 2 tokens more; every row that is a user message
-/// brings those.)
-pub fn render(system: Option<&str>, messages: &[Value], tools: &[Value]) -> Vec<Piece> {
-    let (prompt, normalized) = normalize(system, messages);
+/// rows onto: `<s>`, the tools, then the system prompt — v3: its text and the `"\n\n"`
+/// that joins it to the last user message (`mistral-common` wraps a lone system prompt
+/// in an empty user message's `[INST]` and `[/INST]`, 2 tokens more; every row that is a
+/// user message brings those); v7: its `[SYSTEM_PROMPT]` message. (The encoder lists the
+/// tools before the last user message, so a request with one carries them.)
+pub fn render(
+    version: Version,
+    system: Option<&str>,
+    messages: &[Value],
+    tools: &[Value],
+) -> Vec<Piece> {
+    let (prompt, normalized) = normalize(version, system, messages);
     let last_user = normalized
         .iter()
         .rposition(|m| matches!(m, Normalized::User(_)));
     let json = JsonStyle::python_default();
     let mut out = vec![Piece::Control("<s>")];
-    if normalized.is_empty() {
+    let frame = last_user.is_none()
+        && normalized
+            .iter()
+            .all(|m| matches!(m, Normalized::System(_)));
+    if frame {
         if !tools.is_empty() {
             out.push(Piece::Control("[AVAILABLE_TOOLS]"));
             out.push(Piece::Text(tools_json(tools)));
@@ -289,10 +333,14 @@ pub fn render(system: Option<&str>, messages: &[Value], tools: &[Value]) -> Vec<
         if !prompt.is_empty() {
             out.push(Piece::Text(format!("{prompt}{JOIN}")));
         }
-        return out;
     }
     for (index, message) in normalized.into_iter().enumerate() {
         match message {
+            Normalized::System(text) => {
+                out.push(Piece::Control("[SYSTEM_PROMPT]"));
+                out.push(Piece::Text(text));
+                out.push(Piece::Control("[/SYSTEM_PROMPT]"));
+            }
             Normalized::User(chunks) => {
                 let last = Some(index) == last_user;
                 if last && !tools.is_empty() {
@@ -314,7 +362,8 @@ pub fn render(system: Option<&str>, messages: &[Value], tools: &[Value]) -> Vec<
                 prefix,
             } => {
                 let text = text.trim_end_matches(' ');
-                if !text.is_empty() || calls.is_empty() {
+                // v3 sends text or calls (text only when there are none); v7 both.
+                if !text.is_empty() || calls.is_empty() || version == Version::V7 {
                     out.push(Piece::Text(text.to_owned()));
                 }
                 if !calls.is_empty() {
@@ -324,6 +373,16 @@ pub fn render(system: Option<&str>, messages: &[Value], tools: &[Value]) -> Vec<
                 if !prefix {
                     out.push(Piece::Control("</s>"));
                 }
+            }
+            Normalized::Tool { content, call_id } if version == Version::V7 => {
+                out.push(Piece::Control("[TOOL_RESULTS]"));
+                out.push(Piece::Text(match call_id {
+                    Value::String(id) => id,
+                    other => json.dumps(&other),
+                }));
+                out.push(Piece::Control("[TOOL_CONTENT]"));
+                out.push(Piece::Text(content));
+                out.push(Piece::Control("[/TOOL_RESULTS]"));
             }
             Normalized::Tool { content, call_id } => {
                 let result = format!(
@@ -386,17 +445,26 @@ fn pieces_tokens(encoding: &Encoding, pieces: &[Piece]) -> usize {
 /// `encode_chat_completion`.
 pub fn request_tokens(
     encoding: &Encoding,
+    version: Version,
     system: Option<&str>,
     messages: &[Value],
     tools: &[Value],
 ) -> Result<usize, TokenError> {
-    Ok(pieces_tokens(encoding, &render(system, messages, tools)))
+    Ok(pieces_tokens(
+        encoding,
+        &render(version, system, messages, tools),
+    ))
 }
 
 /// The request as `mistral-common` shows it (`Tokenized.text`): the pieces one after
 /// another, control tokens by name (media parts left out).
-pub fn request_text(system: Option<&str>, messages: &[Value], tools: &[Value]) -> String {
-    render(system, messages, tools)
+pub fn request_text(
+    version: Version,
+    system: Option<&str>,
+    messages: &[Value],
+    tools: &[Value],
+) -> String {
+    render(version, system, messages, tools)
         .into_iter()
         .map(|piece| match piece {
             Piece::Control(name) => name.to_owned(),
@@ -407,24 +475,28 @@ pub fn request_text(system: Option<&str>, messages: &[Value], tools: &[Value]) -
 }
 
 /// Tokens of messages counted one by one (a window's rows), without `<s>` and the
-/// tools: each rendered on its own — a system message as its text and the `"\n\n"`
+/// tools: each rendered on its own — a v3 system message as its text and the `"\n\n"`
 /// that joins it to a user message, a last assistant message with its `</s>`.
 /// Consecutive messages that the encoder merges each carry a frame here, so the sum
 /// errs high by those frames.
-pub fn messages_tokens(encoding: &Encoding, messages: &[Value]) -> Result<usize, TokenError> {
+pub fn messages_tokens(
+    encoding: &Encoding,
+    version: Version,
+    messages: &[Value],
+) -> Result<usize, TokenError> {
     let mut total = 0;
     for message in messages {
-        if role_of(message) == "system" {
+        if version == Version::V3 && role_of(message) == "system" {
             let text = text_of(aggregate([chunks_of(message)]));
             if !text.is_empty() {
                 total += encoding.count(&format!("{text}{JOIN}"));
             }
             continue;
         }
-        let pieces = render(None, std::slice::from_ref(message), &[]);
+        let pieces = render(version, None, std::slice::from_ref(message), &[]);
         let mut pieces = &pieces[1..];
-        // A lone non-user message gets the encoder's empty opening user message.
-        if role_of(message) != "user" {
+        // A lone non-user message gets v3's empty opening user message.
+        if version == Version::V3 && !matches!(role_of(message), "user" | "system") {
             pieces = pieces.get(3..).unwrap_or(&[]);
         }
         total += pieces_tokens(encoding, pieces);
@@ -443,7 +515,7 @@ mod tests {
     fn text(messages: Value, tools: Value) -> String {
         let messages = messages.as_array().cloned().unwrap_or_default();
         let tools = tools.as_array().cloned().unwrap_or_default();
-        request_text(None, &messages, &tools)
+        request_text(Version::V3, None, &messages, &tools)
     }
 
     #[test]
@@ -479,14 +551,19 @@ mod tests {
     #[test]
     fn a_request_without_messages_is_the_frame_rows_are_summed_onto() {
         let tools = [json!({"name": "f"})];
-        let frame = request_text(Some("Be brief."), &[], &tools);
+        let frame = request_text(Version::V3, Some("Be brief."), &[], &tools);
         assert_eq!(
             frame,
             "<s>[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"f\", \
              \"description\": \"\", \"parameters\": {}}}][/AVAILABLE_TOOLS]Be brief.\n\n"
         );
         let user = json!({"role": "user", "content": "Hi"});
-        let whole = request_text(Some("Be brief."), std::slice::from_ref(&user), &tools);
+        let whole = request_text(
+            Version::V3,
+            Some("Be brief."),
+            std::slice::from_ref(&user),
+            &tools,
+        );
         assert_eq!(whole.len(), frame.len() + "[INST]Hi[/INST]".len());
     }
 

@@ -42,11 +42,16 @@ pub enum Profile {
     /// ([`super::mistral`]), counted by the encoding given (the model's tekken or
     /// SentencePiece v3 file).
     MistralV3,
+    /// Mistral models of instruct tokenizer v7 (Mistral Large 2411, Mistral Small 3 and
+    /// others whose files say v7): the same encoder with system prompts in place
+    /// between `[SYSTEM_PROMPT]` tokens and tool results as `[TOOL_RESULTS]` call id
+    /// `[TOOL_CONTENT]` text ([`super::mistral`]).
+    MistralV7,
 }
 
 impl Profile {
     /// Every profile, in the order of its names.
-    pub const ALL: [Profile; 7] = [
+    pub const ALL: [Profile; 8] = [
         Profile::OpenAiChat,
         Profile::OpenAiResponses,
         Profile::Harmony,
@@ -54,10 +59,11 @@ impl Profile {
         Profile::Gemini,
         Profile::ChatTemplate,
         Profile::MistralV3,
+        Profile::MistralV7,
     ];
 
     /// The profile's name: `openai_chat`, `openai_responses`, `harmony`,
-    /// `anthropic_messages`, `gemini`, `chat_template` or `mistral_v3`.
+    /// `anthropic_messages`, `gemini`, `chat_template`, `mistral_v3` or `mistral_v7`.
     pub fn name(self) -> &'static str {
         match self {
             Profile::OpenAiChat => "openai_chat",
@@ -67,6 +73,16 @@ impl Profile {
             Profile::Gemini => "gemini",
             Profile::ChatTemplate => "chat_template",
             Profile::MistralV3 => "mistral_v3",
+            Profile::MistralV7 => "mistral_v7",
+        }
+    }
+
+    /// The `mistral-common` instruct tokenizer version a Mistral profile encodes as.
+    pub fn mistral_version(self) -> Option<super::mistral::Version> {
+        match self {
+            Profile::MistralV3 => Some(super::mistral::Version::V3),
+            Profile::MistralV7 => Some(super::mistral::Version::V7),
+            _ => None,
         }
     }
 
@@ -80,7 +96,8 @@ impl Profile {
     /// `openai/`, `anthropic/`, `bedrock/…anthropic.`, `models/`), OpenAI chat for any
     /// other model. A host on the Responses API chooses `openai_responses` itself, one
     /// that reads a model's chat template chooses `chat_template`, and one that serves
-    /// a Mistral model through `mistral-common` chooses `mistral_v3`.
+    /// a Mistral model through `mistral-common` chooses `mistral_v3` or `mistral_v7` by
+    /// the instruct tokenizer version its files name.
     pub fn for_model(model: &str) -> Profile {
         let lower = model.to_ascii_lowercase();
         let forms = super::windows::name_forms(&lower);

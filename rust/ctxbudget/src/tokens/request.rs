@@ -140,8 +140,8 @@ pub fn request_tokens(
     if profile == Profile::ChatTemplate {
         return super::template::request_tokens(encoding, system, messages, tools);
     }
-    if profile == Profile::MistralV3 {
-        return super::mistral::request_tokens(encoding, system, messages, tools);
+    if let Some(version) = profile.mistral_version() {
+        return super::mistral::request_tokens(encoding, version, system, messages, tools);
     }
     let mut total = REPLY_TOKENS + tools_tokens(encoding, tools)?;
     if let Some(text) = system.filter(|t| !t.is_empty()) {
@@ -170,8 +170,8 @@ pub fn messages_tokens(
     if profile == Profile::ChatTemplate {
         return super::template::messages_tokens(encoding, messages);
     }
-    if profile == Profile::MistralV3 {
-        return super::mistral::messages_tokens(encoding, messages);
+    if let Some(version) = profile.mistral_version() {
+        return super::mistral::messages_tokens(encoding, version, messages);
     }
     let names = call_names(messages);
     messages.iter().try_fold(0, |sum, m| {
@@ -234,8 +234,8 @@ pub fn message_tokens(
     if profile == Profile::ChatTemplate {
         return super::template::messages_tokens(encoding, std::slice::from_ref(message));
     }
-    if profile == Profile::MistralV3 {
-        return super::mistral::messages_tokens(encoding, std::slice::from_ref(message));
+    if let Some(version) = profile.mistral_version() {
+        return super::mistral::messages_tokens(encoding, version, std::slice::from_ref(message));
     }
     framed_message_tokens(
         encoding,
