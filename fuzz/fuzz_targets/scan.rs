@@ -15,5 +15,5 @@ fuzz_target!(|data: &[u8]| {
     };
     let (chat, tail) = rest.split_at(chat_len.min(rest.len()));
     let (archive, receipt) = tail.split_at(archive_len.min(tail.len()));
-    ctxbudget::store::fuzz_scan(chat, archive, receipt);
+    ctxbudget::transcript::fuzz_scan(chat, archive, receipt);
 });

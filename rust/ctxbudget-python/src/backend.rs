@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ctxbudget::pg::{CursorKey, PgError, PgHistory, PgOptions, PgStore};
-use ctxbudget::store::History;
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::Store;
 
 /// One conversation's store.

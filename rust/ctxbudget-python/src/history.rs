@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctxbudget::store::{Durability, History, OpenOptions, StoreError};
+use ctxbudget::store::{Durability, OpenOptions, StoreError};
 use ctxbudget::transcript;
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{LeadIn, RolloverSpec};
 use pyo3::prelude::*;

@@ -4,7 +4,8 @@
 //! appends single rows of 2,000 characters (or batches of ROWS) to a store prefilled
 //! with MIB mebibytes, with durability `none` unless `fsync` is given; then the floor, a
 //! bare write (and fdatasync) of as many bytes to a plain file, for comparison.
-use ctxbudget::store::{Durability, History, OpenOptions};
+use ctxbudget::store::{Durability, OpenOptions};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use std::time::Instant;
 

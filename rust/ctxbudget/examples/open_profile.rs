@@ -4,7 +4,8 @@
 //! `cargo run --release -p ctxbudget --example open_profile -- [MIB]` fills a store in a
 //! temporary directory with MIB mebibytes (default 128) of 20-row batches of 1 KiB rows,
 //! then opens it five times and prints each time.
-use ctxbudget::store::{Durability, History, OpenOptions};
+use ctxbudget::store::{Durability, OpenOptions};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use std::time::Instant;
 

@@ -11,8 +11,9 @@ use std::io::{BufRead, Write};
 use std::time::Instant;
 
 use ctxbudget::pg::{NewRow, PgOptions, PgStore};
-use ctxbudget::store::{History, OpenOptions};
+use ctxbudget::store::OpenOptions;
 use ctxbudget::transcript;
+use ctxbudget::transcript::History;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args()

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use ctxbudget::budget::{Action, Budget};
 use ctxbudget::scan::SessionHistoryTool;
-use ctxbudget::store::{History, OpenOptions};
+use ctxbudget::store::OpenOptions;
 use ctxbudget::tokens::request::RequestCount;
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{LeadIn, RolloverSpec, Row, Transcript, WindowFold};
 use ctxbudget::Encoding;

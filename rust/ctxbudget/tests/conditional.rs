@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 
-use ctxbudget::store::{Durability, History, OpenOptions, StoreError};
+use ctxbudget::store::{Durability, OpenOptions, StoreError};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 

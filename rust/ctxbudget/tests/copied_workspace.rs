@@ -4,7 +4,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ctxbudget::store::{Durability, History, OpenOptions, ReceiptRead};
+use ctxbudget::store::{Durability, OpenOptions, ReceiptRead};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 
 struct Dir(PathBuf);

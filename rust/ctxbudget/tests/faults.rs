@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use ctxbudget::store::failpoint::{self, Fault};
-use ctxbudget::store::{History, OpenOptions, StoreError};
+use ctxbudget::store::{OpenOptions, StoreError};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 

@@ -3,7 +3,8 @@
 //! open-file limit.
 use std::fs;
 
-use ctxbudget::store::{Durability, History, OpenOptions};
+use ctxbudget::store::{Durability, OpenOptions};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 
 fn open_fds() -> usize {

@@ -4,7 +4,8 @@
 use std::fs;
 use std::path::PathBuf;
 
-use ctxbudget::store::{Durability, History, OpenOptions};
+use ctxbudget::store::{Durability, OpenOptions};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript, WindowFold};
 use proptest::prelude::*;

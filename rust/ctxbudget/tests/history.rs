@@ -2,7 +2,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ctxbudget::store::{Durability, History, OpenOptions, ReceiptRead, ReceiptState, StoreError};
+use ctxbudget::store::{Durability, OpenOptions, ReceiptRead, ReceiptState, StoreError};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 

@@ -16,8 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use ctxbudget::scan::{SessionHistoryTool, LINE_MAX, RESULT_MAX};
 use ctxbudget::store::failpoint::{self, Fault};
 use ctxbudget::store::{
-    Durability, History, OpenOptions, ReadFrom, StoreError, VerifyReport, MAX_ROW_NESTING,
+    Durability, OpenOptions, ReadFrom, StoreError, VerifyReport, MAX_ROW_NESTING,
 };
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 use serde_json::{json, Value};

@@ -4,8 +4,9 @@
 use std::fs;
 use std::sync::Arc;
 
-use ctxbudget::store::{fuzz_scan, Durability, History, OpenOptions};
+use ctxbudget::store::{Durability, OpenOptions};
 use ctxbudget::transcript::NewRow;
+use ctxbudget::transcript::{fuzz_scan, History};
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 use proptest::prelude::*;
 

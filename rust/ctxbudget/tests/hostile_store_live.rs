@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use ctxbudget::scan::SessionHistoryTool;
 use ctxbudget::store::failpoint::{self, Fault};
-use ctxbudget::store::{Durability, History, OpenOptions, ReadFrom};
+use ctxbudget::store::{Durability, OpenOptions, ReadFrom};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 use proptest::prelude::*;

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ctxbudget::scan::{SessionHistoryTool, RESULT_MAX};
-use ctxbudget::store::{Durability, History, OpenOptions, StoreError};
+use ctxbudget::store::{Durability, OpenOptions, StoreError};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 use serde_json::{json, Value};

@@ -13,7 +13,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// `store/` files that still use the transcript layer.
-const KNOWN_STORE_USES_TRANSCRIPT: &[&str] = &["store/index.rs"];
+const KNOWN_STORE_USES_TRANSCRIPT: &[&str] = &[];
 
 /// `scan/` files that still name a backend.
 const KNOWN_SCAN_NAMES_BACKEND: &[&str] = &[];

@@ -11,7 +11,8 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::memory::{self, MemoryHistory};
 use ctxbudget::scan::SessionHistoryTool;
-use ctxbudget::store::{History, OpenOptions, ReadFrom, StoreError};
+use ctxbudget::store::{OpenOptions, ReadFrom, StoreError};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::Store;
 use ctxbudget::transcript::{self, LeadIn, PruneSpec, RolloverSpec};

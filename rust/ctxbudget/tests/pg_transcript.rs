@@ -16,8 +16,9 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::pg::{CursorKey, PgHistory};
 use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
-use ctxbudget::store::{History, OpenOptions, ReadFrom, StoreError};
+use ctxbudget::store::{OpenOptions, ReadFrom, StoreError};
 use ctxbudget::transcript;
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::Store;
 use ctxbudget::transcript::{LeadIn, RolloverSpec};

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctxbudget::scan::{Clock, ScanOptions, SessionHistoryTool, RESULT_MAX};
-use ctxbudget::store::{Durability, History, OpenOptions};
+use ctxbudget::store::{Durability, OpenOptions};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 use serde_json::{json, Value};

@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use ctxbudget::scan::{SessionHistoryTool, RESULT_MAX};
 use ctxbudget::store::failpoint::{self, Fault};
-use ctxbudget::store::{Durability, History, OpenOptions};
+use ctxbudget::store::{Durability, OpenOptions};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
 use proptest::prelude::*;

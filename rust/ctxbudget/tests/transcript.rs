@@ -3,7 +3,8 @@
 use std::fs;
 use std::path::PathBuf;
 
-use ctxbudget::store::{Durability, History, OpenOptions, ReadFrom, StoreError};
+use ctxbudget::store::{Durability, OpenOptions, ReadFrom, StoreError};
+use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{Role, RolloverSpec, Row, RowKind, Transcript, WindowFold, WindowId};
 use serde_json::{json, Value};

@@ -710,22 +710,12 @@ impl PgHistory {
     /// stays; the privacy floor is never lowered), in one transaction; cursors minted
     /// before it answer `history_changed`. Changes nothing when it selects none.
     pub fn prune(&self, spec: &crate::transcript::PruneSpec) -> Result<crate::store::PruneReport> {
-        if spec.is_empty() {
-            return Err(StoreError::InvalidArgument(
-                "a prune needs a criterion: keep_windows, older_than or below_floor".into(),
-            ));
-        }
-        let rows = self.rows_since(0)?;
-        let floor = Store::floor_seq(self)?;
-        let now = std::time::SystemTime::now();
-        match crate::transcript::prune_cut(&rows, floor, spec, now) {
-            Some(cut) => Ok(self.conversation.prune_before(cut)?),
-            None => Ok(crate::store::PruneReport {
-                kept_from: self.conversation.pruned_before()?,
-                floor_seq: floor,
-                ..crate::store::PruneReport::default()
-            }),
-        }
+        crate::transcript::prune_with(
+            self,
+            spec,
+            |cut, _| Ok(self.conversation.prune_before(cut)?),
+            |_| Ok(self.conversation.pruned_before()?),
+        )
     }
 }
 

@@ -10,7 +10,8 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ctxbudget::store::{History, OpenOptions};
+//! use ctxbudget::store::OpenOptions;
+//! use ctxbudget::transcript::History;
 //! use ctxbudget::transcript::NewRow;
 //! use ctxbudget::scan::SessionHistoryTool;
 //!

@@ -1,37 +1,37 @@
 //! Appends at the byte level: one framed batch of lines, one `write`, one `fdatasync`,
-//! O(batch). The lines are the transcript layer's to encode (`transcript::file_append`
-//! builds every append entry point on [`History::append_lines`]); the store hands out
-//! their seqs, frames them, announces and acknowledges them in the receipt and keeps its
-//! index in step.
+//! O(batch). The lines are the layer above's to encode (every append entry point of the
+//! transcript layer is built on [`FileStore::append_batch`]); the store hands out their
+//! seqs, frames them, announces and acknowledges them in the receipt and keeps its index
+//! in step.
 
 use std::fs::OpenOptions as FsOpenOptions;
 use std::io::Write;
 
 use super::frame;
-use super::index::{Entry, Head, Index, Scan};
+use super::index::{Entry, Index, Scan};
 use super::receipt::{self, AppendIntent, Files, Receipt, ReceiptRead, ReceiptState};
+use super::rows::FileRows;
 use super::{
-    failpoint, fsutil, open_read, AppendResult, Handles, History, Locked, Result, Stamp, StoreError,
+    failpoint, fsutil, open_read, AppendResult, FileStore, Handles, Locked, Result, Stamp,
+    StoreError,
 };
 
 /// A batch's lines as the layer above encoded them for the seqs the store handed out.
-pub(crate) struct EncodedLines {
+pub struct EncodedLines<H> {
     /// Each line, with its newline, and the head the index keeps of it.
-    pub lines: Vec<(Vec<u8>, Head)>,
+    pub lines: Vec<(Vec<u8>, H)>,
     /// The privacy floor once the batch is in (never below the index's).
     pub floor: u64,
     /// The window the batch's last row is in, as the append's result names it.
     pub window: String,
 }
 
-/// Encodes a batch under the store's lock from its index, the seq of the batch's first
-/// row and the time stamp every row of it carries.
-pub(crate) type EncodeLines<'e> = dyn FnMut(&Index, u64, &str) -> Result<EncodedLines> + 'e;
-
-impl History {
+impl<R: FileRows> FileStore<R> {
     // ----- appends ---------------------------------------------------------------
 
-    pub(crate) fn writable(&self, locked: &mut Locked<'_>) -> Result<ReceiptRead> {
+    /// Under the lock: brings the index up to date (recovering what a crash left) and
+    /// refuses writes to damaged files.
+    pub(super) fn writable(&self, locked: &mut Locked<'_, R>) -> Result<ReceiptRead> {
         let mut receipt = self.refresh(locked)?;
         if self.needs_recovery(locked, &receipt) {
             self.recover_locked(locked)?;
@@ -54,39 +54,59 @@ impl History {
         Ok(receipt)
     }
 
-    /// Under the lock: refuses a conditional write whose expected last seq is no longer
-    /// the store's (`None`: unconditional).
-    pub(crate) fn check_expected(
+    /// Appends one batch under one hold of the history lock: once the files are
+    /// writable and, with `Some(n)`, seq `n` is still the last one handed out (else
+    /// [`StoreError::Conflict`], nothing written), `build` makes the batch from the
+    /// index (`None`: nothing is written), and `encode` encodes its lines, from the fold
+    /// of the rows before it, for the seqs handed out here and the time every row of it
+    /// carries. Generic, so the encoder is inlined into the append.
+    pub(crate) fn append_batch<B>(
         &self,
-        locked: &mut Locked<'_>,
-        expected: Option<u64>,
-    ) -> Result<()> {
-        let Some(expected_last_seq) = expected else {
-            return Ok(());
-        };
-        self.writable(locked)?;
-        let last_seq = Self::index(locked)?.last_seq;
-        if last_seq == expected_last_seq {
-            Ok(())
-        } else {
-            Err(StoreError::Conflict {
-                expected_last_seq,
-                last_seq,
-            })
+        expected_last_seq: Option<u64>,
+        build: impl FnOnce(&Index<R>) -> Result<Option<B>>,
+        encode: impl FnOnce(B, &R::Fold, u64, &str) -> Result<EncodedLines<R::Head>>,
+    ) -> Result<Option<AppendResult>> {
+        let mut locked = self.lock()?;
+        let receipt = self.writable(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        if let Some(expected_last_seq) = expected_last_seq {
+            if ix.last_seq != expected_last_seq {
+                return Err(StoreError::Conflict {
+                    expected_last_seq,
+                    last_seq: ix.last_seq,
+                });
+            }
         }
+        let Some(batch) = build(ix)? else {
+            return Ok(None);
+        };
+        self.write_lines(&mut locked, &receipt, |fold, first, ts| {
+            encode(batch, fold, first, ts)
+        })
+        .map(Some)
     }
 
-    /// Appends a batch of `count` rows that `encode` encodes, under the lock, for the
-    /// seqs handed out here: checks the files are writable, frames the lines, announces
-    /// the batch (with the floor it sets) in the receipt, writes and syncs it, then
-    /// acknowledges it and adds its lines to the index.
-    pub(crate) fn append_lines(
+    /// Appends the batch `encode` encodes under a lock held since before it (recovery's
+    /// floor): checks the files are writable first.
+    pub(super) fn append_lines(
         &self,
-        locked: &mut Locked<'_>,
-        count: usize,
-        encode: &mut EncodeLines<'_>,
+        locked: &mut Locked<'_, R>,
+        encode: impl FnOnce(&R::Fold, u64, &str) -> Result<EncodedLines<R::Head>>,
     ) -> Result<AppendResult> {
         let receipt = self.writable(locked)?;
+        self.write_lines(locked, &receipt, encode)
+    }
+
+    /// Writes the batch `encode` encodes, under the lock, the files found writable
+    /// (`receipt` is what that found), for the seqs handed out here: frames the lines,
+    /// announces the batch (with the floor it sets) in the receipt, writes and syncs it,
+    /// then acknowledges it and adds its lines to the index.
+    fn write_lines(
+        &self,
+        locked: &mut Locked<'_, R>,
+        receipt: &ReceiptRead,
+        encode: impl FnOnce(&R::Fold, u64, &str) -> Result<EncodedLines<R::Head>>,
+    ) -> Result<AppendResult> {
         let ix = Self::index(locked)?;
         let pre_chat = ix.chat_stamp;
         let pre_archive = ix.archive_stamp;
@@ -102,9 +122,13 @@ impl History {
             ))
         };
         let first = ix.next_seq().ok_or_else(seqs_left)?;
-        let last = first
-            .checked_add((count as u64).saturating_sub(1))
-            .ok_or_else(seqs_left)?;
+        let ts = fsutil::now_rfc3339();
+        let encoded = encode(&ix.fold, first, &ts)?;
+        let count = encoded.lines.len();
+        if count == 0 {
+            return Err(StoreError::empty_batch());
+        }
+        let last = first.checked_add(count as u64 - 1).ok_or_else(seqs_left)?;
         let pure = match receipt.valid() {
             Some(r) => {
                 r.state == ReceiptState::Stable
@@ -119,20 +143,12 @@ impl History {
             (true, Some(r)) => r.epoch,
             _ => fsutil::random_u63(),
         };
-        let ts = fsutil::now_rfc3339();
         let mut framed = frame::header_line(epoch, first, last).into_bytes();
-        let encoded = encode(ix, first, &ts)?;
-        if encoded.lines.len() != count {
-            return Err(StoreError::internal(format!(
-                "a batch of {count} rows was encoded as {} lines",
-                encoded.lines.len()
-            )));
-        }
         let floor = encoded.floor;
         // Index entries of the new rows, built as they are framed: no re-scan after.
         let mut entries = Vec::with_capacity(encoded.lines.len());
         for (line, head) in encoded.lines {
-            entries.push(Entry {
+            entries.push(Entry::<R> {
                 offset: old_size + framed.len() as u64,
                 len: (line.len() - 1) as u32,
                 head: Some(head),
@@ -223,14 +239,14 @@ impl History {
             .ok_or_else(|| StoreError::internal("history index is not loaded"))?;
         if verified {
             let end = old_size + framed.len() as u64;
-            ix.absorb_chat(Scan {
+            ix.absorb_chat(Scan::<R> {
                 entries,
                 committed_end: end,
                 lines: ix.chat.lines + count as u64 + 2,
                 last_crc: Some(crc),
                 batch_ranges: vec![(old_size, end)],
                 batches: 1,
-                ..Scan::default()
+                ..Scan::<R>::default()
             });
             ix.chat_stamp = post_chat;
             ix.epoch = published.then_some(final_epoch);
@@ -314,7 +330,7 @@ impl History {
 
     /// The bytes of the readable row line with this seq (the newest lines are searched
     /// first); `None`: no readable row has it.
-    pub(crate) fn line_at(&self, ix: &Index, seq: u64) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn line_at(&self, ix: &Index<R>, seq: u64) -> Result<Option<Vec<u8>>> {
         let found = ix
             .chat
             .entries
@@ -328,7 +344,7 @@ impl History {
                     .rev()
                     .map(|e| (self.paths.archive.as_path(), e)),
             )
-            .find(|(_, e)| e.head.as_ref().is_some_and(|h| h.seq == seq));
+            .find(|(_, e)| e.head.as_ref().is_some_and(|h| R::seq(h) == seq));
         let Some((path, e)) = found else {
             return Ok(None);
         };

@@ -67,7 +67,7 @@ struct Commit {
 
 /// What the scanner learns of a line that is neither a batch header nor a commit line,
 /// from the [`ReadLine`] it was handed.
-pub(crate) struct LineRead<H> {
+pub struct LineRead<H> {
     /// The line's head, if the line is a row: all of it parses the way every reader
     /// parses it, so the index never counts a line that the reader rendering it would
     /// skip.
@@ -82,7 +82,7 @@ pub(crate) struct LineRead<H> {
 /// How the lines of a file are read. The store frames, checks and places lines but never
 /// reads one: the transcript layer, which knows what rows mean, hands the scanner its
 /// reader (`transcript::Rows`).
-pub(crate) trait ReadLine {
+pub trait ReadLine {
     /// What an index keeps of a line that is a row.
     type Head: Clone + std::fmt::Debug;
     /// Reads one line (without its newline).

@@ -1,50 +1,44 @@
-//! The in-memory index of both files: entries, seqs, the window fold of their heads,
-//! damage; kept in step with appends at O(batch).
+//! The in-memory index of both files: entries, seqs, the fold of their heads, damage;
+//! kept in step with appends at O(batch). What a row means is `R`'s ([`FileRows`]).
 
 use super::frame;
 use super::fsutil::Stamp;
 use super::receipt::{self, AppendIntent, ArchiveCheck, Files, Receipt, ReceiptRead, ReceiptState};
+use super::rows::FileRows;
 use super::Paths;
 use super::WindowInfo;
-use crate::transcript::{
-    window_runs, windows_of, RowEntry, RowHead, RowScan, Rows, WindowFold, WindowId,
-};
 
-/// An entry of this index: a line of either file, with its row head when it is a row.
-pub(super) type Entry = RowEntry;
+/// An entry of the index over rows read by `R`: a line of either file, with its row head
+/// when it is a row.
+pub(super) type Entry<R> = frame::Entry<<R as frame::ReadLine>::Head>;
 
-/// What this index keeps of a line that is a row: its head, as the transcript reads it.
-pub(crate) type Head = RowHead;
-
-/// What a scan of a file (or of an appended batch) found.
-pub(super) type Scan = RowScan;
+/// What a scan of a file (or of an appended batch) found, its rows read by `R`.
+pub(super) type Scan<R> = frame::Scan<<R as frame::ReadLine>::Head>;
 
 /// Scans the bytes of a file that start at byte `base` (line `base_line`), its lines read
-/// as rows by the transcript layer's reader.
-pub(super) fn scan_rows(bytes: &[u8], base: u64, base_line: u64) -> RowScan {
-    frame::scan::<Rows>(bytes, base, base_line)
+/// as rows by `R`.
+pub(super) fn scan_rows<R: FileRows>(bytes: &[u8], base: u64, base_line: u64) -> Scan<R> {
+    frame::scan::<R>(bytes, base, base_line)
 }
 
 /// The in-memory index of both files, valid for the stamps it records.
-#[derive(Default)]
-pub(crate) struct Index {
+pub(crate) struct Index<R: FileRows> {
     pub(super) epoch: Option<u64>,
     pub(super) chat_stamp: Option<Stamp>,
     pub(super) archive_stamp: Option<Stamp>,
-    pub(super) archive: RowScan,
-    pub(super) chat: RowScan,
+    pub(super) archive: Scan<R>,
+    pub(super) chat: Scan<R>,
     /// Highest seq handed out: the rows' and the receipt's, whichever is higher, so a
     /// seq is never handed out twice.
-    pub(crate) last_seq: u64,
+    pub(super) last_seq: u64,
     /// Highest seq of a readable row, in file order.
     pub(super) max_row_seq: u64,
     /// Highest seq any line shows, rows and lines that are not rows alike: what the
     /// files hold evidence of.
     pub(super) max_shown_seq: u64,
-    /// What the rows mean so far (windows, floor, retractions, rollover IDs), folded
-    /// from the heads of readable rows in file order; its floor is raised to the
-    /// receipt's.
-    pub(crate) fold: WindowFold,
+    /// What the rows mean so far (windows, floor, ...), folded from the heads of
+    /// readable rows in file order; its floor is raised to the receipt's.
+    pub(super) fold: R::Fold,
     /// Rows whose seq is not above every seq before them (archive then chat).
     pub(super) seq_violations: u64,
     /// Where the first of them is.
@@ -56,46 +50,74 @@ pub(crate) struct Index {
     pub(super) archive_loaded_check: Option<ArchiveCheck>,
 }
 
-impl Index {
-    pub(super) fn entries(&self) -> impl Iterator<Item = &RowEntry> {
+impl<R: FileRows> Default for Index<R> {
+    fn default() -> Self {
+        Index {
+            epoch: None,
+            chat_stamp: None,
+            archive_stamp: None,
+            archive: Scan::<R>::default(),
+            chat: Scan::<R>::default(),
+            last_seq: 0,
+            max_row_seq: 0,
+            max_shown_seq: 0,
+            fold: R::Fold::default(),
+            seq_violations: 0,
+            first_seq_violation: None,
+            archive_check: None,
+            archive_loaded_check: None,
+        }
+    }
+}
+
+impl<R: FileRows> Index<R> {
+    pub(super) fn entries(&self) -> impl Iterator<Item = &Entry<R>> {
         self.archive.entries.iter().chain(self.chat.entries.iter())
+    }
+
+    /// Highest seq handed out (0: none): what a conditional write is checked against.
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// What the rows mean, as the layer above folded them (its floor raised to the
+    /// receipt's and over damage).
+    pub(crate) fn fold(&self) -> &R::Fold {
+        &self.fold
     }
 
     /// The seq of the current window's first row (its boundary, or 1).
     pub(super) fn current_window_seq(&self) -> u64 {
-        self.fold.window().seq()
+        R::window_seq(&self.fold)
     }
 
-    /// The window of each of `entries`, a run of this index's lines that ends at its
-    /// last row.
-    pub(super) fn windows_of<'a>(
+    /// The window label of each of `entries`, a run of this index's lines that ends at
+    /// its last row.
+    pub(super) fn window_labels<'a>(
         &self,
-        entries: impl Iterator<Item = &'a Entry> + Clone,
-    ) -> Vec<WindowId> {
-        windows_of(entries, &self.fold)
+        entries: impl Iterator<Item = &'a Entry<R>> + Clone,
+    ) -> Vec<String>
+    where
+        R::Head: 'a,
+    {
+        R::window_labels(entries, &self.fold)
     }
 
     /// Contiguous window runs of both files, oldest first.
     pub(super) fn window_runs(&self) -> Vec<WindowInfo> {
-        window_runs(self.entries(), &self.fold)
-    }
-
-    /// The highest seq of a privacy floor among the rows of a torn tail (judged from the
-    /// rows whose head parses, never from substrings).
-    pub(super) fn floor_in_torn_tail(tail: &[u8]) -> Option<u64> {
-        crate::transcript::head::tail_floor_seq(tail)
+        R::window_runs(self.entries(), &self.fold)
     }
 
     /// Seq of the newest privacy floor (0: none).
     pub(super) fn floor_seq(&self) -> u64 {
-        self.fold.floor_seq()
+        R::floor_seq(&self.fold)
     }
 
     /// The seq the next appended row gets: above every seq handed out or shown, and
     /// above the floor (a floor announced by a batch that was then torn must not hide
     /// the rows after it). `None` once the seq space is used up.
     pub(crate) fn next_seq(&self) -> Option<u64> {
-        self.last_seq.max(self.fold.floor_seq()).checked_add(1)
+        self.last_seq.max(self.floor_seq()).checked_add(1)
     }
 
     /// A rotation this index's store just finished: receipts vouch for the archive as it
@@ -119,7 +141,7 @@ impl Index {
         self.max_shown_seq = 0;
         self.seq_violations = 0;
         self.first_seq_violation = None;
-        self.fold = WindowFold::new();
+        self.fold = R::Fold::default();
         let mut archive = std::mem::take(&mut self.archive);
         let mut chat = std::mem::take(&mut self.chat);
         self.note(&mut archive, 0, "chat-archive.jsonl");
@@ -169,7 +191,7 @@ impl Index {
             self.archive_check = Some(recorded);
         }
         if let Some(r) = receipt.valid() {
-            self.fold.raise_floor(r.floor);
+            R::raise_floor(&mut self.fold, r.floor);
             self.last_seq = self.last_seq.max(r.seq);
             // A pending append whose batch reaches its announced end was written whole:
             // a torn write leaves a prefix. If its rows do not read, it was damaged after
@@ -226,21 +248,21 @@ impl Index {
                 while next.next_if(|&&d| d <= e.offset).is_some() {
                     floor = shown;
                 }
-                let seq = e.head.as_ref().map(|h| h.seq).or(e.claimed_seq);
+                let seq = e.head.as_ref().map(R::seq).or(e.claimed_seq);
                 shown = shown.max(seq.unwrap_or(0));
             }
             if next.next().is_some() {
                 floor = shown;
             }
         }
-        self.fold.raise_floor(floor);
+        R::raise_floor(&mut self.fold, floor);
     }
 
     /// Updates the derived fields with the entries of `scan` from index `from` on, which
     /// follow the ones already noted: appends cost O(batch), not O(history). A row whose
     /// seq is not above every earlier one is malformed for indexing (kept as a floor if it
     /// is one); inside a committed batch that is damage (a batch present twice).
-    pub(super) fn note(&mut self, scan: &mut RowScan, from: usize, file: &str) {
+    pub(super) fn note(&mut self, scan: &mut Scan<R>, from: usize, file: &str) {
         let ranges = std::mem::take(&mut scan.batch_ranges);
         for e in &mut scan.entries[from..] {
             let Some(h) = e.head.as_ref() else {
@@ -252,16 +274,17 @@ impl Index {
                 if e.reset_like {
                     // Possibly a soft clear: nothing shown so far is context (fail
                     // closed), as `session_history` hides everything before it.
-                    self.fold.raise_floor(self.max_shown_seq);
+                    R::raise_floor(&mut self.fold, self.max_shown_seq);
                 }
                 continue;
             };
-            if h.seq <= self.max_row_seq {
+            let seq = R::seq(h);
+            if seq <= self.max_row_seq {
                 self.seq_violations += 1;
                 if self.first_seq_violation.is_none() {
                     self.first_seq_violation = Some(format!(
                         "{file} byte {}: seq {} follows seq {}",
-                        e.offset, h.seq, self.max_row_seq
+                        e.offset, seq, self.max_row_seq
                     ));
                 }
                 let framed = ranges
@@ -284,13 +307,13 @@ impl Index {
                             reason: format!(
                                 "seq {} repeats or goes back after seq {}: a batch is present \
                                  twice",
-                                h.seq, self.max_row_seq
+                                seq, self.max_row_seq
                             ),
                         });
                     }
                 }
-                e.reset_like = h.is_floor();
-                e.claimed_seq = Some(h.seq);
+                e.reset_like = R::is_floor(h);
+                e.claimed_seq = Some(seq);
                 e.head = None;
                 scan.malformed += 1;
                 if !framed {
@@ -298,14 +321,14 @@ impl Index {
                 }
                 if e.reset_like {
                     // Still a possible soft clear where it stands (fail closed).
-                    self.fold.raise_floor(self.max_shown_seq);
+                    R::raise_floor(&mut self.fold, self.max_shown_seq);
                 }
                 continue;
             }
-            self.max_row_seq = h.seq;
-            self.max_shown_seq = self.max_shown_seq.max(h.seq);
-            self.last_seq = self.last_seq.max(h.seq);
-            self.fold.note_head(h.as_head());
+            self.max_row_seq = seq;
+            self.max_shown_seq = self.max_shown_seq.max(seq);
+            self.last_seq = self.last_seq.max(seq);
+            R::note(&mut self.fold, h);
         }
         scan.batch_ranges = ranges;
     }
@@ -323,7 +346,7 @@ impl Index {
                 chat: self.chat_stamp,
                 archive: self.archive_stamp,
             },
-            floor: self.fold.floor_seq(),
+            floor: self.floor_seq(),
             rotation: None,
             append: None,
             archive_check: self.archive_check,
@@ -331,7 +354,7 @@ impl Index {
     }
 
     /// Absorbs the scan of bytes appended to `chat.jsonl` and notes its rows.
-    pub(super) fn absorb_chat(&mut self, next: RowScan) {
+    pub(super) fn absorb_chat(&mut self, next: Scan<R>) {
         let first_new = self.chat.entries.len();
         let mut chat = std::mem::take(&mut self.chat);
         chat.absorb(next);
@@ -370,7 +393,7 @@ fn written_whole(chat: &[u8], r: &Receipt, intent: &AppendIntent) -> bool {
 }
 
 /// A read-only view of the store under the history lock (see `History::with_snapshot`).
-pub(crate) struct Snapshot<'a, H = RowHead> {
+pub(crate) struct Snapshot<'a, H> {
     pub paths: &'a Paths,
     pub receipt: ReceiptRead,
     pub chat_stamp: Option<Stamp>,
@@ -399,19 +422,18 @@ impl<H> Snapshot<'_, H> {
     }
 }
 
-/// Fuzzing entry point (not API): scans `chat` and `archive` as the store's files with
-/// `receipt` as its receipt, derives the index as a reader would, and checks the
-/// scanner's own invariants.
+/// The fuzzing check of the index over rows read by `R`: scans `chat` and `archive` as
+/// the store's files with `receipt` as its receipt, derives the index as a reader would,
+/// and checks the scanner's own invariants.
 #[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
+pub(crate) fn fuzz_scan<R: FileRows>(chat: &[u8], archive: &[u8], receipt: &[u8]) {
     let receipt = match serde_json::from_slice::<Receipt>(receipt) {
         Ok(r) => ReceiptRead::Valid(r),
         Err(_) => ReceiptRead::Malformed,
     };
-    let mut ix = Index {
-        archive: scan_rows(archive, 0, 0),
-        chat: scan_rows(chat, 0, 0),
+    let mut ix = Index::<R> {
+        archive: scan_rows::<R>(archive, 0, 0),
+        chat: scan_rows::<R>(chat, 0, 0),
         ..Index::default()
     };
     for (s, bytes) in [(&ix.chat, chat), (&ix.archive, archive)] {
@@ -426,18 +448,21 @@ pub fn fuzz_scan(chat: &[u8], archive: &[u8], receipt: &[u8]) {
             .iter()
             .all(|e| (e.offset + u64::from(e.len)) < s.committed_end.max(1)));
     }
-    let _ = crate::transcript::head::tail_floor_seq(chat);
+    let _ = R::tail_floor_seq(chat);
     ix.derive(&receipt, chat, archive);
     let seqs: Vec<u64> = ix
         .entries()
-        .filter_map(|e| e.head.as_ref().map(|h| h.seq))
+        .filter_map(|e| e.head.as_ref().map(R::seq))
         .collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     assert!(ix.last_seq >= seqs.last().copied().unwrap_or(0));
     // An incremental scan from any committed line boundary agrees with the full one.
     let cut = ix.chat.batch_ranges.first().map_or(0, |r| r.1);
-    let head = scan_rows(&chat[..cut as usize], 0, 0);
+    let head = scan_rows::<R>(&chat[..cut as usize], 0, 0);
     let mut joined = head.clone();
-    joined.absorb(scan_rows(&chat[cut as usize..], cut, head.lines));
-    assert_eq!(joined.committed_end, scan_rows(chat, 0, 0).committed_end);
+    joined.absorb(scan_rows::<R>(&chat[cut as usize..], cut, head.lines));
+    assert_eq!(
+        joined.committed_end,
+        scan_rows::<R>(chat, 0, 0).committed_end
+    );
 }

@@ -7,14 +7,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::frame;
-use super::index::Index;
+use super::index::{scan_rows, Index};
 use super::receipt::{self, Files, ReceiptRead, ReceiptState};
+use super::rows::FileRows;
 use super::{
-    failpoint, fsutil, read_all, read_range, FileReport, History, Locked, RecoveryReport, Result,
+    failpoint, fsutil, read_all, read_range, FileReport, FileStore, Locked, RecoveryReport, Result,
     RotateReport, Stamp, StoreError, VerifyReport,
 };
 
-impl History {
+impl<R: FileRows> FileStore<R> {
     /// Moves torn tails to `recovered/`, completes an interrupted rotation and
     /// re-establishes a stable receipt under a new epoch. Idempotent: a second call
     /// changes nothing. Damage before a valid commit is reported, never touched.
@@ -24,7 +25,7 @@ impl History {
         self.recover_locked(&mut locked)
     }
 
-    pub(super) fn recover_locked(&self, locked: &mut Locked<'_>) -> Result<RecoveryReport> {
+    pub(super) fn recover_locked(&self, locked: &mut Locked<'_, R>) -> Result<RecoveryReport> {
         let receipt = receipt::read(&self.paths.receipt)?;
         let ix = Self::index(locked)?;
         let mut report = RecoveryReport {
@@ -69,7 +70,7 @@ impl History {
         // then the recovery's own receipt holds its floor, so a crash in between does not
         // drop it.
         let tail_floor = match chat_torn {
-            Some(keep) => Index::floor_in_torn_tail(&read_range(&self.paths.chat, keep)?),
+            Some(keep) => R::tail_floor_seq(&read_range(&self.paths.chat, keep)?),
             None => None,
         };
         let epoch = fsutil::random_u63();
@@ -95,7 +96,10 @@ impl History {
             // The torn tail held a complete soft-clear row. Its bytes are safe in
             // recovered/, but the privacy floor must not disappear with them: a committed
             // reset takes its place (later, so stricter — fail closed).
-            let appended = self.append_recovered_floor(locked)?;
+            let max_row_bytes = self.options.max_row_bytes;
+            let appended = self.append_lines(locked, |fold, seq, ts| {
+                R::recovered_floor(fold, seq, ts, max_row_bytes)
+            })?;
             report.epoch = Some(appended.epoch);
         }
         Ok(report)
@@ -166,7 +170,12 @@ impl History {
     }
 
     /// Publishes a pending receipt describing `ix`, its floor raised to at least `floor`.
-    pub(super) fn publish_pending_durable(&self, epoch: u64, ix: &Index, floor: u64) -> Result<()> {
+    pub(super) fn publish_pending_durable(
+        &self,
+        epoch: u64,
+        ix: &Index<R>,
+        floor: u64,
+    ) -> Result<()> {
         let mut pending = ix.receipt(epoch, ReceiptState::Pending);
         pending.floor = pending.floor.max(floor);
         receipt::publish(
@@ -177,7 +186,11 @@ impl History {
         )
     }
 
-    pub(super) fn publish_stable_durable(&self, epoch: u64, locked: &mut Locked<'_>) -> Result<()> {
+    pub(super) fn publish_stable_durable(
+        &self,
+        epoch: u64,
+        locked: &mut Locked<'_, R>,
+    ) -> Result<()> {
         let ix = locked
             .index
             .as_mut()
@@ -202,17 +215,17 @@ impl History {
     }
 
     /// [`rotate`](Self::rotate) under a held lock, the index refreshed and writable.
-    pub(super) fn rotate_locked(&self, locked: &mut Locked<'_>) -> Result<RotateReport> {
+    pub(super) fn rotate_locked(&self, locked: &mut Locked<'_, R>) -> Result<RotateReport> {
         let ix = Self::index(locked)?;
         // The batch that opened the current window begins at the window's first seq,
         // as the fold knows it (the store does not read windows itself).
-        let opened_at = ix.fold.window().seq();
+        let opened_at = ix.current_window_seq();
         let boundary = ix
             .chat
             .entries
             .iter()
             .rev()
-            .find(|e| e.head.as_ref().is_some_and(|h| h.seq == opened_at));
+            .find(|e| e.head.as_ref().is_some_and(|h| R::seq(h) == opened_at));
         let Some(boundary) = boundary else {
             return Ok(RotateReport::default());
         };
@@ -283,7 +296,7 @@ impl History {
     ///
     /// The receipt is `stable` (it vouches for these very files), `copied` (the files'
     /// identities or times changed — a copy, a restored backup — but they hold exactly
-    /// what it vouches for: ok, and the next write or [`History::recover`] adopts them
+    /// what it vouches for: ok, and the next write or [`recover`](Self::recover) adopts them
     /// under a new epoch), `stale` (they changed otherwise), `pending`, `malformed` or
     /// `missing`.
     pub fn verify(&self) -> Result<VerifyReport> {
@@ -291,9 +304,9 @@ impl History {
         let receipt = receipt::read(&self.paths.receipt)?;
         let chat_bytes = read_all(&self.paths.chat)?;
         let archive_bytes = read_all(&self.paths.archive)?;
-        let mut ix = Index {
-            archive: super::index::scan_rows(&archive_bytes, 0, 0),
-            chat: super::index::scan_rows(&chat_bytes, 0, 0),
+        let mut ix = Index::<R> {
+            archive: scan_rows::<R>(&archive_bytes, 0, 0),
+            chat: scan_rows::<R>(&chat_bytes, 0, 0),
             ..Index::default()
         };
         ix.derive(&receipt, &chat_bytes, &archive_bytes);
@@ -345,8 +358,8 @@ impl History {
             archive,
             receipt: receipt_state.to_owned(),
             seq_violations: ix.seq_violations,
+            floor_seq: ix.floor_seq(),
             first_seq_violation: ix.first_seq_violation,
-            floor_seq: ix.fold.floor_seq(),
         })
     }
 }

@@ -1,8 +1,9 @@
 //! The byte store: crash-safe JSONL transcript files (SPEC §5). It keeps framed,
-//! checksummed lines and hands out seqs; what rows mean is the transcript layer's
-//! ([`crate::transcript`]): it encodes the lines every append writes, its window fold is
-//! what the index feeds, and its [`Store`](crate::transcript::Store) seam is what the
-//! file store implements for the rest of the crate.
+//! checksummed lines and hands out seqs; what rows mean is the layer above's. The file
+//! store ([`FileStore`]) is generic over it (`FileRows`: the line reader, the fold its
+//! index feeds, the window labels, the floor recovery writes), and the transcript layer names
+//! the store it builds on (`ctxbudget::transcript::History`), encodes the lines every
+//! append writes and implements its row-level seam on top. Nothing here uses that layer.
 //!
 //! ```text
 //! <ws>/history/chat.jsonl          rows of the open windows
@@ -23,8 +24,8 @@
 //! That keeps an append at one `fdatasync`.
 //!
 //! ```
-//! use ctxbudget::store::{History, OpenOptions};
-//! use ctxbudget::transcript::NewRow;
+//! use ctxbudget::store::OpenOptions;
+//! use ctxbudget::transcript::{History, NewRow};
 //!
 //! let ws = std::env::temp_dir().join(format!("ctxbudget-doc-{}", std::process::id()));
 //! let history = History::open(&ws, OpenOptions::default())?;
@@ -58,6 +59,9 @@ mod options;
 mod read;
 mod reports;
 mod retention;
+/// What the file store needs of the layer above (sealed: only the transcript layer's
+/// reader implements it).
+mod rows;
 
 use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -76,7 +80,7 @@ pub use wellformed::{MAX_NESTING, MAX_ROW_NESTING, QUARANTINE_WRAP};
 use lock::HistoryLock;
 
 #[cfg(feature = "fuzzing")]
-pub use index::fuzz_scan;
+pub(crate) use index::fuzz_scan;
 pub use options::{Durability, OpenOptions, Paths, DEFAULT_MAX_ROW_BYTES};
 pub use reports::{
     AppendResult, DeleteReport, FileReport, PruneReport, ReadFrom, RecoveryReport, RotateReport,
@@ -85,19 +89,21 @@ pub use reports::{
 
 pub(crate) use append::EncodedLines;
 pub(crate) use index::Index;
+pub(crate) use rows::FileRows;
 
-/// A workspace's transcript store.
-pub struct History {
+/// A workspace's transcript files: `R` reads and folds their rows (the transcript layer
+/// names the store it uses, `ctxbudget::transcript::History`).
+pub struct FileStore<R: FileRows> {
     paths: Paths,
     options: OpenOptions,
     lock_token: lock::LockToken,
-    index: Mutex<Option<Index>>,
+    index: Mutex<Option<Index<R>>>,
     handles: Mutex<Handles>,
 }
 
-impl std::fmt::Debug for History {
+impl<R: FileRows> std::fmt::Debug for FileStore<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("History")
+        f.debug_struct("FileStore")
             .field("dir", &self.paths.dir)
             .field("durability", &self.options.durability)
             .finish_non_exhaustive()
@@ -113,16 +119,16 @@ struct Handles {
 }
 
 /// Held history lock plus this instance's index and open files.
-pub(crate) struct Locked<'a> {
+struct Locked<'a, R: FileRows> {
     _lock: HistoryLock,
-    index: MutexGuard<'a, Option<Index>>,
+    index: MutexGuard<'a, Option<Index<R>>>,
     handles: MutexGuard<'a, Handles>,
 }
 
-impl History {
+impl<R: FileRows> FileStore<R> {
     /// Opens (creating `<ws>/history/`) the store of workspace `ws`, recovering a torn
     /// tail or an interrupted rotation if there is one.
-    pub fn open(ws: &Path, options: OpenOptions) -> Result<History> {
+    pub fn open(ws: &Path, options: OpenOptions) -> Result<FileStore<R>> {
         if options.max_row_bytes == 0 {
             return Err(StoreError::InvalidArgument(
                 "max_row_bytes must be positive".to_owned(),
@@ -131,7 +137,7 @@ impl History {
         let paths = Paths::new(ws);
         std::fs::create_dir_all(&paths.dir)
             .map_err(|e| StoreError::io("create directory", &paths.dir, e))?;
-        let history = History {
+        let history = FileStore {
             lock_token: lock::LockToken::new(&paths.lock),
             paths,
             options,
@@ -159,7 +165,7 @@ impl History {
         &self.options
     }
 
-    pub(crate) fn lock(&self) -> Result<Locked<'_>> {
+    fn lock(&self) -> Result<Locked<'_, R>> {
         let lock = HistoryLock::acquire(
             &self.lock_token,
             &self.paths.lock,
@@ -191,7 +197,7 @@ impl History {
 
     /// Brings the index up to date with the files; cheap when nothing changed or when
     /// tracked writers only appended.
-    fn refresh(&self, locked: &mut Locked<'_>) -> Result<ReceiptRead> {
+    fn refresh(&self, locked: &mut Locked<'_, R>) -> Result<ReceiptRead> {
         let receipt = receipt::read_cached(&self.paths.receipt, &mut locked.handles.receipt)?;
         let chat = fsutil::stamp(&self.paths.chat)?;
         let archive = fsutil::stamp(&self.paths.archive)?;
@@ -202,7 +208,7 @@ impl History {
             if self.appended_by_tracked_writer(ix, &receipt, chat, archive)? {
                 let start = ix.chat.committed_end;
                 let bytes = read_range(&self.paths.chat, start)?;
-                let next = index::scan_rows(&bytes, start, ix.chat.lines);
+                let next = index::scan_rows::<R>(&bytes, start, ix.chat.lines);
                 ix.absorb_chat(next);
                 ix.chat_stamp = chat;
                 ix.epoch = receipt.valid().map(|r| r.epoch);
@@ -215,8 +221,8 @@ impl History {
             epoch: receipt.valid().map(|r| r.epoch),
             chat_stamp: chat,
             archive_stamp: archive,
-            archive: index::scan_rows(&archive_bytes, 0, 0),
-            chat: index::scan_rows(&chat_bytes, 0, 0),
+            archive: index::scan_rows::<R>(&archive_bytes, 0, 0),
+            chat: index::scan_rows::<R>(&chat_bytes, 0, 0),
             ..Index::default()
         };
         ix.derive(&receipt, &chat_bytes, &archive_bytes);
@@ -228,7 +234,7 @@ impl History {
     /// writers that followed the protocol, and the last commit we saw is still in place.
     fn appended_by_tracked_writer(
         &self,
-        ix: &Index,
+        ix: &Index<R>,
         receipt: &ReceiptRead,
         chat: Option<Stamp>,
         archive: Option<Stamp>,
@@ -255,7 +261,7 @@ impl History {
         }
     }
 
-    pub(crate) fn index<'a>(locked: &'a Locked<'_>) -> Result<&'a Index> {
+    fn index<'a>(locked: &'a Locked<'_, R>) -> Result<&'a Index<R>> {
         locked
             .index
             .as_ref()
@@ -264,7 +270,7 @@ impl History {
 
     /// Whether there is a torn tail (never acknowledged) to move out of the way, or a
     /// mutation that a writer left unfinished (pending or unreadable receipt).
-    fn needs_recovery(&self, locked: &Locked<'_>, receipt: &ReceiptRead) -> bool {
+    fn needs_recovery(&self, locked: &Locked<'_, R>, receipt: &ReceiptRead) -> bool {
         let interrupted = match receipt {
             ReceiptRead::Valid(r) => r.state == ReceiptState::Pending,
             ReceiptRead::Malformed => true,

@@ -32,7 +32,7 @@ impl std::str::FromStr for Durability {
     }
 }
 
-/// Options of [`History::open`].
+/// Options of [`FileStore::open`](super::FileStore::open).
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
     /// Syncing policy.

@@ -9,12 +9,13 @@ use std::sync::TryLockError;
 use super::fsutil;
 use super::index::{Entry, Snapshot};
 use super::receipt::{self, ReceiptRead};
+use super::rows::FileRows;
 use super::{
-    commit_crc_before, open_read, History, ReadFrom, Result, RowsRead, StoreError, StoredRow,
+    commit_crc_before, open_read, FileStore, ReadFrom, Result, RowsRead, StoreError, StoredRow,
     WindowInfo,
 };
 
-impl History {
+impl<R: FileRows> FileStore<R> {
     // ----- reading ---------------------------------------------------------------
 
     /// Every committed row, archive then chat, with its derived window.
@@ -49,15 +50,15 @@ impl History {
         // the transcript (an agent loop asks for the few rows appended since its last
         // step). Malformed lines just before that row are not part of the answer.
         let (chat, archive) = (self.paths.chat.as_path(), self.paths.archive.as_path());
-        let mut all: Vec<(&Path, &Entry)> = (ix.chat.entries.iter().rev().map(|e| (chat, e)))
+        let mut all: Vec<(&Path, &Entry<R>)> = (ix.chat.entries.iter().rev().map(|e| (chat, e)))
             .chain(ix.archive.entries.iter().rev().map(|e| (archive, e)))
-            .take_while(|(_, e)| e.head.as_ref().is_none_or(|h| h.seq >= first_seq))
+            .take_while(|(_, e)| e.head.as_ref().is_none_or(|h| R::seq(h) >= first_seq))
             .collect();
         while all.last().is_some_and(|(_, e)| e.head.is_none()) {
             all.pop();
         }
         all.reverse();
-        let windows = ix.windows_of(all.iter().map(|(_, e)| *e));
+        let windows = ix.window_labels(all.iter().map(|(_, e)| *e));
         let mut out = Vec::with_capacity(all.len());
         let mut files: HashMap<&Path, File> = HashMap::new();
         for ((path, e), window) in all.iter().zip(windows) {
@@ -73,15 +74,15 @@ impl History {
                 continue; // the file shrank under us; the index is refreshed next time
             }
             out.push(StoredRow {
-                seq: e.head.as_ref().map(|h| h.seq),
-                window: window.to_string(),
+                seq: e.head.as_ref().map(R::seq),
+                window,
                 raw,
             });
         }
         Ok(RowsRead {
             rows: out,
             last_seq: ix.last_seq,
-            floor_seq: ix.fold.floor_seq(),
+            floor_seq: ix.floor_seq(),
         })
     }
 
@@ -119,7 +120,7 @@ impl History {
         (chat == Some(known_chat) && archive == ix.archive_stamp).then(|| RowsRead {
             rows: Vec::new(),
             last_seq: ix.last_seq,
-            floor_seq: ix.fold.floor_seq(),
+            floor_seq: ix.floor_seq(),
         })
     }
 
@@ -135,14 +136,14 @@ impl History {
     pub fn floor_seq(&self) -> Result<u64> {
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
-        Ok(Self::index(&locked)?.fold.floor_seq())
+        Ok(Self::index(&locked)?.floor_seq())
     }
 
     /// ID of the window new rows go to.
     pub fn current_window(&self) -> Result<String> {
         let mut locked = self.lock()?;
         self.refresh(&mut locked)?;
-        Ok(Self::index(&locked)?.fold.window().to_string())
+        Ok(R::window_label(Self::index(&locked)?.fold()))
     }
 
     /// The receipt as it is on disk.
@@ -154,7 +155,10 @@ impl History {
     /// Runs `f` on a consistent view of the store: the history lock is held for the
     /// whole call and the index is brought up to date first (appends by others are read
     /// incrementally; recovery never runs here).
-    pub(crate) fn with_snapshot<T>(&self, f: impl FnOnce(&Snapshot<'_>) -> T) -> Result<T> {
+    pub(crate) fn with_snapshot<T>(
+        &self,
+        f: impl FnOnce(&Snapshot<'_, R::Head>) -> T,
+    ) -> Result<T> {
         let mut locked = self.lock()?;
         let receipt = self.refresh(&mut locked)?;
         let ix = Self::index(&locked)?;
@@ -167,7 +171,7 @@ impl History {
             chat: &ix.chat.entries,
             chat_committed_end: ix.chat.committed_end,
             chat_last_crc: ix.chat.last_crc,
-            floor_seq: ix.fold.floor_seq(),
+            floor_seq: ix.floor_seq(),
             archive_damage: ix.archive.damage_offsets.iter().copied().max(),
             chat_damage: ix.chat.damage_offsets.iter().copied().max(),
         };

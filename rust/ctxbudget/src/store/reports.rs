@@ -29,7 +29,7 @@ pub struct StoredRow {
     pub raw: Vec<u8>,
 }
 
-/// Where [`History::read`] starts.
+/// Where [`FileStore::read`](super::FileStore::read) starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadFrom {
     /// The first row whose seq is at least this one.

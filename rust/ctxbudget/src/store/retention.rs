@@ -10,36 +10,38 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::index::scan_rows;
 use super::lock::{HistoryLock, LockToken};
 use super::receipt::{self, ReceiptState};
-use super::{fsutil, read_all, DeleteReport, History, Paths, PruneReport, Result, StoreError};
+use super::rows::FileRows;
+use super::{fsutil, read_all, DeleteReport, FileStore, Paths, PruneReport, Result, StoreError};
 
 /// Prefix of the directory a delete moves a workspace's files into before removing it.
 const TOMB_PREFIX: &str = ".ctxbudget-deleting-";
 
-impl History {
+impl<R: FileRows> FileStore<R> {
     /// Removes for good every row below `cut`, which is held to the current window's
     /// first row (a cut inside a batch keeps that whole batch).
     pub fn prune_before(&self, cut: u64) -> Result<PruneReport> {
         let mut locked = self.lock()?;
         self.writable(&mut locked)?;
         let ix = Self::index(&locked)?;
-        let cut = cut.min(ix.fold.window().seq());
+        let cut = cut.min(ix.current_window_seq());
         let in_chat = ix
             .chat
             .entries
             .iter()
-            .any(|e| e.head.as_ref().is_some_and(|h| h.seq < cut));
+            .any(|e| e.head.as_ref().is_some_and(|h| R::seq(h) < cut));
         if in_chat {
             self.rotate_locked(&mut locked)?;
         }
         let ix = Self::index(&locked)?;
-        let floor_seq = ix.fold.floor_seq();
+        let floor_seq = ix.floor_seq();
         let first_kept = ix
             .archive
             .entries
             .iter()
-            .find(|e| e.head.as_ref().is_some_and(|h| h.seq >= cut));
+            .find(|e| e.head.as_ref().is_some_and(|h| R::seq(h) >= cut));
         let offset = match first_kept {
             Some(e) => ix
                 .archive
@@ -52,7 +54,7 @@ impl History {
         if offset == 0 {
             let kept_from = ix
                 .entries()
-                .find_map(|e| e.head.as_ref().map(|h| h.seq))
+                .find_map(|e| e.head.as_ref().map(R::seq))
                 .unwrap_or(1);
             return Ok(PruneReport {
                 kept_from,
@@ -97,9 +99,9 @@ impl History {
             bytes: offset,
             kept_from: ix
                 .entries()
-                .find_map(|e| e.head.as_ref().map(|h| h.seq))
+                .find_map(|e| e.head.as_ref().map(R::seq))
                 .unwrap_or(cut),
-            floor_seq: ix.fold.floor_seq(),
+            floor_seq: ix.floor_seq(),
             epoch: Some(epoch),
         };
         Ok(report)
@@ -123,7 +125,7 @@ impl History {
             let lock = HistoryLock::acquire(&token, &paths.lock, lock_timeout)?;
             for path in [&paths.chat, &paths.archive] {
                 let bytes = read_all(path)?;
-                let scan = super::index::scan_rows(&bytes, 0, 0);
+                let scan = scan_rows::<R>(&bytes, 0, 0);
                 report.rows += scan.entries.iter().filter(|e| e.head.is_some()).count() as u64;
                 report.bytes += bytes.len() as u64;
             }

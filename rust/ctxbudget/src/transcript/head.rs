@@ -4,17 +4,18 @@
 //! `serde_json::Value` reader checks it (see `wellformed`): a line it accepts is a row;
 //! one it refuses is read again leniently only to learn the seq it shows and whether it
 //! may be a soft clear (a floor, fail closed). The byte stores hold these heads without
-//! reading them: the file store's scanner is handed [`Rows`] as its line reader.
+//! reading them: the file store is generic over its rows' reader, and [`Rows`] is the one
+//! the transcript layer gives it (`file_store.rs`).
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use crate::store::frame::{Entry, LineRead, ReadLine, Scan};
+use crate::store::frame::{Entry, LineRead, ReadLine};
 use crate::store::wellformed::Checked;
 
 /// The line reader of every store: a line is a row when its strict head parses.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Rows;
+pub struct Rows;
 
 impl ReadLine for Rows {
     type Head = RowHead;
@@ -30,9 +31,6 @@ impl ReadLine for Rows {
 
 /// An index entry of a stored row line, its head read by [`Rows`].
 pub(crate) type RowEntry = Entry<RowHead>;
-
-/// A scan of a file of row lines.
-pub(crate) type RowScan = Scan<RowHead>;
 
 /// The fields of a row every store's index keeps (the head keys of `meta` included).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -79,7 +79,7 @@ impl NewRow {
     /// Checks a row built in Rust against the rules every append applies (`index` names
     /// it in errors) — the one rule table of [`rules`]: kind and role
     /// from [`KINDS`](super::KINDS) and [`ROLES`](super::ROLES), well-formed parts, and the metadata its kind
-    /// requires. [`History::append`](crate::store::History::append) and every other write run
+    /// requires. [`History::append`](crate::transcript::History) and every other write run
     /// it, so a Rust host cannot store a row Python would refuse.
     pub fn validate(&self, index: usize) -> Result<()> {
         let kind =

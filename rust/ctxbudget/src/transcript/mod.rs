@@ -28,8 +28,11 @@ mod walk;
 mod window;
 
 pub use entry::Transcript;
+#[cfg(feature = "fuzzing")]
+pub use file_store::fuzz_scan;
+pub use file_store::History;
 pub use fold::{claims_of, is_scheduled, Head, WindowFold, NEW_CONTEXT};
-pub(crate) use head::{RowEntry, RowHead, RowScan, Rows};
+pub(crate) use head::{RowEntry, RowHead, Rows};
 #[cfg(feature = "fuzzing")]
 pub use input::fuzz_rules;
 pub use input::NewRow;
@@ -41,6 +44,7 @@ pub use ops::{
     clear_soft, quarantine, rejected_row, reset_row, retract_and_quarantine, rollover, LeadIn,
     LeadInContext, RenderLeadIn, RolloverSpec,
 };
+pub(crate) use retention::prune_with;
 pub use retention::{prune_cut, PruneSpec};
 pub use row::{OpenCall, Row};
 pub use seam::{BuildBatch, Store, Tip};

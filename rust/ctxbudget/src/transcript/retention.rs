@@ -8,7 +8,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::store::StoredRow;
+use super::Store;
+use crate::store::{PruneReport, ReadFrom, Result, StoreError, StoredRow};
 
 /// What to prune. Criteria combine: the cut is the furthest any of them reaches.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -28,6 +29,33 @@ impl PruneSpec {
     /// True when no criterion is set (a prune would remove nothing).
     pub fn is_empty(&self) -> bool {
         self.keep_windows.is_none() && self.older_than.is_none() && !self.below_floor
+    }
+}
+
+/// Every store's prune by `spec`: refuses a spec without a criterion, reads every row
+/// and the privacy floor in one cut, and asks [`prune_cut`] where to cut. `remove`
+/// removes the rows below the cut (given with the floor read), the store's own job;
+/// when nothing is cut, the report names the floor and the first seq still stored as
+/// the store knows it (`kept_from`, from the rows read).
+pub(crate) fn prune_with(
+    store: &(impl Store + ?Sized),
+    spec: &PruneSpec,
+    remove: impl FnOnce(u64, u64) -> Result<PruneReport>,
+    kept_from: impl FnOnce(&[StoredRow]) -> Result<u64>,
+) -> Result<PruneReport> {
+    if spec.is_empty() {
+        return Err(StoreError::InvalidArgument(
+            "a prune needs a criterion: keep_windows, older_than or below_floor".into(),
+        ));
+    }
+    let read = store.read(ReadFrom::Seq(0))?;
+    match prune_cut(&read.rows, read.floor_seq, spec, SystemTime::now()) {
+        Some(cut) => remove(cut, read.floor_seq),
+        None => Ok(PruneReport {
+            kept_from: kept_from(&read.rows)?,
+            floor_seq: read.floor_seq,
+            ..PruneReport::default()
+        }),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The `Store` seam: what the transcript layer reads and writes rows through. The file
-//! store ([`History`](crate::store::History), its implementation in `file_store.rs`), a
+//! store ([`History`](super::History), in `file_store.rs`), a
 //! PostgreSQL conversation (`ctxbudget::pg::PgHistory`, feature `postgres`) and any byte
 //! log under [`LogStore`](super::log::LogStore) implement it, with the same guarantees
 //! (one append = one atomic, durable batch with gapless increasing seqs; conditional

@@ -228,16 +228,10 @@ impl<L: ByteLog> LogStore<L> {
     /// stays; the privacy floor is never lowered); cursors minted before it answer
     /// `history_changed`. Changes nothing when it selects none.
     pub fn prune(&self, spec: &PruneSpec) -> Result<PruneReport> {
-        if spec.is_empty() {
-            return Err(StoreError::InvalidArgument(
-                "a prune needs a criterion: keep_windows, older_than or below_floor".into(),
-            ));
-        }
-        let rows = self.rows_since(0)?;
-        let floor = Store::floor_seq(self)?;
-        let now = std::time::SystemTime::now();
-        match crate::transcript::prune_cut(&rows, floor, spec, now) {
-            Some(cut) => {
+        crate::transcript::prune_with(
+            self,
+            spec,
+            |cut, floor| {
                 // As the file store does: closed windows with rows below the cut are
                 // archived first, so what is kept of them sits in the archive.
                 if self.log.archived_before()? < cut {
@@ -251,13 +245,9 @@ impl<L: ByteLog> LogStore<L> {
                     floor_seq: floor,
                     epoch: removed.epoch,
                 })
-            }
-            None => Ok(PruneReport {
-                kept_from: self.log.removed_before()?,
-                floor_seq: floor,
-                ..PruneReport::default()
-            }),
-        }
+            },
+            |_| self.log.removed_before(),
+        )
     }
 }
 
