@@ -1,18 +1,20 @@
 //! One `session_history` page over a PostgreSQL conversation: the handle's index,
-//! brought up to date by one statement, and the rows' bytes from the handle's body cache,
-//! fetching only what it does not hold — each fetch checked against the epoch the index
-//! was read under, so every byte a page returns belongs to that epoch's rows.
+//! brought up to date by one statement, as the view every store that fetches bodies by
+//! seq shares ([`SeqSource`]), its bodies from the handle's body cache and, for what the
+//! cache does not hold, from the server under the call's deadline.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::bodies::BodyCache;
 use super::deadline::{text_hex, text_i64, Deadline, Literal, Prepared};
-use super::transcript::PgIndex;
 use super::{from_i64, to_i64, CursorKey, PgError, PgHistory};
 use crate::scan::{ScanOptions, SessionHistoryTool};
-use crate::store::page::{PageError, PageSource, RunPage};
+use crate::store::page::{PageError, RunPage};
 use crate::store::StoreError;
-use crate::transcript::{RowEntry, RowHead};
+use crate::transcript::log::page::{FetchBodies, SeqSource};
+use crate::transcript::log::Bodies;
+use crate::transcript::RowHead;
 
 /// Runs one `session_history` page over `history`, started at `start` with the time
 /// limit `limit`: the index brought up to date and every fetch of rows end by the
@@ -26,7 +28,12 @@ pub(crate) fn run_page(
     let deadline = Deadline::new(start, limit);
     history
         .with_refreshed_by(u64::MAX, Some(deadline), |ix, _| {
-            run(&PgSource::new(ix, history, deadline))
+            let bodies = PgBodies {
+                cache: &ix.bodies,
+                history,
+                deadline,
+            };
+            run(&SeqSource::new(ix, bodies));
         })
         .map_err(|e| failure(e, deadline))
 }
@@ -67,25 +74,23 @@ const BODIES_WITH_EPOCH: Prepared = Prepared {
           WHERE r.conversation = $1 AND r.seq >= $2 AND r.seq <= $3 ORDER BY r.seq",
 };
 
-/// A page's view of a conversation.
-pub(crate) struct PgSource<'a> {
-    ix: &'a PgIndex,
+/// Where a page over a conversation gets its bodies: the handle's body cache, and the
+/// server for what it does not hold.
+struct PgBodies<'a> {
+    cache: &'a BodyCache,
     history: &'a PgHistory,
     /// When the call must have answered.
     deadline: Deadline,
 }
 
-impl<'a> PgSource<'a> {
-    fn new(ix: &'a PgIndex, history: &'a PgHistory, deadline: Deadline) -> PgSource<'a> {
-        PgSource {
-            ix,
-            history,
-            deadline,
-        }
+impl FetchBodies for PgBodies<'_> {
+    fn kept(&self, seq: u64) -> Option<&[u8]> {
+        self.cache.get(seq)
     }
 
-    /// Bodies of seqs `from..=to` from the server, as of the index's epoch.
-    fn fetch(&self, from: u64, to: u64) -> Result<Vec<(u64, Vec<u8>)>, PageError> {
+    /// Bodies of seqs `from..=to` from the server, with the epoch they were read under
+    /// (every row carries it; rows of two epochs, or none, and the page has changed).
+    fn fetch(&self, from: u64, to: u64) -> Result<Bodies, PageError> {
         const WHAT: &str = "reading rows";
         let conversation = self.history.conversation().id();
         let deadline = self.deadline;
@@ -116,98 +121,18 @@ impl<'a> PgSource<'a> {
                     .collect::<Result<Vec<_>, PgError>>()
             })
             .map_err(|e| failure(e, deadline))?;
-        let mut out = Vec::with_capacity(found.len());
-        for (seq, body, epoch) in found {
-            let (Some(seq), Some(body)) = (seq, body) else {
+        let mut epoch = None;
+        let mut rows = Vec::with_capacity(found.len());
+        for (seq, body, at) in found {
+            let (Some(seq), Some(body), Some(at)) = (seq, body, at) else {
                 return Err(PageError::Changed);
             };
-            // Another epoch, or a row the index never saw (one written by hand into a
-            // gap): the page would not describe what is stored.
-            if epoch != self.ix.epoch || self.ix.seqs.binary_search(&seq).is_err() {
+            if *epoch.get_or_insert(at) != at {
                 return Err(PageError::Changed);
             }
-            out.push((seq, body));
+            rows.push((seq, body));
         }
-        Ok(out)
-    }
-}
-
-impl PageSource<RowHead> for PgSource<'_> {
-    /// Archived rows stay where they are in the database; the page walks every row as
-    /// one sequence.
-    fn archive(&self) -> &[RowEntry] {
-        &[]
-    }
-
-    fn chat(&self) -> &[RowEntry] {
-        &self.ix.entries
-    }
-
-    fn floor_seq(&self) -> u64 {
-        self.ix.fold.floor_seq()
-    }
-
-    /// A transaction is never torn: no damaged regions.
-    fn damage(&self) -> (Option<u64>, Option<u64>) {
-        (None, None)
-    }
-
-    fn epoch(&self) -> Option<u64> {
-        self.ix.epoch
-    }
-
-    /// The epoch alone binds a cursor: any change other than an append gives the
-    /// conversation a new one (a trigger sees to changes made by hand).
-    fn anchor(&self) -> (u64, Option<u32>) {
-        (self.ix.end, None)
-    }
-
-    fn anchor_holds(&self, _offset: u64, _crc: u32) -> bool {
-        false
-    }
-
-    /// Every byte read was checked against the index's epoch as it was read.
-    fn unchanged(&self) -> bool {
-        true
-    }
-
-    fn read(&self, _file: u8, offset: u64, len: usize) -> Result<Vec<u8>, PageError> {
-        let entries = &self.ix.entries;
-        let first = entries.partition_point(|e| e.offset < offset);
-        let last = entries.partition_point(|e| e.offset < offset + len as u64);
-        if first >= last || entries[first].offset != offset {
-            return Err(PageError::Changed);
-        }
-        let seqs = &self.ix.seqs[first..last];
-        // The rows the cache does not hold, fetched in one statement.
-        let missing: Vec<u64> = seqs
-            .iter()
-            .copied()
-            .filter(|&s| self.ix.bodies.get(s).is_none())
-            .collect();
-        let fetched = match (missing.first(), missing.last()) {
-            (Some(&from), Some(&to)) => self.fetch(from, to)?,
-            _ => Vec::new(),
-        };
-        let mut out = Vec::with_capacity(len + 1);
-        for (e, &seq) in entries[first..last].iter().zip(seqs) {
-            let body = match self.ix.bodies.get(seq) {
-                Some(body) => body,
-                None => fetched
-                    .binary_search_by_key(&seq, |(s, _)| *s)
-                    .map(|i| fetched[i].1.as_slice())
-                    .map_err(|_| PageError::Changed)?,
-            };
-            if body.len() != e.len as usize {
-                return Err(PageError::Changed);
-            }
-            out.extend_from_slice(body);
-            out.push(b'\n');
-        }
-        if out.len() < len {
-            return Err(PageError::Changed);
-        }
-        out.truncate(len);
-        Ok(out)
+        let epoch = epoch.ok_or(PageError::Changed)?;
+        Ok(Bodies { epoch, rows })
     }
 }

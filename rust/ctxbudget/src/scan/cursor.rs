@@ -2,9 +2,10 @@
 //!
 //! The key is random per process unless the store supplies one (hosts sharing a
 //! PostgreSQL store share a key), so with the file store a restart expires every cursor. A cursor is bound
-//! to the workspace, the action and its arguments, and carries the receipt epoch and
-//! the position to continue from, plus the anchor (the last commit line's offset and
-//! CRC when it was minted) that catches same-size rewrites.
+//! to the workspace, the action and its arguments, and carries what the store binds
+//! cursors to (its epoch and, for the file store, the anchor — the last commit line's
+//! offset and CRC when it was minted — that catches same-size rewrites) and the row to
+//! continue from, named as the store names it.
 
 use std::sync::OnceLock;
 
@@ -25,15 +26,18 @@ pub(crate) struct Payload {
     pub ws: u64,
     /// Hash of the action and its arguments.
     pub args: u64,
-    /// Receipt epoch when minted.
+    /// The store's epoch when minted.
     pub epoch: u64,
-    /// 0 = archive, 1 = chat.
+    /// Which part of the store `off` is in (the store's `RowMark::part`: the file store's
+    /// 0 = archive, 1 = chat).
     pub file: u8,
-    /// Byte offset of the next row to examine.
+    /// Where the next row to examine is in that part (the file store: its byte offset).
     pub off: u64,
-    /// End of the last commit in chat.jsonl when minted.
+    /// Where the anchor is (the file store: the end of the last commit in chat.jsonl
+    /// when minted; 0 without an anchor).
     pub anchor_off: u64,
-    /// CRC of that commit, if there was one.
+    /// The checksum that must still be found there (the file store: that commit's CRC),
+    /// if there is an anchor.
     pub anchor_crc: Option<u32>,
 }
 

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::store::page::{PageError, PageSource};
+use crate::store::page::{Binding, PageError, PageSource, RowMark};
 use crate::transcript::Store;
 use crate::transcript::{BoundaryKind, WindowFold, WindowId};
 use crate::transcript::{RowEntry as Entry, RowHead};
@@ -180,9 +180,6 @@ impl std::fmt::Debug for SessionHistoryTool {
             .finish()
     }
 }
-
-/// One row position: which file (0 archive, 1 chat) and its index entry.
-type Pos<'a> = (u8, &'a Entry);
 
 impl SessionHistoryTool {
     /// The tool over `store` with the SPEC bounds.
@@ -334,30 +331,29 @@ fn is_reset(e: &Entry) -> bool {
     }
 }
 
-/// Position of the privacy floor among `rows` (archive then chat): the newest of the
-/// last reset row, the last row at or below the floor seq the store recorded (which
-/// damage cannot lower), and the last row before a damaged region of either file (a
-/// damaged region may have held a reset). `None` when nothing is hidden.
-fn floor_position(rows: &[Pos<'_>], src: &dyn PageSource<RowHead>) -> Option<usize> {
-    let before = |file: u8, offset: u64| {
-        rows.partition_point(|(f, e)| (*f, e.offset) < (file, offset))
-            .checked_sub(1)
-    };
-    let reset = rows.iter().rposition(|(_, e)| is_reset(e));
+/// Position of the privacy floor among `rows`: the newest of the last reset row, the
+/// last row at or below the floor seq the store recorded (which damage cannot lower),
+/// and the last row before the last damaged region (a damaged region may have held a
+/// reset). `None` when nothing is hidden.
+fn floor_position(rows: &[&Entry], src: &dyn PageSource<RowHead>) -> Option<usize> {
+    let reset = rows.iter().rposition(|e| is_reset(e));
     let floor_seq = src.floor_seq();
     let recorded = (floor_seq > 0)
         .then(|| {
             rows.iter()
-                .rposition(|(_, e)| e.head.as_ref().is_some_and(|h| h.seq <= floor_seq))
+                .rposition(|e| e.head.as_ref().is_some_and(|h| h.seq <= floor_seq))
         })
         .flatten();
-    let (archive_damage, chat_damage) = src.damage();
-    let archive_damage = archive_damage.and_then(|d| before(0, d));
-    let chat_damage = chat_damage.and_then(|d| before(1, d));
-    [reset, recorded, archive_damage, chat_damage]
-        .into_iter()
-        .flatten()
-        .max()
+    let damage = src.damage().and_then(|n| n.checked_sub(1));
+    [reset, recorded, damage].into_iter().flatten().max()
+}
+
+/// A store that answered a read of bodies with none of the rows asked for, or more.
+fn no_run() -> Failure {
+    Failure::new(
+        "history_unavailable",
+        "the transcript cannot be read right now: the store returned other rows than asked for",
+    )
 }
 
 fn changed() -> Failure {
@@ -374,7 +370,8 @@ struct Page<'a> {
     src: &'a dyn PageSource<RowHead>,
     args: &'a Args,
     start: Instant,
-    rows: Vec<Pos<'a>>,
+    /// Every row, oldest first; a position is an index into it.
+    rows: Vec<&'a Entry>,
     /// First position after the floor.
     visible_start: usize,
     /// Window seq of each position from `visible_start` (0 = `w:0`).
@@ -403,18 +400,13 @@ impl<'a> Page<'a> {
         args: &'a Args,
         start: Instant,
     ) -> Page<'a> {
-        let rows: Vec<Pos<'a>> = src
-            .archive()
-            .iter()
-            .map(|e| (0u8, e))
-            .chain(src.chat().iter().map(|e| (1u8, e)))
-            .collect();
+        let rows = src.rows();
         let floor = floor_position(&rows, src);
         let visible_start = floor.map_or(0, |f| f + 1);
         let floor_window = match floor {
             None => None,
-            Some(f) if is_reset(rows[f].1) && rows[f].1.head.is_some() => {
-                rows[f].1.head.as_ref().map(|h| h.seq)
+            Some(f) if is_reset(rows[f]) && rows[f].head.is_some() => {
+                rows[f].head.as_ref().map(|h| h.seq)
             }
             // The floor is a reset that does not parse, a recorded floor whose row is
             // gone, or damage: name the window after the first readable row past it,
@@ -422,12 +414,12 @@ impl<'a> Page<'a> {
             Some(f) => Some(
                 rows[f + 1..]
                     .iter()
-                    .find_map(|(_, e)| e.head.as_ref().map(|h| h.seq))
+                    .find_map(|e| e.head.as_ref().map(|h| h.seq))
                     .or_else(|| {
                         rows[..=f]
                             .iter()
                             .rev()
-                            .find_map(|(_, e)| e.head.as_ref().map(|h| h.seq + 1))
+                            .find_map(|e| e.head.as_ref().map(|h| h.seq + 1))
                     })
                     .unwrap_or(1),
             ),
@@ -440,7 +432,7 @@ impl<'a> Page<'a> {
         let mut window_kind = HashMap::new();
         window_kind.insert(fold.window().seq(), fold.window_kind_name());
         let mut window = Vec::with_capacity(rows.len() - visible_start);
-        for (_, e) in &rows[visible_start..] {
+        for e in &rows[visible_start..] {
             if let Some(h) = &e.head {
                 if fold.note_head(h.as_head()) {
                     window_kind.insert(fold.window().seq(), fold.window_kind_name());
@@ -483,7 +475,6 @@ impl<'a> Page<'a> {
 
     fn visible(&self, p: usize) -> bool {
         self.rows[p]
-            .1
             .head
             .as_ref()
             .is_some_and(|h| h.as_head().is_item() && !self.fold.is_retracted(h.seq))
@@ -491,7 +482,7 @@ impl<'a> Page<'a> {
 
     /// Over the line limit: never read, so never listed (`oversized_rows_skipped`).
     fn oversized(&self, p: usize) -> bool {
-        u64::from(self.rows[p].1.len) > self.tool.options.line_max
+        u64::from(self.rows[p].len) > self.tool.options.line_max
     }
 
     /// What `list_items` can return, and so what `item_count` counts.
@@ -529,8 +520,8 @@ impl<'a> Page<'a> {
         Ok(result)
     }
 
-    /// Where this page starts: after validating the cursor against the receipt, the
-    /// stamps and the anchor, or at the beginning (or end, for `recent_first`).
+    /// Where this page starts: after validating the cursor against what the store binds
+    /// cursors to, or at the beginning (or end, for `recent_first`).
     fn resume(&self, cursor: Option<&Payload>) -> Result<Option<usize>, Failure> {
         let n = self.rows.len();
         let Some(c) = cursor else {
@@ -540,18 +531,19 @@ impl<'a> Page<'a> {
                 (self.visible_start < n).then_some(self.visible_start)
             });
         };
-        if self.src.epoch() != Some(c.epoch) {
+        let binding = Binding {
+            epoch: c.epoch,
+            anchor: c.anchor_crc.map(|crc| (c.anchor_off, crc)),
+        };
+        if !self.src.binds(&binding) {
             return Err(changed());
         }
-        if let Some(crc) = c.anchor_crc {
-            if !self.src.anchor_holds(c.anchor_off, crc) {
-                return Err(changed());
-            }
-        }
         let p = self
-            .rows
-            .iter()
-            .position(|(f, e)| *f == c.file && e.offset == c.off)
+            .src
+            .find(RowMark {
+                part: c.file,
+                at: c.off,
+            })
             .ok_or_else(changed)?;
         // A soft clear appended since the cursor was issued moves the floor forward; the
         // floor may now be the last row, leaving nothing to walk.
@@ -601,19 +593,18 @@ impl<'a> Page<'a> {
     }
 
     fn mint(&self, p: usize) -> Option<String> {
-        let epoch = self.src.epoch()?;
-        let (anchor_off, anchor_crc) = self.src.anchor();
-        let (file, entry) = self.rows.get(p)?;
+        let binding = self.src.binding()?;
+        let mark = self.src.mark(p)?;
         Some(cursor::mint(
             &Payload {
                 v: 1,
                 ws: self.tool.workspace_hash,
                 args: args_hash(self.args),
-                epoch,
-                file: *file,
-                off: entry.offset,
-                anchor_off,
-                anchor_crc,
+                epoch: binding.epoch,
+                file: mark.part,
+                off: mark.at,
+                anchor_off: binding.anchor.map_or(0, |(at, _)| at),
+                anchor_crc: binding.anchor.map(|(_, crc)| crc),
             },
             self.tool.key.as_deref(),
         ))
@@ -670,10 +661,6 @@ impl<'a> Page<'a> {
         Ok(self.envelope(stop, "windows", windows))
     }
 
-    fn read_bytes(&mut self, which: u8, offset: u64, len: usize) -> Result<Vec<u8>, Failure> {
-        self.src.read(which, offset, len).map_err(page_failure)
-    }
-
     /// Positions the page will examine, in walk order, within the row and byte budgets,
     /// and where the walk continues.
     fn plan(&mut self, begin: Option<usize>) -> Result<(Vec<usize>, Stop), Failure> {
@@ -695,11 +682,11 @@ impl<'a> Page<'a> {
         let mut p = begin;
         while let Some(q) = p {
             self.check_deadline()?;
-            let len = u64::from(self.rows[q].1.len) + 1;
+            let len = u64::from(self.rows[q].len) + 1;
             let eligible = self.visible(q)
                 && wanted_window.is_none_or(|w| self.window_at(q) == w)
                 && self.args.role.as_deref().is_none_or(|r| {
-                    self.rows[q].1.head.as_ref().and_then(|h| h.role.as_deref()) == Some(r)
+                    self.rows[q].head.as_ref().and_then(|h| h.role.as_deref()) == Some(r)
                 });
             let oversized = eligible && self.oversized(q);
             // The first row of a page is always examined, so every page makes progress.
@@ -708,7 +695,7 @@ impl<'a> Page<'a> {
                 return Ok((planned, Stop::At(q)));
             }
             self.rows_examined += 1;
-            if self.rows[q].1.head.is_none() {
+            if self.rows[q].head.is_none() {
                 self.warn("malformed_rows_skipped");
             } else if oversized {
                 self.warn("oversized_rows_skipped");
@@ -721,8 +708,9 @@ impl<'a> Page<'a> {
         Ok((planned, Stop::End))
     }
 
-    /// Reads the planned rows in a few large reads (contiguous spans of each file) and
-    /// returns the spans with, for each planned position, where its line lies in them.
+    /// Reads the planned rows in the runs the store reads at once (the file store: a
+    /// contiguous range of one file each) and returns the runs' buffers with, for each
+    /// planned position, where its line lies in them.
     fn load(&mut self, planned: &[usize]) -> Result<Loaded, Failure> {
         let mut sorted = planned.to_vec();
         sorted.sort_unstable();
@@ -730,28 +718,17 @@ impl<'a> Page<'a> {
         let mut i = 0;
         while i < sorted.len() {
             self.check_deadline()?;
-            let (file, first) = self.rows[sorted[i]];
-            let mut j = i;
-            // Merge neighbours whose gap is small, so a page is a few large reads.
-            while j + 1 < sorted.len() {
-                let (f2, e2) = self.rows[sorted[j + 1]];
-                let end = self.rows[sorted[j]].1.offset + u64::from(self.rows[sorted[j]].1.len) + 1;
-                if f2 != file || e2.offset > end + 64 * 1024 {
-                    break;
-                }
-                j += 1;
+            let run = self.src.bodies(&sorted[i..]).map_err(page_failure)?;
+            let read = run.lines.len();
+            if read == 0 || read > sorted.len() - i {
+                return Err(no_run());
             }
-            let last = self.rows[sorted[j]].1;
-            let span_end = last.offset + u64::from(last.len);
-            let bytes = self.read_bytes(file, first.offset, (span_end - first.offset) as usize)?;
             let span = loaded.spans.len();
-            for &q in &sorted[i..=j] {
-                let e = self.rows[q].1;
-                let from = (e.offset - first.offset) as usize;
-                loaded.lines.insert(q, (span, from, from + e.len as usize));
+            for (&q, &(from, to)) in sorted[i..].iter().zip(&run.lines) {
+                loaded.lines.insert(q, (span, from, to));
             }
-            loaded.spans.push(bytes);
-            i = j + 1;
+            loaded.spans.push(run.bytes);
+            i += read;
         }
         Ok(loaded)
     }
@@ -794,7 +771,7 @@ impl<'a> Page<'a> {
                     }
                 },
             };
-            let seq = self.rows[q].1.head.as_ref().map_or(0, |h| h.seq);
+            let seq = self.rows[q].head.as_ref().map_or(0, |h| h.seq);
             let base = self.item_at(q, seq, &projected.role);
             let room = budget.saturating_sub(used + 1);
             let fitted = fit_item(
@@ -840,11 +817,11 @@ impl<'a> Page<'a> {
         let id = self.args.item_id.ok_or_else(not_found)?;
         let q = (self.visible_start..self.rows.len())
             .rev()
-            .find(|&q| self.rows[q].1.head.as_ref().is_some_and(|h| h.seq == id))
+            .find(|&q| self.rows[q].head.as_ref().is_some_and(|h| h.seq == id))
             .filter(|&q| self.visible(q))
             .ok_or_else(not_found)?;
         self.check_deadline()?;
-        let e = self.rows[q].1;
+        let e = self.rows[q];
         if u64::from(e.len) > self.tool.options.line_max {
             self.warn("oversized_rows_skipped");
             return Err(Failure::new(
@@ -852,8 +829,12 @@ impl<'a> Page<'a> {
                 "that item is larger than 1 MiB and cannot be read through session_history",
             ));
         }
-        let line = self.read_bytes(self.rows[q].0, e.offset, e.len as usize)?;
-        let row: Value = serde_json::from_slice(&line).map_err(|_| not_found())?;
+        let run = self.src.bodies(&[q]).map_err(page_failure)?;
+        let &[(from, to)] = run.lines.as_slice() else {
+            return Err(no_run());
+        };
+        let line = run.bytes.get(from..to).ok_or_else(no_run)?;
+        let row: Value = serde_json::from_slice(line).map_err(|_| not_found())?;
         let projected = project(&row);
         let base = self.item_at(q, id, &projected.role);
         let item = fit_item(

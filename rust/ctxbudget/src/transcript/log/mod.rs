@@ -9,7 +9,7 @@
 
 mod encode;
 mod index;
-mod page;
+pub(crate) mod page;
 mod store;
 
 pub(crate) use encode::{encode_batch, MAX_SEQ};

@@ -430,7 +430,10 @@ impl<L: ByteLog> Store for LogStore<L> {
         run: &mut RunPage<'_, RowHead>,
     ) -> std::result::Result<(), PageError> {
         self.with_refreshed(u64::MAX, |ix, _| {
-            run(&super::page::LogSource::new(ix, &self.log));
+            run(&super::page::SeqSource::new(
+                ix,
+                super::page::LogBodies(&self.log),
+            ));
         })
         .map_err(|e| {
             PageError::Unavailable(format!("the transcript cannot be read right now: {e}"))
