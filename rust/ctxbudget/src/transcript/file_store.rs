@@ -8,8 +8,8 @@ use super::{prune_cut, BuildBatch, NewRow, PruneSpec, RowHead, Store};
 use crate::store::file_page::FileSource;
 use crate::store::page::{PageError, RunPage};
 use crate::store::{
-    AppendResult, History, PruneReport, ReadFrom, ReceiptRead, RecoveryReport, Result,
-    RotateReport, RowsRead, StoreError, VerifyReport, WindowInfo,
+    AppendResult, History, PruneReport, ReadFrom, RecoveryReport, Result, RotateReport, RowsRead,
+    StoreError, StoreState, VerifyReport, WindowInfo,
 };
 
 impl Store for History {
@@ -48,8 +48,8 @@ impl Store for History {
         History::current_window(self)
     }
 
-    fn receipt(&self) -> Result<ReceiptRead> {
-        History::receipt(self)
+    fn state(&self) -> Result<StoreState> {
+        History::state(self)
     }
 
     fn floor_seq(&self) -> Result<u64> {
