@@ -44,7 +44,6 @@ __all__ = [
     "RowCounts",
     "RowKind",
     "Stamp",
-    "StoreKind",
     "StoreState",
     "VerifyReport",
     "WindowInfo",
@@ -123,10 +122,6 @@ PostgresVerify = _ctxbudget.PostgresVerify
 RecoveryReport = _ctxbudget.RecoveryReport
 FileRecovery = _ctxbudget.FileRecovery
 NoDetail = _ctxbudget.NoDetail
-
-StoreKind = Literal["file", "postgres", "log"]
-"""The ``kind`` of a state or health report's ``detail``: a workspace's files, a
-PostgreSQL conversation, a byte log (the in-memory store)."""
 
 ReceiptCheck = Literal["missing", "malformed", "pending", "stable", "copied", "stale"]
 """A workspace's receipt against its files, as :meth:`History.verify` found it

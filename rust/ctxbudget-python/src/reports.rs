@@ -72,7 +72,10 @@ macro_rules! report {
         impl $name {
             /// The fields as a dict, nested reports as dicts (what `dataclasses.asdict`
             /// gave for the former dataclass).
-            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, ::pyo3::types::PyDict>> {
+            fn to_dict<'py>(
+                &self,
+                py: Python<'py>,
+            ) -> PyResult<Bound<'py, ::pyo3::types::PyDict>> {
                 let d = ::pyo3::types::PyDict::new(py);
                 $(d.set_item(stringify!($field), self.$field.plain(py)?)?;)*
                 Ok(d)

@@ -51,6 +51,24 @@ pub struct RowCounts {
 }
 
 /// What `verify` found: a full check that changes nothing.
+///
+/// ```
+/// use ctxbudget::store::{History, OpenOptions, ReceiptCheck};
+/// use ctxbudget::transcript::{NewRow, Store};
+///
+/// let ws = std::env::temp_dir().join(format!("ctxbudget-verify-{}", std::process::id()));
+/// let history = History::open(&ws, OpenOptions::default())?;
+/// history.append(vec![NewRow::text("message", "user", "hello")])?;
+/// let store: &dyn Store = &history;
+/// let report = store.verify()?;
+/// // The common part: what every store can say.
+/// assert!(report.ok && report.last_seq == 1 && report.live.rows == 1);
+/// // What only the file store checks is its arm of `detail`.
+/// let file = report.file().expect("a workspace's report");
+/// assert_eq!((file.receipt, file.chat.torn_bytes), (ReceiptCheck::Stable, 0));
+/// # std::fs::remove_dir_all(&ws).ok();
+/// # Ok::<(), ctxbudget::store::StoreError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
     /// True when every check passed: no seq violation, and what the backend checks on
