@@ -8,6 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ctxbudget import (
+    FileRecovery,
+    FileState,
+    FileVerify,
+    History,
+    Receipt,
+    RecoveryReport,
+    VerifyReport,
+)
+
 _TABLE: list[int] = []
 
 
@@ -119,3 +129,22 @@ SESSION_HISTORY_CODES = frozenset(
     }
 )
 """Every error code a ``session_history`` result may carry (SPEC §6)."""
+
+
+def file_verify(report: VerifyReport) -> FileVerify:
+    """The file store's part of a workspace's ``verify()`` report."""
+    assert isinstance(report.detail, FileVerify), report
+    return report.detail
+
+
+def file_recovery(report: RecoveryReport) -> FileRecovery:
+    """The file store's part of a workspace's ``recover()`` report."""
+    assert isinstance(report.detail, FileRecovery), report
+    return report.detail
+
+
+def receipt_of(history: History) -> Receipt | None:
+    """A workspace's append receipt as stored (``None``: missing or unreadable)."""
+    detail = history.state().detail
+    assert isinstance(detail, FileState), detail
+    return detail.receipt

@@ -106,7 +106,8 @@ def test_history_verify_does_not_repair_and_recover_does(
     assert chat.read_bytes() == torn, "verify changes nothing"
     assert main(["history", "recover", str(ws), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["changed"] and report["chat_torn_bytes"] > 0
+    assert report["changed"] and report["detail"]["kind"] == "file"
+    assert report["detail"]["chat_torn_bytes"] > 0
     assert main(["history", "verify", str(ws), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
 

@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from history_helpers import spawn_worker
+from history_helpers import file_verify, spawn_worker
 
 from ctxbudget import History
 
@@ -110,7 +110,7 @@ def test_concurrent_appends_survive_sigkill(tmp_path: Path) -> None:
     assert kills >= MIN_KILLS, f"only {kills} kills happened in {MAX_SECONDS} s"
     assert acked >= MIN_ACKED, f"only {acked} batches were acknowledged in {MAX_SECONDS} s"
     assert len(order) == len(batches), "each batch appears once"
-    assert history.verify().chat.damage is None
+    assert file_verify(history.verify()).chat.damage is None
     recovered = ws / "history" / "recovered"
     moved = list(recovered.glob("*")) if recovered.exists() else []
     print(f"{kills} kills, {acked} acked batches, {len(rows)} rows, {len(moved)} torn tails moved")

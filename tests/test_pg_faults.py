@@ -326,7 +326,7 @@ def test_server_crash_and_restart_during_a_multiprocess_load(
     acked = _acks(acks)
     assert len(acked) == 180
     assert check_conversation(url, conversation, acked) == acked
-    assert History.open(url, conversation=conversation).receipt().seq == 360  # type: ignore[union-attr]
+    assert History.open(url, conversation=conversation).state().last_seq == 360
 
 
 @pytest.mark.slow

@@ -145,7 +145,7 @@ def test_row_rewritten_to_garbage_fails_closed(conv: Conversation, same_handle: 
     _probe(reader, floor=floor, hidden=("SECRET", "not a row"))
     assert (floor + 2) not in [s for s, _ in texts(reader)], "the garbage row is skipped"
     report = reader.verify()
-    assert not report.ok and report.chat.malformed_lines == 1
+    assert not report.ok and report.live.malformed == 1
 
 
 def test_row_rewritten_to_a_soft_clear_raises_the_floor(conv: Conversation) -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from history_helpers import msg
+from history_helpers import file_recovery, file_verify, msg
 from stores import StoreUnderTest
 
 import ctxbudget
@@ -96,18 +96,36 @@ def test_reports_are_typed_classes_with_the_old_attributes(history: History) -> 
     assert isinstance(first, ctxbudget.WindowInfo)
     assert (second.window_id, second.boundary_kind, second.first_seq) == ("w:2", "rollover", 2)
     assert first == history.windows()[0]
-    receipt = history.receipt()
-    assert receipt is not None and receipt.state == "stable" and receipt.seq == 3
-    assert history.directory is None or (receipt.chat is not None and receipt.chat.size > 0)
+    state = history.state()
+    assert isinstance(state, ctxbudget.StoreState) and state.last_seq == 3
     report = history.verify()
-    assert report.ok and report.chat.rows == 3 and report.chat.damage is None
+    assert isinstance(report, ctxbudget.VerifyReport)
+    assert isinstance(report.live, ctxbudget.RowCounts)
+    assert report.ok and report.live.rows == 3 and report.last_seq == 3
     as_json = json.loads(json.dumps(report.to_dict()))
-    assert as_json["chat"]["rows"] == 3 and as_json["receipt"] == "stable"
+    assert as_json["live"] == {"rows": 3, "malformed": 0}
     assert "VerifyReport(ok=True" in repr(report)
+    if history.directory is None:
+        # A PostgreSQL conversation or the in-memory store: nothing file-only to report.
+        assert isinstance(state.detail, ctxbudget.NoDetail)
+        assert as_json["detail"]["kind"] == state.detail.kind
+    else:
+        assert isinstance(state.detail, ctxbudget.FileState)
+        receipt = state.detail.receipt
+        assert receipt is not None and receipt.state == "stable" and receipt.seq == 3
+        assert receipt.chat is not None and receipt.chat.size > 0
+        file = file_verify(report)
+        assert file.chat.rows == 3 and file.chat.damage is None
+        assert as_json["detail"]["kind"] == "file" and as_json["detail"]["chat"]["rows"] == 3
+        assert as_json["detail"]["receipt"] == "stable"
     rotated = history.rotate()
     assert isinstance(rotated, ctxbudget.RotateReport) and rotated.rows == 1
     recovered = history.recover()
-    assert not recovered.changed and recovered.moved_to == []
+    assert not recovered.changed
+    if history.directory is None:
+        assert isinstance(recovered.detail, ctxbudget.NoDetail)
+    else:
+        assert file_recovery(recovered).moved_to == []
     with pytest.raises(AttributeError):
         report.ok = False  # type: ignore[misc]
 

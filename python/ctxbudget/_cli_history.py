@@ -26,7 +26,15 @@ from ._cli_retention import cmd_delete, cmd_prune
 from ._redact import redact
 from .budget_record import read_budgets
 from .errors import InvalidArgumentError
-from .history import History, Row, backend_of, is_database_url, url_problem
+from .history import (
+    FileRecovery,
+    FileVerify,
+    History,
+    Row,
+    backend_of,
+    is_database_url,
+    url_problem,
+)
 from .session_history import SessionHistoryTool
 
 __all__ = ["SNIPPET_CHARS", "cmd_history", "render_parts"]
@@ -250,16 +258,17 @@ def _progress(done: int, total: int, what: str) -> None:
 def _verify(target: _Target, as_json: bool) -> int:
     history = target.open(recover=False)
     report = _with_ticker(history.verify, target.workspace, "verifying")
+    file = report.detail
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
-    elif target.workspace is None:
-        for name, f in (("live rows", report.chat), ("archived rows", report.archive)):
-            print(f"{name}: {f.rows} rows, {f.bytes:,} bytes, {f.malformed_lines} malformed")
+    elif not isinstance(file, FileVerify):
+        for name, c in (("live rows", report.live), ("archived rows", report.archive)):
+            print(f"{name}: {c.rows} rows, {c.malformed} malformed")
         if report.seq_violations:
             print(f"seq violations: {report.seq_violations} ({report.first_seq_violation})")
         print(f"{history.location}\n{'OK' if report.ok else 'NOT OK'}")
     else:
-        for name, f in (("chat.jsonl", report.chat), ("chat-archive.jsonl", report.archive)):
+        for name, f in (("chat.jsonl", file.chat), ("chat-archive.jsonl", file.archive)):
             damage = (
                 f"damage at byte {f.damage[0]} (line {f.damage[1]}): {f.damage[2]}"
                 if f.damage
@@ -270,8 +279,8 @@ def _verify(target: _Target, as_json: bool) -> int:
                 f"({f.legacy_rows} unframed, {f.malformed_lines} malformed lines), "
                 f"{f.torn_bytes} torn bytes, {damage}"
             )
-        print(f"receipt: {report.receipt}")
-        if report.receipt == "copied":
+        print(f"receipt: {file.receipt}")
+        if file.receipt == "copied":
             print(
                 "note: these files were copied or restored (their identities changed) and "
                 "hold exactly what the receipt vouches for; session_history cursors from "
@@ -284,16 +293,18 @@ def _verify(target: _Target, as_json: bool) -> int:
 
 def _recover(ws: Path, as_json: bool) -> int:
     rec = History.open(ws, recover=False).recover()
-    print(
-        json.dumps(rec.to_dict(), indent=2)
-        if as_json
-        else (
+    file = rec.detail
+    if as_json:
+        print(json.dumps(rec.to_dict(), indent=2))
+    elif isinstance(file, FileRecovery):
+        print(
             f"changed: {rec.changed}; torn bytes moved: "
-            f"{rec.chat_torn_bytes + rec.archive_torn_bytes}"
-            f"{' to ' + ', '.join(rec.moved_to) if rec.moved_to else ''}; "
-            f"damage: {rec.damage or 'none'}"
+            f"{file.chat_torn_bytes + file.archive_torn_bytes}"
+            f"{' to ' + ', '.join(file.moved_to) if file.moved_to else ''}; "
+            f"damage: {file.damage or 'none'}"
         )
-    )
+    else:
+        print(f"changed: {rec.changed}")
     return 0
 
 

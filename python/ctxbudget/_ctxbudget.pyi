@@ -2,9 +2,9 @@
 import os
 import pathlib
 from collections.abc import Callable, Iterable
-from typing import Any, final
+from typing import Any, Literal, final
 
-from ctxbudget.history import Row
+from ctxbudget.history import ReceiptCheck, Row
 
 __all__ = [
     "ADVISORY_HEADROOM",
@@ -44,16 +44,23 @@ __all__ = [
     "Database",
     "DeleteReport",
     "Encoding",
+    "FileRecovery",
     "FileReport",
+    "FileState",
+    "FileVerify",
     "History",
+    "NoDetail",
     "PgMemoryFiles",
+    "PostgresVerify",
     "PruneReport",
     "Receipt",
     "RecoveryReport",
     "RotateReport",
+    "RowCounts",
     "RowFold",
     "SessionHistoryTool",
     "Stamp",
+    "StoreState",
     "VerifyReport",
     "WindowFold",
     "WindowInfo",
@@ -274,7 +281,7 @@ class History:
     @staticmethod
     def delete_memory(name: str, *, memory_files: int, other_files: int) -> DeleteReport: ...
     def rotate(self) -> RotateReport: ...
-    def receipt(self) -> Receipt | None: ...
+    def state(self) -> StoreState: ...
     def recover(self) -> RecoveryReport: ...
     def verify(self) -> VerifyReport: ...
     def anchor_crc_at(self, offset: int) -> int | None: ...
@@ -373,26 +380,6 @@ class Receipt:
     @property
     def floor(self) -> int:
         """Seq of the newest privacy floor ever written (kept outside the rows too)."""
-    def to_dict(self) -> dict[str, Any]: ...
-
-@final
-class RecoveryReport:
-    """What ``History.recover`` did."""
-
-    @property
-    def changed(self) -> bool: ...
-    @property
-    def chat_torn_bytes(self) -> int: ...
-    @property
-    def archive_torn_bytes(self) -> int: ...
-    @property
-    def moved_to(self) -> list[str]: ...
-    @property
-    def epoch(self) -> int | None: ...
-    @property
-    def damage(self) -> str | None: ...
-    @property
-    def rotation_rolled_back_bytes(self) -> int: ...
     def to_dict(self) -> dict[str, Any]: ...
 
 @final
@@ -500,26 +487,142 @@ class FileReport:
     def to_dict(self) -> dict[str, Any]: ...
 
 @final
-class VerifyReport:
-    """What ``History.verify`` found."""
+class NoDetail:
+    """A store with nothing to add to the common part of a report."""
 
     @property
-    def ok(self) -> bool: ...
+    def kind(self) -> Literal["postgres", "log"]:
+        """``postgres`` (a PostgreSQL conversation) or ``log`` (a byte log: the in-memory
+        store)."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class FileState:
+    """What only a workspace's files say about the state: the receipt as stored."""
+
     @property
-    def receipt(self) -> str: ...
+    def kind(self) -> Literal["file"]: ...
+    @property
+    def receipt(self) -> Receipt | None:
+        """``history/receipt.json``, or ``None`` when it is missing or unreadable."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class StoreState:
+    """A store's epoch, last seq and floor of one moment (``History.state``)."""
+
+    @property
+    def epoch(self) -> int | None:
+        """The epoch cursors are bound to; ``None`` while nothing vouches for one (nothing
+        written yet, or a workspace whose receipt is missing or unreadable)."""
+    @property
+    def last_seq(self) -> int: ...
+    @property
+    def floor_seq(self) -> int: ...
+    @property
+    def detail(self) -> FileState | NoDetail: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class RowCounts:
+    """Rows of one part of a transcript (live or archived)."""
+
+    @property
+    def rows(self) -> int:
+        """Committed rows that read back as rows."""
+    @property
+    def malformed(self) -> int:
+        """Stored rows (a workspace's lines) that do not: kept, skipped by readers."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class FileVerify:
+    """What only the file store's check finds: each file's bytes, batches, torn tail and
+    damage, and the receipt against the files."""
+
+    @property
+    def kind(self) -> Literal["file"]: ...
     @property
     def chat(self) -> FileReport: ...
     @property
     def archive(self) -> FileReport: ...
     @property
+    def receipt(self) -> ReceiptCheck:
+        """``stable`` (it vouches for these files), ``copied`` (a copy or restored backup
+        holding exactly what it vouches for: ok), ``stale``, ``pending``, ``malformed`` or
+        ``missing``."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class PostgresVerify:
+    """What only a PostgreSQL conversation's check finds."""
+
+    @property
+    def kind(self) -> Literal["postgres"]: ...
+    @property
+    def rows_past_last_seq(self) -> int:
+        """Rows stored past the conversation's last seq (inserted by hand)."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class VerifyReport:
+    """What ``History.verify`` found: the common part every store fills, and ``detail``,
+    what only this kind of store checked."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def epoch(self) -> int | None: ...
+    @property
+    def last_seq(self) -> int: ...
+    @property
+    def floor_seq(self) -> int: ...
+    @property
+    def live(self) -> RowCounts:
+        """The rows new rows join (a workspace's ``chat.jsonl``)."""
+    @property
+    def archive(self) -> RowCounts:
+        """The rows ``rotate`` archived (a workspace's ``chat-archive.jsonl``)."""
+    @property
     def seq_violations(self) -> int:
-        """Rows whose seq is not above every seq before them (archive, then chat); for a
-        PostgreSQL conversation also gaps, seqs missing at the tail (rows deleted by hand)
-        and rows past the conversation's last seq."""
+        """Rows whose seq is not above every seq before them (archive, then live); for a
+        PostgreSQL conversation or the in-memory store also gaps, and for a PostgreSQL
+        conversation seqs missing at the tail (rows deleted by hand) and rows past its last
+        seq."""
     @property
     def first_seq_violation(self) -> str | None: ...
     @property
-    def floor_seq(self) -> int: ...
+    def detail(self) -> FileVerify | PostgresVerify | NoDetail: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class FileRecovery:
+    """What only the file store's recovery does."""
+
+    @property
+    def kind(self) -> Literal["file"]: ...
+    @property
+    def chat_torn_bytes(self) -> int: ...
+    @property
+    def archive_torn_bytes(self) -> int: ...
+    @property
+    def moved_to(self) -> list[str]: ...
+    @property
+    def rotation_rolled_back_bytes(self) -> int: ...
+    @property
+    def damage(self) -> str | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class RecoveryReport:
+    """What ``History.recover`` did."""
+
+    @property
+    def changed(self) -> bool: ...
+    @property
+    def epoch(self) -> int | None: ...
+    @property
+    def detail(self) -> FileRecovery | NoDetail: ...
     def to_dict(self) -> dict[str, Any]: ...
 
 @final

@@ -27,16 +27,24 @@ __all__ = [
     "AppendResult",
     "DeleteReport",
     "Durability",
+    "FileRecovery",
     "FileReport",
+    "FileState",
+    "FileVerify",
     "History",
+    "NoDetail",
+    "PostgresVerify",
     "PruneReport",
     "Receipt",
+    "ReceiptCheck",
     "RecoveryReport",
     "Role",
     "RotateReport",
     "Row",
+    "RowCounts",
     "RowKind",
     "Stamp",
+    "StoreState",
     "VerifyReport",
     "WindowInfo",
 ]
@@ -98,12 +106,26 @@ AppendResult = _ctxbudget.AppendResult
 WindowInfo = _ctxbudget.WindowInfo
 Stamp = _ctxbudget.Stamp
 Receipt = _ctxbudget.Receipt
-RecoveryReport = _ctxbudget.RecoveryReport
 RotateReport = _ctxbudget.RotateReport
 DeleteReport = _ctxbudget.DeleteReport
 PruneReport = _ctxbudget.PruneReport
 FileReport = _ctxbudget.FileReport
+# State and health: a common part every store fills, and a ``detail`` that is one class
+# per kind of store (its ``kind`` says which), so code reading a file-only figure
+# narrows to the file store's class first (docs/decisions.md, "Neutral health reports").
+StoreState = _ctxbudget.StoreState
+FileState = _ctxbudget.FileState
+RowCounts = _ctxbudget.RowCounts
 VerifyReport = _ctxbudget.VerifyReport
+FileVerify = _ctxbudget.FileVerify
+PostgresVerify = _ctxbudget.PostgresVerify
+RecoveryReport = _ctxbudget.RecoveryReport
+FileRecovery = _ctxbudget.FileRecovery
+NoDetail = _ctxbudget.NoDetail
+
+ReceiptCheck = Literal["missing", "malformed", "pending", "stable", "copied", "stale"]
+"""A workspace's receipt against its files, as :meth:`History.verify` found it
+(:attr:`FileVerify.receipt`)."""
 
 
 _SEQ_MAX = 2**64 - 1
@@ -633,23 +655,32 @@ class History:
         """Moves closed windows to ``chat-archive.jsonl`` (a new epoch)."""
         return self._core.rotate()
 
-    def receipt(self) -> Receipt | None:
-        """The append receipt, or ``None`` when it is missing or unreadable."""
-        return self._core.receipt()
+    def state(self) -> StoreState:
+        """Epoch, last seq and floor of one moment. For a workspace, ``detail`` is a
+        :class:`FileState` holding the append receipt (``None`` when it is missing or
+        unreadable); other stores have nothing to add (:class:`NoDetail`)."""
+        return self._core.state()
 
     def recover(self) -> RecoveryReport:
-        """Moves torn tails to ``recovered/``, completes an interrupted rotation and
-        re-establishes a stable receipt. Idempotent."""
+        """Repairs what a crash left. A workspace: moves torn tails to ``recovered/``,
+        completes an interrupted rotation and re-establishes a stable receipt
+        (``detail`` is a :class:`FileRecovery`). PostgreSQL and the in-memory store have
+        nothing to repair and report their epoch. Idempotent."""
         return self._core.recover()
 
     def verify(self) -> VerifyReport:
-        """Checks every commit CRC of both files, torn tails, damage (including an
-        acknowledged batch that is missing or fails its check), that seqs are unique and
-        increasing across archive and chat, and the receipt. Changes nothing.
+        """A full check; changes nothing. Every store reports its rows (live and
+        archived, malformed ones apart), last seq, floor and epoch, and whether seqs are
+        unique and increasing. ``detail`` holds what only this kind of store checks: a
+        workspace's :class:`FileVerify` (every commit CRC of both files, torn tails,
+        damage, including an acknowledged batch that is missing or fails its check, and
+        the receipt), a PostgreSQL conversation's :class:`PostgresVerify` (rows past its
+        last seq).
 
-        ``receipt`` is ``"copied"`` (and ``ok`` true) for a copied or restored workspace
-        whose files hold exactly what the receipt vouches for; the next write or
-        :meth:`recover` adopts it under a new epoch (docs/format.md, *Receipt*)."""
+        A workspace's ``detail.receipt`` is ``"copied"`` (and ``ok`` true) for a copied
+        or restored workspace whose files hold exactly what the receipt vouches for; the
+        next write or :meth:`recover` adopts it under a new epoch (docs/format.md,
+        *Receipt*)."""
         return self._core.verify()
 
     def anchor_crc_at(self, offset: int) -> int | None:

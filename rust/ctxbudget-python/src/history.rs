@@ -16,10 +16,8 @@ use serde_json::Value;
 
 use crate::backend::Backend;
 use crate::errors::{no_panic_store, store_error};
-use crate::reports::{
-    PyAppendResult, PyDeleteReport, PyPruneReport, PyReceipt, PyRecoveryReport, PyRotateReport,
-    PyVerifyReport, PyWindowInfo,
-};
+use crate::health::{PyRecoveryReport, PyStoreState, PyVerifyReport};
+use crate::reports::{PyAppendResult, PyDeleteReport, PyPruneReport, PyRotateReport, PyWindowInfo};
 
 fn parse_rows(rows_json: &[u8]) -> Result<Vec<NewRow>, StoreError> {
     let values: Vec<Value> = serde_json::from_slice(rows_json)
@@ -430,11 +428,9 @@ impl PyHistory {
         })
     }
 
-    /// The receipt, or `None` when it is missing or unreadable.
-    fn receipt(&self, py: Python<'_>) -> PyResult<Option<PyReceipt>> {
-        self.run(py, "receipt()", |h| {
-            h.store().receipt().map(crate::reports::receipt)
-        })
+    /// Epoch, last seq and floor of one moment, with the store's own detail.
+    fn state(&self, py: Python<'_>) -> PyResult<PyStoreState> {
+        self.run(py, "state()", |h| h.store().state().map(PyStoreState::from))
     }
 
     fn recover(&self, py: Python<'_>) -> PyResult<PyRecoveryReport> {

@@ -24,6 +24,7 @@ mod errors;
 #[cfg(feature = "failpoints")]
 mod failpoints;
 mod fold;
+mod health;
 mod history;
 mod media;
 mod models;
@@ -61,6 +62,7 @@ fn _ctxbudget(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pg_memory::PyPgMemoryFiles>()?;
     session_history::add(m)?;
     reports::add(m)?;
+    health::add(m)?;
     m.add_class::<fold::PyWindowFold>()?;
     m.add_class::<fold::PyRowFold>()?;
     #[cfg(feature = "failpoints")]

@@ -2,13 +2,13 @@
 //! structs (no JSON text in between, one definition of each field). `ctxbudget` exports
 //! them under the names it always had (`ctxbudget.VerifyReport`, …).
 
-use ctxbudget::store::{self as core, ReceiptRead, ReceiptState};
+use ctxbudget::store as core;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyList, PyTuple};
 use pyo3::IntoPyObjectExt;
 
 /// Conversion of a field to plain Python data (`to_dict`, as `dataclasses.asdict` did).
-trait Plain {
+pub(crate) trait Plain {
     fn plain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
 }
 
@@ -72,8 +72,11 @@ macro_rules! report {
         impl $name {
             /// The fields as a dict, nested reports as dicts (what `dataclasses.asdict`
             /// gave for the former dataclass).
-            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-                let d = PyDict::new(py);
+            fn to_dict<'py>(
+                &self,
+                py: Python<'py>,
+            ) -> PyResult<Bound<'py, ::pyo3::types::PyDict>> {
+                let d = ::pyo3::types::PyDict::new(py);
                 $(d.set_item(stringify!($field), self.$field.plain(py)?)?;)*
                 Ok(d)
             }
@@ -91,6 +94,7 @@ macro_rules! report {
         }
     };
 }
+pub(crate) use report;
 
 report!(
     /// What an append committed.
@@ -139,19 +143,6 @@ report!(
 );
 
 report!(
-    /// What `History.recover` did.
-    "RecoveryReport" PyRecoveryReport {
-        changed: bool,
-        chat_torn_bytes: u64,
-        archive_torn_bytes: u64,
-        moved_to: Vec<String>,
-        epoch: Option<u64>,
-        damage: Option<String>,
-        rotation_rolled_back_bytes: u64,
-    }
-);
-
-report!(
     /// What `History.rotate` moved to the archive.
     "RotateReport" PyRotateReport {
         rows: u64,
@@ -196,19 +187,6 @@ report!(
     }
 );
 
-report!(
-    /// What `History.verify` found.
-    "VerifyReport" PyVerifyReport {
-        ok: bool,
-        receipt: String,
-        chat: PyFileReport,
-        archive: PyFileReport,
-        seq_violations: u64,
-        first_seq_violation: Option<String>,
-        floor_seq: u64,
-    }
-);
-
 impl From<core::AppendResult> for PyAppendResult {
     fn from(r: core::AppendResult) -> Self {
         PyAppendResult {
@@ -239,46 +217,6 @@ impl From<core::Stamp> for PyStamp {
             size: s.size,
             mtime_ns: s.mtime_ns,
             ctime_ns: s.ctime_ns,
-        }
-    }
-}
-
-/// The receipt, or `None` when it is missing or unreadable.
-pub(crate) fn receipt(read: ReceiptRead) -> Option<PyReceipt> {
-    let ReceiptRead::Valid(r) = read else {
-        return None;
-    };
-    Some(PyReceipt {
-        version: r.version,
-        epoch: r.epoch,
-        state: match r.state {
-            ReceiptState::Pending => "pending",
-            ReceiptState::Stable => "stable",
-        }
-        .to_owned(),
-        seq: r.seq,
-        committed_end: r.committed_end,
-        anchor_crc: r.anchor_crc,
-        chat: r.files.chat.map(PyStamp::from),
-        archive: r.files.archive.map(PyStamp::from),
-        floor: r.floor,
-    })
-}
-
-impl From<core::RecoveryReport> for PyRecoveryReport {
-    fn from(r: core::RecoveryReport) -> Self {
-        PyRecoveryReport {
-            changed: r.changed,
-            chat_torn_bytes: r.chat_torn_bytes,
-            archive_torn_bytes: r.archive_torn_bytes,
-            moved_to: r
-                .moved_to
-                .iter()
-                .map(|p| p.to_string_lossy().into_owned())
-                .collect(),
-            epoch: r.epoch,
-            damage: r.damage,
-            rotation_rolled_back_bytes: r.rotation_rolled_back_bytes,
         }
     }
 }
@@ -332,31 +270,15 @@ impl From<core::FileReport> for PyFileReport {
     }
 }
 
-impl From<core::VerifyReport> for PyVerifyReport {
-    fn from(v: core::VerifyReport) -> Self {
-        PyVerifyReport {
-            ok: v.ok,
-            receipt: v.receipt,
-            chat: v.chat.into(),
-            archive: v.archive.into(),
-            seq_violations: v.seq_violations,
-            first_seq_violation: v.first_seq_violation,
-            floor_seq: v.floor_seq,
-        }
-    }
-}
-
 /// Registers the report classes.
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyAppendResult>()?;
     m.add_class::<PyWindowInfo>()?;
     m.add_class::<PyStamp>()?;
     m.add_class::<PyReceipt>()?;
-    m.add_class::<PyRecoveryReport>()?;
     m.add_class::<PyRotateReport>()?;
     m.add_class::<PyDeleteReport>()?;
     m.add_class::<PyPruneReport>()?;
     m.add_class::<PyFileReport>()?;
-    m.add_class::<PyVerifyReport>()?;
     Ok(())
 }

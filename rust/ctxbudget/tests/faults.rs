@@ -259,7 +259,16 @@ fn a_batch_written_to_a_file_replaced_meanwhile_is_not_acknowledged() {
     );
     drop(h);
     let report = open(&ws).verify().unwrap_or_else(|e| panic!("{e}"));
-    assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
+    assert!(
+        !report.ok
+            && report
+                .file()
+                .expect("a file store\'s report")
+                .chat
+                .damage
+                .is_some(),
+        "{report:?}"
+    );
 }
 
 #[test]
@@ -490,7 +499,16 @@ fn a_batch_acknowledged_before_its_stable_receipt_and_then_damaged_is_kept_as_da
     fs::write(&chat, &bytes).unwrap_or_else(|e| panic!("{e}"));
     let h = open(&ws);
     let report = h.verify().unwrap_or_else(|e| panic!("{e}"));
-    assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
+    assert!(
+        !report.ok
+            && report
+                .file()
+                .expect("a file store\'s report")
+                .chat
+                .damage
+                .is_some(),
+        "{report:?}"
+    );
     let err = h
         .append(vec![NewRow::text("message", "user", "after")])
         .err();

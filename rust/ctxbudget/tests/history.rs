@@ -2,7 +2,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ctxbudget::store::{Durability, OpenOptions, ReceiptRead, ReceiptState, StoreError};
+use ctxbudget::store::{
+    Durability, OpenOptions, ReceiptCheck, ReceiptRead, ReceiptState, StateDetail, StoreError,
+};
 use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::{RolloverSpec, Transcript};
@@ -81,6 +83,30 @@ fn appends_are_framed_and_read_back() {
     assert_eq!(raw.lines().count(), 7, "2 headers + 3 rows + 2 commits");
     let report = h.verify().unwrap_or_else(|e| panic!("{e}"));
     assert!(report.ok, "{report:?}");
+    assert_eq!(
+        (
+            report.epoch,
+            report.last_seq,
+            report.live.rows,
+            report.archive.rows
+        ),
+        (Some(r2.epoch), 3, 3, 0),
+        "{report:?}"
+    );
+    let file = report.file().unwrap_or_else(|| panic!("{report:?}"));
+    assert_eq!((file.receipt, file.chat.batches), (ReceiptCheck::Stable, 2));
+    let state = h.state().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (state.epoch, state.last_seq, state.floor_seq),
+        (Some(r2.epoch), 3, 0)
+    );
+    let StateDetail::File {
+        receipt: ReceiptRead::Valid(receipt),
+    } = state.detail
+    else {
+        panic!("{state:?}")
+    };
+    assert_eq!((receipt.seq, receipt.epoch), (3, r2.epoch));
     // A second handle (another "process") sees the same rows and continues the seqs.
     let h2 = open(&ws.0);
     assert_eq!(h2.append(vec![msg("d")]).map(|r| r.first_seq).ok(), Some(4));
@@ -223,7 +249,15 @@ fn damage_before_the_last_commit_refuses_writes_and_keeps_bytes() {
         "nothing rewritten"
     );
     let report = h.verify().unwrap_or_else(|e| panic!("{e}"));
-    assert!(!report.ok && report.chat.damage.is_some());
+    assert!(
+        !report.ok
+            && report
+                .file()
+                .expect("a file store\'s report")
+                .chat
+                .damage
+                .is_some()
+    );
 }
 
 #[test]

@@ -170,7 +170,16 @@ fn everything_visible(h: &Arc<History>, query: &str) -> String {
 fn assert_no_damage(h: &History, what: &str) {
     let v = verify(h);
     assert!(
-        v.chat.damage.is_none() && v.archive.damage.is_none(),
+        v.file()
+            .expect("a file store\'s report")
+            .chat
+            .damage
+            .is_none()
+            && v.file()
+                .expect("a file store\'s report")
+                .archive
+                .damage
+                .is_none(),
         "{what}: false damage: {v:?}"
     );
 }
@@ -369,7 +378,7 @@ fn a_crash_before_the_write_then_external_lines_that_are_not_rows_is_not_damage(
     }
     let h = open(&ws);
     assert_no_damage(&h, "external lines");
-    assert_eq!(verify(&h).chat.malformed_lines, 4);
+    assert_eq!(verify(&h).live.malformed, 4);
     assert!(ws.recovered().is_empty(), "nothing was torn");
     // The batch was never written, so its seq was never acknowledged.
     assert_writable_at(&h, 2, "external lines");
@@ -426,7 +435,12 @@ fn a_torn_append_then_external_lines_is_located_damage_and_nothing_is_cut() {
     let v = verify(&h);
     let offset = acked.len() as u64;
     assert!(
-        v.chat.damage.as_ref().is_some_and(|d| d.0 == offset),
+        v.file()
+            .expect("a file store\'s report")
+            .chat
+            .damage
+            .as_ref()
+            .is_some_and(|d| d.0 == offset),
         "damage not located at byte {offset}: {v:?}"
     );
     let err = h.append(vec![msg("after")]).err();
@@ -556,7 +570,15 @@ fn cut_archive_after_first_batch(ws: &Ws) {
 fn assert_archive_damage(ws: &Ws, what: &str, hidden: &[&str]) {
     let h = open(ws);
     let v = verify(&h);
-    assert!(!v.ok && v.archive.damage.is_some(), "{what}: {v:?}");
+    assert!(
+        !v.ok
+            && v.file()
+                .expect("a file store\'s report")
+                .archive
+                .damage
+                .is_some(),
+        "{what}: {v:?}"
+    );
     let err = h.append(vec![msg("after")]).err();
     assert!(
         matches!(err, Some(StoreError::Corrupt { .. })),
@@ -611,7 +633,15 @@ fn the_rotating_store_sees_its_archive_cut_without_a_reopen() {
     let err = h.append(vec![msg("after")]).err();
     assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     let v = verify(&h);
-    assert!(!v.ok && v.archive.damage.is_some(), "{v:?}");
+    assert!(
+        !v.ok
+            && v.file()
+                .expect("a file store\'s report")
+                .archive
+                .damage
+                .is_some(),
+        "{v:?}"
+    );
 }
 
 /// Promise: one flipped byte in the archive after a rotation (a newline merging the first
@@ -716,7 +746,14 @@ fn a_legacy_batch_holding_a_row_deeper_than_readers_parse_is_not_damage() {
         rewrite_batch(&ws, &format!("\"{marker}\""), &deep);
         let h = open(&ws);
         let v = verify(&h);
-        assert!(v.chat.damage.is_none(), "last={last}: false damage: {v:?}");
+        assert!(
+            v.file()
+                .expect("a file store\'s report")
+                .chat
+                .damage
+                .is_none(),
+            "last={last}: false damage: {v:?}"
+        );
         assert!(
             ws.recovered().is_empty(),
             "last={last}: a whole batch was moved"
@@ -762,7 +799,16 @@ fn a_reset_row_deeper_than_readers_parse_in_a_legacy_batch_is_still_a_floor() {
     rewrite_batch(&ws, reset, &format!("{deep}{reset}"));
     strip_receipt(&ws, &["floor"]);
     let h = open(&ws);
-    assert!(verify(&h).chat.damage.is_none(), "{:?}", verify(&h));
+    assert!(
+        verify(&h)
+            .file()
+            .expect("a file store\'s report")
+            .chat
+            .damage
+            .is_none(),
+        "{:?}",
+        verify(&h)
+    );
     assert!(ok(h.read(ReadFrom::CurrentWindow)).floor_seq >= clear);
     let ctx = context(&h);
     assert!(
@@ -786,7 +832,7 @@ fn verify_counts_a_line_that_is_not_a_row_inside_a_legacy_batch() {
     let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
     rewrite_batch(&ws, &format!("\"{marker}\""), &deep);
     let v = verify(&open(&ws));
-    assert_eq!(v.chat.malformed_lines, 1, "{v:?}");
+    assert_eq!(v.live.malformed, 1, "{v:?}");
 }
 
 /// Promise (`StoreError::Corrupt::line`, `FileReport::damage`: the 1-based line of the
@@ -935,7 +981,7 @@ fn the_deepest_storable_row_can_be_quarantined() {
         "the quarantine row does not read back"
     );
     let v = verify(&h);
-    assert!(v.ok && v.chat.malformed_lines == 0, "{v:?}");
+    assert!(v.ok && v.live.malformed == 0, "{v:?}");
 }
 
 // ----- torn soft clears --------------------------------------------------------------------
@@ -1337,12 +1383,12 @@ fn verify_counts_a_seq_violation_once() {
     let h = open(&ws);
     let v = verify(&h);
     assert_eq!(v.seq_violations, 1);
-    assert_eq!(v.chat.rows, 2, "{v:?}");
-    assert_eq!(v.chat.malformed_lines, 1, "{v:?}");
+    assert_eq!(v.live.rows, 2, "{v:?}");
+    assert_eq!(v.live.malformed, 1, "{v:?}");
     assert!(
-        v.chat.legacy_rows <= v.chat.rows - 2,
+        v.file().expect("a file store\'s report").chat.legacy_rows <= v.live.rows - 2,
         "legacy_rows {} counts a line that is not a row: {v:?}",
-        v.chat.legacy_rows
+        v.file().expect("a file store\'s report").chat.legacy_rows
     );
 }
 
@@ -1420,10 +1466,17 @@ fn legacy_rows_whose_first_key_is_commit_or_batch_are_not_damage() {
         let v = verify(&h);
         let appended = h.append(vec![msg("after")]);
         let listed = everything_visible(&h, "legacy");
-        if v.chat.damage.is_some() || appended.is_err() || !listed.contains("legacy text") {
+        if v.file()
+            .expect("a file store\'s report")
+            .chat
+            .damage
+            .is_some()
+            || appended.is_err()
+            || !listed.contains("legacy text")
+        {
             failures.push(format!(
                 "[{first}] damage {:?}; append {:?}; legacy rows listed: {}",
-                v.chat.damage,
+                v.file().expect("a file store\'s report").chat.damage,
                 appended.map(|a| a.first_seq).map_err(|e| e.to_string()),
                 listed.contains("legacy text")
             ));

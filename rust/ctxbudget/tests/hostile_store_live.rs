@@ -145,8 +145,16 @@ fn view(h: &Arc<History>) -> String {
         v.map(|v| (
             v.ok,
             v.floor_seq,
-            v.chat.damage.is_some(),
-            v.archive.damage.is_some(),
+            v.file()
+                .expect("a file store\'s report")
+                .chat
+                .damage
+                .is_some(),
+            v.file()
+                .expect("a file store\'s report")
+                .archive
+                .damage
+                .is_some(),
             v.seq_violations
         ))
         .map_err(|e| e.to_string()),
@@ -279,7 +287,16 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         // The store keeps accepting writes unless the files were damaged by hand (never here).
         let v = f.verify().unwrap();
         prop_assert!(
-            v.chat.damage.is_none() && v.archive.damage.is_none(),
+            v.file()
+                .expect("a file store\'s report")
+                .chat
+                .damage
+                .is_none()
+                && v.file()
+                    .expect("a file store\'s report")
+                    .archive
+                    .damage
+                    .is_none(),
             "false damage after {:?}: {:?}",
             &ops[..=i],
             v

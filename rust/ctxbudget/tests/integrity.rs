@@ -247,7 +247,16 @@ fn assert_refused_and_kept(ws: &Ws, before: &[u8]) {
     let err = h.append(vec![msg("third")]).err();
     assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     let report = ok(h.verify());
-    assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
+    assert!(
+        !report.ok
+            && report
+                .file()
+                .expect("a file store\'s report")
+                .chat
+                .damage
+                .is_some(),
+        "{report:?}"
+    );
     // Seq 2 is never handed out again, even by a store that skips recovery.
     let rows = ok(h.rows());
     assert!(rows.iter().all(|r| r.seq != Some(3)));
@@ -541,7 +550,7 @@ fn a_line_the_reader_cannot_parse_is_neither_listed_nor_counted() {
         .map(|w| w.iter().filter_map(|w| w["item_count"].as_u64()).sum())
         .unwrap_or(0);
     assert_eq!((listed, counted), (1, 1), "{items} {windows}");
-    assert_eq!(ok(h.verify()).chat.malformed_lines, 4);
+    assert_eq!(ok(h.verify()).live.malformed, 4);
     assert_eq!(ok(h.rows()).iter().filter(|r| r.seq.is_some()).count(), 1);
 }
 
@@ -565,7 +574,16 @@ fn a_commit_line_whose_header_was_merged_away_is_damage() {
     fs::write(&chat, &bytes).unwrap_or_else(|e| panic!("{e}"));
     let h = open(&ws);
     let report = ok(h.verify());
-    assert!(!report.ok && report.chat.damage.is_some(), "{report:?}");
+    assert!(
+        !report.ok
+            && report
+                .file()
+                .expect("a file store\'s report")
+                .chat
+                .damage
+                .is_some(),
+        "{report:?}"
+    );
     let err = h.append(vec![msg("third")]).err();
     assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     assert_eq!(fs::read(&chat).unwrap_or_default(), bytes, "bytes changed");
@@ -623,7 +641,16 @@ fn damage_that_destroys_the_archive_framing_is_damage_and_hides_the_archive() {
     fs::write(&archive, &bytes).unwrap_or_else(|e| panic!("{e}"));
     let h = open(&ws);
     let report = ok(h.verify());
-    assert!(!report.ok && report.archive.damage.is_some(), "{report:?}");
+    assert!(
+        !report.ok
+            && report
+                .file()
+                .expect("a file store\'s report")
+                .archive
+                .damage
+                .is_some(),
+        "{report:?}"
+    );
     let err = h.append(vec![msg("more")]).err();
     assert!(matches!(err, Some(StoreError::Corrupt { .. })), "{err:?}");
     // Recovery does not bless it: the damage is still reported afterwards.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::memory::{self, MemoryHistory};
 use ctxbudget::scan::SessionHistoryTool;
-use ctxbudget::store::{OpenOptions, ReadFrom, StoreError};
+use ctxbudget::store::{OpenOptions, ReadFrom, StateDetail, StoreError, VerifyDetail, VerifyReport};
 use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::Store;
@@ -255,7 +255,51 @@ impl Pair {
             s.read(ReadFrom::CurrentWindow).map(|r| r.rows.len())
         });
         assert!(self.mem.verify().expect("verify").ok, "verify");
+        same_health(&self.file, &self.mem, StateDetail::Log, VerifyDetail::Log);
     }
+}
+
+/// The common part of the state and of `verify` is the same for the file store and
+/// `other`; each fills its own detail arm.
+fn same_health(file: &History, other: &dyn Store, state: StateDetail, verify: VerifyDetail) {
+    let (f, o) = (
+        Store::state(file).expect("file state"),
+        other.state().expect("state"),
+    );
+    assert_eq!(
+        (f.last_seq, f.floor_seq),
+        (o.last_seq, o.floor_seq),
+        "state"
+    );
+    // An empty store may or may not have an epoch yet (the file store's comes with its
+    // first receipt); one with rows has one.
+    if f.last_seq > 0 {
+        assert!(f.epoch.is_some() && o.epoch.is_some(), "{f:?} {o:?}");
+    }
+    assert!(matches!(f.detail, StateDetail::File { .. }), "{f:?}");
+    assert_eq!(o.detail, state);
+    let (f, o) = (
+        Store::verify(file).expect("file verify"),
+        other.verify().expect("verify"),
+    );
+    let common = |v: &VerifyReport| {
+        (
+            v.ok,
+            v.last_seq,
+            v.floor_seq,
+            v.live,
+            v.archive,
+            v.seq_violations,
+        )
+    };
+    assert_eq!(common(&f), common(&o), "verify: {f:?} {o:?}");
+    assert!(f.file().is_some(), "{f:?}");
+    assert_eq!(o.detail, verify);
+    let recovered = other.recover().expect("recover");
+    assert!(
+        !recovered.changed && recovered.file().is_none(),
+        "{recovered:?}"
+    );
 }
 
 proptest! {

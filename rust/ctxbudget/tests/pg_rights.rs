@@ -77,7 +77,7 @@ fn a_role_with_only_select_reads() {
     assert_eq!(h.read(ReadFrom::Seq(1)).unwrap().rows.len(), 1);
     assert_eq!(h.windows().unwrap().len(), 1);
     assert!(h.verify().unwrap().ok);
-    assert!(h.receipt().is_ok() && h.recover().is_ok());
+    assert!(h.state().is_ok() && h.recover().is_ok());
     // Writing is refused by the server, as its rights say.
     assert!(h
         .append_rows(&[Row::text("message", "user", "no")], None)

@@ -16,7 +16,7 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::pg::{CursorKey, PgHistory};
 use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
-use ctxbudget::store::{OpenOptions, ReadFrom, StoreError};
+use ctxbudget::store::{OpenOptions, ReadFrom, StateDetail, StoreError, VerifyDetail, VerifyReport};
 use ctxbudget::transcript;
 use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
@@ -290,7 +290,58 @@ impl Pair {
             "rows of the current window"
         );
         assert!(self.pg.verify().expect("verify").ok, "verify");
+        same_health(
+            &self.file,
+            &self.pg,
+            StateDetail::Postgres,
+            VerifyDetail::Postgres {
+                rows_past_last_seq: 0,
+            },
+        );
     }
+}
+
+/// The common part of the state and of `verify` is the same for the file store and
+/// `other`; each fills its own detail arm.
+fn same_health(file: &History, other: &dyn Store, state: StateDetail, verify: VerifyDetail) {
+    let (f, o) = (
+        Store::state(file).expect("file state"),
+        other.state().expect("state"),
+    );
+    assert_eq!(
+        (f.last_seq, f.floor_seq),
+        (o.last_seq, o.floor_seq),
+        "state"
+    );
+    // An empty store may or may not have an epoch yet (the file store's comes with its
+    // first receipt); one with rows has one.
+    if f.last_seq > 0 {
+        assert!(f.epoch.is_some() && o.epoch.is_some(), "{f:?} {o:?}");
+    }
+    assert!(matches!(f.detail, StateDetail::File { .. }), "{f:?}");
+    assert_eq!(o.detail, state);
+    let (f, o) = (
+        Store::verify(file).expect("file verify"),
+        other.verify().expect("verify"),
+    );
+    let common = |v: &VerifyReport| {
+        (
+            v.ok,
+            v.last_seq,
+            v.floor_seq,
+            v.live,
+            v.archive,
+            v.seq_violations,
+        )
+    };
+    assert_eq!(common(&f), common(&o), "verify: {f:?} {o:?}");
+    assert!(f.file().is_some(), "{f:?}");
+    assert_eq!(o.detail, verify);
+    let recovered = other.recover().expect("recover");
+    assert!(
+        !recovered.changed && recovered.file().is_none(),
+        "{recovered:?}"
+    );
 }
 
 proptest! {
@@ -668,6 +719,13 @@ fn verify_reports_rows_deleted_by_hand_at_the_tail() {
     .expect("delete the tail");
     let report = h.verify().expect("verify");
     assert!(!report.ok, "a deleted tail must not verify ok: {report:?}");
+    assert_eq!(report.live.rows, 3, "{report:?}");
+    assert_eq!(
+        report.detail,
+        VerifyDetail::Postgres {
+            rows_past_last_seq: 0
+        }
+    );
     assert!(report.seq_violations >= 1, "{report:?}");
     let what = report.first_seq_violation.clone().unwrap_or_default();
     assert!(what.contains('4') && what.contains('5'), "{what}");
@@ -694,6 +752,17 @@ fn verify_reports_rows_deleted_by_hand_at_the_tail() {
     assert!(
         !report.ok,
         "a row past the last seq must not verify ok: {report:?}"
+    );
+    assert_eq!(
+        (report.last_seq, report.seq_violations, &report.detail),
+        (
+            2,
+            1,
+            &VerifyDetail::Postgres {
+                rows_past_last_seq: 1
+            }
+        ),
+        "{report:?}"
     );
 }
 

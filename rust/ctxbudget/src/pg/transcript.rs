@@ -25,9 +25,9 @@ use super::pool::Conn;
 use super::{from_i64, insert_batch, random_batch_id, to_i64, PgConversation, PgError, PgStore};
 
 use crate::store::{
-    AppendResult, FileReport, Files, ReadFrom, Receipt, ReceiptRead, ReceiptState, RecoveryReport,
-    Result, RotateReport, RowsRead, StoreError, StoredRow, VerifyReport, WindowInfo,
-    DEFAULT_MAX_ROW_BYTES,
+    AppendResult, ReadFrom, RecoveryDetail, RecoveryReport, Result, RotateReport, RowCounts,
+    RowsRead, StateDetail, StoreError, StoreState, StoredRow, VerifyDetail, VerifyReport,
+    WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
 use crate::transcript::input::{Incoming, RawRow};
 use crate::transcript::log::{encode_batch, LogState, RowIndex, MAX_SEQ};
@@ -837,24 +837,12 @@ impl Store for PgHistory {
         self.read(from)
     }
 
-    fn receipt(&self) -> Result<ReceiptRead> {
-        self.with_refreshed(u64::MAX, |ix, _| {
-            ReceiptRead::Valid(Receipt {
-                version: crate::store::receipt::RECEIPT_VERSION,
-                epoch: ix.epoch.unwrap_or(0),
-                state: ReceiptState::Stable,
-                seq: ix.last_seq,
-                committed_end: ix.end,
-                anchor_crc: 0,
-                files: Files {
-                    chat: None,
-                    archive: None,
-                },
-                floor: ix.fold.floor_seq(),
-                rotation: None,
-                append: None,
-                archive_check: None,
-            })
+    fn state(&self) -> Result<StoreState> {
+        self.with_refreshed(u64::MAX, |ix, _| StoreState {
+            epoch: ix.epoch,
+            last_seq: ix.last_seq,
+            floor_seq: ix.fold.floor_seq(),
+            detail: StateDetail::Postgres,
         })
     }
 
@@ -903,8 +891,8 @@ impl Store for PgHistory {
                 )
                 .map_err(PgError::db("reading rows"))?;
             let (beyond, first_beyond): (i64, Option<i64>) = (beyond.get(0), beyond.get(1));
-            let mut live = FileReport::default();
-            let mut archive = FileReport::default();
+            let mut live = RowCounts::default();
+            let mut archive = RowCounts::default();
             let mut violations = 0u64;
             let mut first_violation = None;
             // Rows below the prune mark are gone on purpose.
@@ -915,11 +903,10 @@ impl Store for PgHistory {
                 } else {
                     &mut live
                 };
-                report.bytes += u64::from(e.len) + 1;
                 if e.head.is_some() {
                     report.rows += 1;
                 } else {
-                    report.malformed_lines += 1;
+                    report.malformed += 1;
                 }
                 if seq != expected {
                     violations += 1;
@@ -954,15 +941,19 @@ impl Store for PgHistory {
                     )
                 });
             }
-            let ok = violations == 0 && live.malformed_lines == 0 && archive.malformed_lines == 0;
+            let ok = violations == 0 && live.malformed == 0 && archive.malformed == 0;
             Ok(VerifyReport {
-                chat: live,
+                ok,
+                epoch: ix.epoch,
+                last_seq: ix.last_seq,
+                floor_seq: ix.fold.floor_seq(),
+                live,
                 archive,
-                receipt: "stable".to_owned(),
                 seq_violations: violations,
                 first_seq_violation: first_violation,
-                floor_seq: ix.fold.floor_seq(),
-                ok,
+                detail: VerifyDetail::Postgres {
+                    rows_past_last_seq: u64::try_from(beyond).unwrap_or(0),
+                },
             })
         })
     }
@@ -972,12 +963,8 @@ impl Store for PgHistory {
     fn recover(&self) -> Result<RecoveryReport> {
         self.with_refreshed(u64::MAX, |ix, _| RecoveryReport {
             changed: false,
-            chat_torn_bytes: 0,
-            archive_torn_bytes: 0,
-            moved_to: Vec::new(),
-            rotation_rolled_back_bytes: 0,
             epoch: ix.epoch,
-            damage: None,
+            detail: RecoveryDetail::Postgres,
         })
     }
 }

@@ -11,8 +11,9 @@ use super::index::{scan_rows, Index};
 use super::receipt::{self, Files, ReceiptRead, ReceiptState};
 use super::rows::FileRows;
 use super::{
-    failpoint, fsutil, read_all, read_range, FileReport, FileStore, Locked, RecoveryReport, Result,
-    RotateReport, Stamp, StoreError, VerifyReport,
+    failpoint, fsutil, read_all, read_range, FileRecovery, FileReport, FileStore, FileVerify,
+    Locked, ReceiptCheck, RecoveryDetail, RecoveryReport, Result, RotateReport, RowCounts, Stamp,
+    StoreError, VerifyDetail, VerifyReport,
 };
 
 impl<R: FileRows> FileStore<R> {
@@ -28,11 +29,11 @@ impl<R: FileRows> FileStore<R> {
     pub(super) fn recover_locked(&self, locked: &mut Locked<'_, R>) -> Result<RecoveryReport> {
         let receipt = receipt::read(&self.paths.receipt)?;
         let ix = Self::index(locked)?;
-        let mut report = RecoveryReport {
+        let mut file = FileRecovery {
             damage: ix
                 .damage()
                 .map(|(_, d)| format!("byte {} (line {}): {}", d.offset, d.line, d.reason)),
-            ..RecoveryReport::default()
+            ..FileRecovery::default()
         };
         // A rotation that announced itself and did not confirm: roll it back if
         // `chat.jsonl` was not replaced yet, else it is complete (the archive was synced
@@ -63,8 +64,11 @@ impl<R: FileRows> FileStore<R> {
             && rotation.is_none()
             && (receipt_ok || !has_files)
         {
-            report.epoch = receipt.valid().map(|r| r.epoch);
-            return Ok(report);
+            return Ok(RecoveryReport {
+                changed: false,
+                epoch: receipt.valid().map(|r| r.epoch),
+                detail: RecoveryDetail::File(file),
+            });
         }
         // A soft clear in the torn tail is replaced below by a committed reset; until
         // then the recovery's own receipt holds its floor, so a crash in between does not
@@ -77,21 +81,20 @@ impl<R: FileRows> FileStore<R> {
         self.publish_pending_durable(epoch, ix, tail_floor.unwrap_or(0))?;
         *locked.index = None; // whatever happens next, rebuild from the files
         if let Some(size) = rollback_to {
-            report.rotation_rolled_back_bytes = self.truncate_to(&self.paths.archive, size)?;
+            file.rotation_rolled_back_bytes = self.truncate_to(&self.paths.archive, size)?;
         }
         if let Some(keep) = archive_torn {
-            report.archive_torn_bytes =
-                self.move_tail(&self.paths.archive, keep, epoch, &mut report.moved_to)?;
+            file.archive_torn_bytes =
+                self.move_tail(&self.paths.archive, keep, epoch, &mut file.moved_to)?;
         }
         let floor_in_tail = tail_floor.is_some();
         if let Some(keep) = chat_torn {
-            report.chat_torn_bytes =
-                self.move_tail(&self.paths.chat, keep, epoch, &mut report.moved_to)?;
+            file.chat_torn_bytes =
+                self.move_tail(&self.paths.chat, keep, epoch, &mut file.moved_to)?;
         }
         self.refresh(locked)?;
         self.publish_stable_durable(epoch, locked)?;
-        report.changed = true;
-        report.epoch = Some(epoch);
+        let mut epoch = Some(epoch);
         if floor_in_tail {
             // The torn tail held a complete soft-clear row. Its bytes are safe in
             // recovered/, but the privacy floor must not disappear with them: a committed
@@ -100,9 +103,13 @@ impl<R: FileRows> FileStore<R> {
             let appended = self.append_lines(locked, |fold, seq, ts| {
                 R::recovered_floor(fold, seq, ts, max_row_bytes)
             })?;
-            report.epoch = Some(appended.epoch);
+            epoch = Some(appended.epoch);
         }
-        Ok(report)
+        Ok(RecoveryReport {
+            changed: true,
+            epoch,
+            detail: RecoveryDetail::File(file),
+        })
     }
 
     /// Cuts `path` back to `size` bytes (rolling back an interrupted rotation, whose
@@ -324,42 +331,52 @@ impl<R: FileRows> FileStore<R> {
         };
         let chat = file_report(&ix.chat, chat_bytes.len());
         let archive = file_report(&ix.archive, archive_bytes.len());
-        let receipt_state = match &receipt {
-            ReceiptRead::Missing => "missing",
-            ReceiptRead::Malformed => "malformed",
-            ReceiptRead::Valid(r) if r.state == ReceiptState::Pending => "pending",
+        let receipt_check = match &receipt {
+            ReceiptRead::Missing => ReceiptCheck::Missing,
+            ReceiptRead::Malformed => ReceiptCheck::Malformed,
+            ReceiptRead::Valid(r) if r.state == ReceiptState::Pending => ReceiptCheck::Pending,
             ReceiptRead::Valid(r) => {
                 let files = Files {
                     chat: fsutil::stamp(&self.paths.chat)?,
                     archive: fsutil::stamp(&self.paths.archive)?,
                 };
                 if r.files == files {
-                    "stable"
+                    ReceiptCheck::Stable
                 } else if r.vouches_for_content_of(&files, ix.chat.committed_end, ix.chat.last_crc)
                 {
                     // Copied or restored (identities and times changed), content intact:
                     // not damage. Cursors still fail closed; the next write or `recover`
                     // adopts the files under a new epoch.
-                    "copied"
+                    ReceiptCheck::Copied
                 } else {
-                    "stale"
+                    ReceiptCheck::Stale
                 }
             }
         };
         let clean = |f: &FileReport| f.torn_bytes == 0 && f.damage.is_none();
         let empty = chat.bytes == 0 && archive.bytes == 0;
+        let counts = |f: &FileReport| RowCounts {
+            rows: f.rows,
+            malformed: f.malformed_lines,
+        };
         Ok(VerifyReport {
             ok: clean(&chat)
                 && clean(&archive)
                 && ix.seq_violations == 0
-                && (matches!(receipt_state, "stable" | "copied")
-                    || (empty && receipt_state == "missing")),
-            chat,
-            archive,
-            receipt: receipt_state.to_owned(),
-            seq_violations: ix.seq_violations,
+                && (matches!(receipt_check, ReceiptCheck::Stable | ReceiptCheck::Copied)
+                    || (empty && receipt_check == ReceiptCheck::Missing)),
+            epoch: receipt.valid().map(|r| r.epoch),
+            last_seq: ix.last_seq,
             floor_seq: ix.floor_seq(),
+            live: counts(&chat),
+            archive: counts(&archive),
+            seq_violations: ix.seq_violations,
             first_seq_violation: ix.first_seq_violation,
+            detail: VerifyDetail::File(FileVerify {
+                chat,
+                archive,
+                receipt: receipt_check,
+            }),
         })
     }
 }

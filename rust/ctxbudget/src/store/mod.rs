@@ -53,6 +53,7 @@ pub mod receipt;
 pub(crate) mod wellformed;
 
 mod append;
+mod health;
 mod index;
 mod maintenance;
 mod options;
@@ -79,12 +80,16 @@ pub use wellformed::{MAX_NESTING, MAX_ROW_NESTING, QUARANTINE_WRAP};
 
 use lock::HistoryLock;
 
+pub use health::{
+    FileRecovery, FileVerify, ReceiptCheck, RecoveryDetail, RecoveryReport, RowCounts, StateDetail,
+    StoreState, VerifyDetail, VerifyReport,
+};
 #[cfg(feature = "fuzzing")]
 pub(crate) use index::fuzz_scan;
 pub use options::{Durability, OpenOptions, Paths, DEFAULT_MAX_ROW_BYTES};
 pub use reports::{
-    AppendResult, DeleteReport, FileReport, PruneReport, ReadFrom, RecoveryReport, RotateReport,
-    RowsRead, StoredRow, VerifyReport, WindowInfo,
+    AppendResult, DeleteReport, FileReport, PruneReport, ReadFrom, RotateReport, RowsRead,
+    StoredRow, WindowInfo,
 };
 
 pub(crate) use append::EncodedLines;

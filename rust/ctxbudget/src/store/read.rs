@@ -1,5 +1,5 @@
 //! Reading: rows from a seq (or from the current window), window runs, the floor, the
-//! receipt, and consistent snapshots for `session_history`.
+//! receipt, the state, and consistent snapshots for `session_history`.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -11,8 +11,8 @@ use super::index::{Entry, Snapshot};
 use super::receipt::{self, ReceiptRead};
 use super::rows::FileRows;
 use super::{
-    commit_crc_before, open_read, FileStore, ReadFrom, Result, RowsRead, StoreError, StoredRow,
-    WindowInfo,
+    commit_crc_before, open_read, FileStore, ReadFrom, Result, RowsRead, StateDetail, StoreError,
+    StoreState, StoredRow, WindowInfo,
 };
 
 impl<R: FileRows> FileStore<R> {
@@ -150,6 +150,20 @@ impl<R: FileRows> FileStore<R> {
     pub fn receipt(&self) -> Result<ReceiptRead> {
         let _locked = self.lock()?;
         receipt::read(&self.paths.receipt)
+    }
+
+    /// Epoch (the receipt's), last seq and floor under one hold of the lock, with the
+    /// receipt as it is on disk.
+    pub fn state(&self) -> Result<StoreState> {
+        let mut locked = self.lock()?;
+        let receipt = self.refresh(&mut locked)?;
+        let ix = Self::index(&locked)?;
+        Ok(StoreState {
+            epoch: receipt.valid().map(|r| r.epoch),
+            last_seq: ix.last_seq,
+            floor_seq: ix.floor_seq(),
+            detail: StateDetail::File { receipt },
+        })
     }
 
     /// Runs `f` on a consistent view of the store: the history lock is held for the

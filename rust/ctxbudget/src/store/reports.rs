@@ -1,7 +1,5 @@
 //! What the store's operations return: append results, stored rows, window runs and
-//! the reports of recovery, rotation and verification.
-
-use std::path::PathBuf;
+//! the reports of rotation, deletion and pruning (verification and recovery: `health.rs`).
 
 use serde::Serialize;
 
@@ -63,26 +61,6 @@ pub struct WindowInfo {
     pub item_count: u64,
 }
 
-/// What `recover` did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct RecoveryReport {
-    /// Whether anything changed (files or receipt).
-    pub changed: bool,
-    /// Torn bytes moved out of `chat.jsonl`.
-    pub chat_torn_bytes: u64,
-    /// Torn bytes moved out of `chat-archive.jsonl`.
-    pub archive_torn_bytes: u64,
-    /// Files under `recovered/` that received them.
-    pub moved_to: Vec<PathBuf>,
-    /// Bytes of an interrupted rotation taken back off the end of the archive (copies of
-    /// rows still in `chat.jsonl`).
-    pub rotation_rolled_back_bytes: u64,
-    /// Epoch after recovery.
-    pub epoch: Option<u64>,
-    /// Damage found before a valid commit (left untouched; writes are refused).
-    pub damage: Option<String>,
-}
-
 /// What `rotate` did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RotateReport {
@@ -111,28 +89,6 @@ pub struct FileReport {
     pub torn_bytes: u64,
     /// First damage before a valid commit: `(offset, line, reason)`.
     pub damage: Option<(u64, u64, String)>,
-}
-
-/// What `verify` found.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct VerifyReport {
-    /// `chat.jsonl`.
-    pub chat: FileReport,
-    /// `chat-archive.jsonl`.
-    pub archive: FileReport,
-    /// `missing`, `malformed`, `pending`, `stable`, `copied` (copied or restored files that
-    /// hold exactly what the receipt vouches for: ok) or `stale` (stamps do not match).
-    pub receipt: String,
-    /// Rows whose seq is not above every seq before them, archive then chat (duplicated
-    /// batches, external lines reusing a seq). Readers skip them as malformed.
-    pub seq_violations: u64,
-    /// Where the first of them is.
-    pub first_seq_violation: Option<String>,
-    /// Seq of the newest privacy floor known (rows or receipt; 0 if none).
-    pub floor_seq: u64,
-    /// True when nothing is torn or damaged, seqs are unique and increasing, and the
-    /// receipt is stable.
-    pub ok: bool,
 }
 
 /// What deleting a conversation (a workspace's transcript, or a PostgreSQL conversation)

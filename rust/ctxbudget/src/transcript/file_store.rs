@@ -16,8 +16,8 @@ use super::{
 use crate::store::file_page::FileSource;
 use crate::store::page::{PageError, RunPage};
 use crate::store::{
-    AppendResult, EncodedLines, FileRows, FileStore, PruneReport, ReadFrom, ReceiptRead,
-    RecoveryReport, Result, RotateReport, RowsRead, VerifyReport, WindowInfo,
+    AppendResult, EncodedLines, FileRows, FileStore, PruneReport, ReadFrom, RecoveryReport,
+    Result, RotateReport, RowsRead, StoreState, VerifyReport, WindowInfo,
 };
 
 /// A workspace's transcript files (`<ws>/history/`, docs/format.md): the byte store of
@@ -131,8 +131,8 @@ impl Store for History {
         History::current_window(self)
     }
 
-    fn receipt(&self) -> Result<ReceiptRead> {
-        History::receipt(self)
+    fn state(&self) -> Result<StoreState> {
+        History::state(self)
     }
 
     fn floor_seq(&self) -> Result<u64> {

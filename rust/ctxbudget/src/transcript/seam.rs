@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use super::{NewRow, PruneSpec, Row, RowHead, WindowFold};
 use crate::store::page::{PageError, RunPage};
 use crate::store::{
-    AppendResult, PruneReport, ReadFrom, ReceiptRead, RecoveryReport, Result, RotateReport,
-    RowsRead, StoredRow, VerifyReport, WindowInfo,
+    AppendResult, PruneReport, ReadFrom, RecoveryReport, Result, RotateReport, RowsRead,
+    StoreState, StoredRow, VerifyReport, WindowInfo,
 };
 
 /// What a batch is built from, under the store's lock.
@@ -88,8 +88,9 @@ pub trait Store: Send + Sync {
     /// ID of the window new rows go to (`w:N`).
     fn current_window(&self) -> Result<String>;
 
-    /// The append receipt (epoch, last seq, floor) as stored.
-    fn receipt(&self) -> Result<ReceiptRead>;
+    /// Epoch, last seq and floor of one moment, with what only this kind of store
+    /// knows about them (the file store: its receipt as stored).
+    fn state(&self) -> Result<StoreState>;
 
     /// Seq of the newest privacy floor (0: none). Never lowered.
     fn floor_seq(&self) -> Result<u64>;
@@ -97,10 +98,12 @@ pub trait Store: Send + Sync {
     /// Moves closed windows out of the live file, where the store has one.
     fn rotate(&self) -> Result<RotateReport>;
 
-    /// Full integrity check; changes nothing.
+    /// Full integrity check; changes nothing. The common part is what every store can
+    /// tell; what only this kind checked is the report's `detail` arm.
     fn verify(&self) -> Result<VerifyReport>;
 
-    /// Repairs what a crash left (torn tails, interrupted mutations).
+    /// Repairs what a crash left (torn tails, interrupted mutations), where a store can
+    /// be left so; the report's `detail` arm says what this kind of store did.
     fn recover(&self) -> Result<RecoveryReport>;
 
     /// Removes sealed windows for good (see [`PruneSpec`]); the epoch changes when rows
@@ -179,8 +182,8 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         (**self).current_window()
     }
 
-    fn receipt(&self) -> Result<ReceiptRead> {
-        (**self).receipt()
+    fn state(&self) -> Result<StoreState> {
+        (**self).state()
     }
 
     fn floor_seq(&self) -> Result<u64> {

@@ -9,9 +9,9 @@ use super::index::RowIndex;
 use super::{ByteLog, LockedLog, LogRead, LogRow};
 use crate::store::page::{PageError, RunPage};
 use crate::store::{
-    AppendResult, FileReport, Files, PruneReport, ReadFrom, Receipt, ReceiptRead, ReceiptState,
-    RecoveryReport, Result, RotateReport, RowsRead, StoreError, StoredRow, VerifyReport,
-    WindowInfo, DEFAULT_MAX_ROW_BYTES,
+    AppendResult, PruneReport, ReadFrom, RecoveryDetail, RecoveryReport, Result, RotateReport,
+    RowCounts, RowsRead, StateDetail, StoreError, StoreState, StoredRow, VerifyDetail,
+    VerifyReport, WindowInfo, DEFAULT_MAX_ROW_BYTES,
 };
 use crate::transcript::input::{Incoming, RawRow};
 use crate::transcript::window_runs;
@@ -326,24 +326,12 @@ impl<L: ByteLog> Store for LogStore<L> {
         self.with_refreshed(u64::MAX, |ix, _| ix.fold.window().to_string())
     }
 
-    fn receipt(&self) -> Result<ReceiptRead> {
-        self.with_refreshed(u64::MAX, |ix, _| {
-            ReceiptRead::Valid(Receipt {
-                version: crate::store::receipt::RECEIPT_VERSION,
-                epoch: ix.epoch.unwrap_or(0),
-                state: ReceiptState::Stable,
-                seq: ix.last_seq,
-                committed_end: ix.end,
-                anchor_crc: 0,
-                files: Files {
-                    chat: None,
-                    archive: None,
-                },
-                floor: ix.fold.floor_seq(),
-                rotation: None,
-                append: None,
-                archive_check: None,
-            })
+    fn state(&self) -> Result<StoreState> {
+        self.with_refreshed(u64::MAX, |ix, _| StoreState {
+            epoch: ix.epoch,
+            last_seq: ix.last_seq,
+            floor_seq: ix.fold.floor_seq(),
+            detail: StateDetail::Log,
         })
     }
 
@@ -370,8 +358,8 @@ impl<L: ByteLog> Store for LogStore<L> {
         let removed_before = self.log.removed_before()?;
         let archived_before = self.log.archived_before()?;
         self.with_refreshed(u64::MAX, |ix, _| {
-            let mut live = FileReport::default();
-            let mut archive = FileReport::default();
+            let mut live = RowCounts::default();
+            let mut archive = RowCounts::default();
             let mut violations = 0u64;
             let mut first_violation = None;
             let mut expected = removed_before;
@@ -381,11 +369,10 @@ impl<L: ByteLog> Store for LogStore<L> {
                 } else {
                     &mut live
                 };
-                report.bytes += u64::from(e.len) + 1;
                 if e.head.is_some() {
                     report.rows += 1;
                 } else {
-                    report.malformed_lines += 1;
+                    report.malformed += 1;
                 }
                 if seq != expected {
                     violations += 1;
@@ -396,13 +383,15 @@ impl<L: ByteLog> Store for LogStore<L> {
                 expected = seq + 1;
             }
             VerifyReport {
-                ok: violations == 0 && live.malformed_lines == 0 && archive.malformed_lines == 0,
-                chat: live,
+                ok: violations == 0 && live.malformed == 0 && archive.malformed == 0,
+                epoch: ix.epoch,
+                last_seq: ix.last_seq,
+                floor_seq: ix.fold.floor_seq(),
+                live,
                 archive,
-                receipt: "stable".to_owned(),
                 seq_violations: violations,
                 first_seq_violation: first_violation,
-                floor_seq: ix.fold.floor_seq(),
+                detail: VerifyDetail::Log,
             }
         })
     }
@@ -410,8 +399,9 @@ impl<L: ByteLog> Store for LogStore<L> {
     /// Nothing to repair: a batch is appended whole or not at all.
     fn recover(&self) -> Result<RecoveryReport> {
         self.with_refreshed(u64::MAX, |ix, _| RecoveryReport {
+            changed: false,
             epoch: ix.epoch,
-            ..RecoveryReport::default()
+            detail: RecoveryDetail::Log,
         })
     }
 
