@@ -11,7 +11,9 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::memory::{self, MemoryHistory};
 use ctxbudget::scan::SessionHistoryTool;
-use ctxbudget::store::{OpenOptions, ReadFrom, StateDetail, StoreError, VerifyDetail, VerifyReport};
+use ctxbudget::store::{
+    OpenOptions, ReadFrom, StateDetail, StoreError, VerifyDetail, VerifyReport,
+};
 use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;
 use ctxbudget::transcript::Store;

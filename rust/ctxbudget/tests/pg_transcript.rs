@@ -16,7 +16,9 @@ use std::sync::{Arc, Barrier};
 
 use ctxbudget::pg::{CursorKey, PgHistory};
 use ctxbudget::scan::{ScanOptions, SessionHistoryTool};
-use ctxbudget::store::{OpenOptions, ReadFrom, StateDetail, StoreError, VerifyDetail, VerifyReport};
+use ctxbudget::store::{
+    OpenOptions, ReadFrom, StateDetail, StoreError, VerifyDetail, VerifyReport,
+};
 use ctxbudget::transcript;
 use ctxbudget::transcript::History;
 use ctxbudget::transcript::NewRow;

@@ -16,8 +16,8 @@ use super::{
 use crate::store::file_page::FileSource;
 use crate::store::page::{PageError, RunPage};
 use crate::store::{
-    AppendResult, EncodedLines, FileRows, FileStore, PruneReport, ReadFrom, RecoveryReport,
-    Result, RotateReport, RowsRead, StoreState, VerifyReport, WindowInfo,
+    AppendResult, EncodedLines, FileRows, FileStore, PruneReport, ReadFrom, RecoveryReport, Result,
+    RotateReport, RowsRead, StoreState, VerifyReport, WindowInfo,
 };
 
 /// A workspace's transcript files (`<ws>/history/`, docs/format.md): the byte store of
