@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::added::{AddedToken, Form, TextRules};
 use super::bpe::Ranks;
-use super::hf_bpe::{MergesText, VocabText};
+use super::hf_bpe::{MergeResolver, MergesText, VocabText};
 use super::json_scan::Scan;
 use super::pretokenize::Family;
 use super::split::RegexSplits;
@@ -116,10 +116,13 @@ struct FileAddedToken {
 struct Document {
     /// The model's options.
     model: Option<ModelOptions>,
-    /// The model's `vocab`, decoded.
+    /// The model's `vocab`, decoded (until the merges are resolved against it).
     vocab: Option<VocabText>,
-    /// The model's `merges`, decoded.
+    /// The model's `merges`, decoded, when they were not resolved as they were read.
     merges: Option<MergesText>,
+    /// The vocabulary's table and the merges resolved against it as they were read,
+    /// or why the vocabulary is refused.
+    resolved: Option<Result<(Ranks, MergeResolver), String>>,
     /// The `normalizer` value.
     normalizer: Option<Value>,
     /// The `pre_tokenizer` value.
@@ -133,19 +136,73 @@ fn parse_small<T: serde::de::DeserializeOwned>(raw: &str, what: &str) -> Result<
     serde_json::from_str(raw).map_err(|e| format!("its {what} is not valid: {e}"))
 }
 
+/// The ids of the added tokens, which the merged vocabulary leaves out.
+fn added_ids(added: &[FileAddedToken]) -> FxHashSet<u32> {
+    added.iter().map(|t| t.id).collect()
+}
+
 impl Document {
     /// Scans `text` once: the vocabulary and merges are decoded from it in place.
-    fn scan(text: &[u8]) -> Result<Document, String> {
+    ///
+    /// When the vocabulary and the added tokens come before the merges, as in every
+    /// file HuggingFace writes, the merges are resolved against the vocabulary as they
+    /// are read, a chunk at a time, and never held whole. A file in any other order
+    /// keeps them whole until the end; one that names a part again after the merges
+    /// were resolved (a second `model`, `vocab`, `merges` or `added_tokens`) is scanned
+    /// again that way, so that the last of each counts as it always has.
+    ///
+    /// Without `resolve`, the merges are always kept whole (and resolved exactly, each
+    /// part checked as it comes, by the load).
+    fn scan(text: &[u8], resolve: bool) -> Result<Document, String> {
+        let mut rescan = false;
+        let doc = Document::scan_once(text, resolve, &mut rescan)?;
+        if rescan {
+            return Document::scan_once(text, false, &mut rescan);
+        }
+        Ok(doc)
+    }
+
+    /// One scan of `text`, resolving the merges as they are read if `resolve` allows;
+    /// sets `rescan` when a part named again makes that resolution stale.
+    fn scan_once(text: &[u8], resolve: bool, rescan: &mut bool) -> Result<Document, String> {
         let mut doc = Document::default();
+        let mut added_read = false;
         let mut scan = Scan::new(text);
         scan.object(|scan, key| {
+            let again = doc.resolved.is_some();
             if key.is("model") {
+                *rescan |= again;
                 let mut options = serde_json::Map::new();
+                let mut vocab_here = false;
                 scan.object(|scan, field| {
                     if field.is("vocab") {
+                        *rescan |= doc.resolved.is_some();
                         doc.vocab = Some(VocabText::read(scan)?);
+                        vocab_here = true;
                     } else if field.is("merges") {
-                        doc.merges = Some(MergesText::read(scan)?);
+                        *rescan |= doc.resolved.is_some();
+                        match doc.vocab.take() {
+                            Some(vocab) if resolve && vocab_here && added_read => {
+                                doc.resolved =
+                                    Some(match vocab.into_vocab(&added_ids(&doc.added_tokens)) {
+                                        Ok(vocab) => {
+                                            let ranks = Ranks::new(vocab);
+                                            let merges = MergesText::read_resolving(scan, &ranks)?;
+                                            Ok((ranks, merges))
+                                        }
+                                        Err(e) => {
+                                            // Refused when the load gets to it: the
+                                            // merges are still read, for their errors.
+                                            MergesText::read(scan)?;
+                                            Err(e)
+                                        }
+                                    });
+                            }
+                            vocab => {
+                                doc.vocab = vocab;
+                                doc.merges = Some(MergesText::read(scan)?);
+                            }
+                        }
                     } else {
                         options.insert(field.decoded()?, parse_small(scan.skip()?, "model")?);
                     }
@@ -160,7 +217,9 @@ impl Document {
             } else if key.is("pre_tokenizer") {
                 doc.pre_tokenizer = parse_small(scan.skip()?, "pre_tokenizer")?;
             } else if key.is("added_tokens") {
+                *rescan |= again;
                 doc.added_tokens = parse_small(scan.skip()?, "added_tokens")?;
+                added_read = true;
             } else {
                 parse_small::<de::IgnoredAny>(scan.skip()?, "document")?;
             }
@@ -173,8 +232,24 @@ impl Document {
 
 /// Reads a `tokenizer.json` document.
 pub(crate) fn load_tokenizer_json(text: &[u8]) -> Result<Loaded, String> {
-    let doc = Document::scan(text).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
-    let (Some(model), Some(vocab)) = (doc.model, doc.vocab) else {
+    match load(text, true)? {
+        Some(loaded) => Ok(loaded),
+        // A merge names a part that is not a token: read again to say which.
+        None => load(text, false)?
+            .ok_or_else(|| "a merge names a part that is not in the vocabulary".to_owned()),
+    }
+}
+
+/// Reads a `tokenizer.json` document, its merges resolved as they are read if
+/// `resolve` allows: `None` if they were and a part of one is not a token (only a
+/// reading without `resolve` says which).
+fn load(text: &[u8], resolve: bool) -> Result<Option<Loaded>, String> {
+    let doc =
+        Document::scan(text, resolve).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
+    let Some(model) = doc
+        .model
+        .filter(|_| doc.vocab.is_some() || doc.resolved.is_some())
+    else {
         return Err("not a tokenizer.json file: it has no model with a vocab".to_owned());
     };
     if model.kind.as_deref().is_some_and(|k| k != "BPE") {
@@ -200,12 +275,26 @@ pub(crate) fn load_tokenizer_json(text: &[u8]) -> Result<Loaded, String> {
     let patterns = pre_tokenizer(doc.pre_tokenizer.as_ref())?;
     let forms = normalizer(doc.normalizer.as_ref())?;
 
-    let added_ids: FxHashSet<u32> = doc.added_tokens.iter().map(|t| t.id).collect();
-    let ranks = Ranks::new(vocab.into_vocab(&added_ids)?);
-    let merges = doc
-        .merges
-        .unwrap_or_default()
-        .resolve(&ranks, model.ignore_merges)?;
+    let (ranks, merges) = match (doc.resolved, doc.vocab) {
+        (Some(resolved), _) => {
+            let (ranks, merges) = resolved?;
+            let Some(merges) = merges.finish(model.ignore_merges)? else {
+                return Ok(None);
+            };
+            (ranks, merges)
+        }
+        (None, Some(vocab)) => {
+            let ranks = Ranks::new(vocab.into_vocab(&added_ids(&doc.added_tokens))?);
+            let merges = doc
+                .merges
+                .unwrap_or_default()
+                .resolve(&ranks, model.ignore_merges)?;
+            (ranks, merges)
+        }
+        (None, None) => {
+            return Err("not a tokenizer.json file: it has no model with a vocab".to_owned())
+        }
+    };
     let ranks = ranks.with_merges(merges);
     let added = doc
         .added_tokens
@@ -221,11 +310,11 @@ pub(crate) fn load_tokenizer_json(text: &[u8]) -> Result<Loaded, String> {
         })
         .collect();
     let rules = TextRules::new(added, forms)?;
-    Ok(Loaded {
+    Ok(Some(Loaded {
         family: family_of(&patterns)?,
         ranks,
         rules: (!rules.is_empty()).then_some(rules),
-    })
+    }))
 }
 
 /// The split regexes of a pre-tokenizer that ends in a byte-level mapping.
@@ -529,6 +618,33 @@ mod tests {
             err(&unknown_part).contains(r#"merge 1 names "ca""#),
             "{}",
             err(&unknown_part)
+        );
+        // Parts of 3 to 7 bytes are checked together after the merges (then read again
+        // for the message), the others as they come: the first missing part is named
+        // whichever way each was checked.
+        let short_part = tiny(r#"["a b", "ab c", "abc a", "xyz a"]"#, "");
+        assert!(
+            err(&short_part).contains(r#"merge 3 names "xyz""#),
+            "{}",
+            err(&short_part)
+        );
+        let short_first = tiny(r#"["a b", "xyz a", "a bcdefghij", "a zz"]"#, "");
+        assert!(
+            err(&short_first).contains(r#"merge 1 names "xyz""#),
+            "{}",
+            err(&short_first)
+        );
+        let long_first = tiny(r#"["a b", "a bcdefghij", "xyz a"]"#, "");
+        assert!(
+            err(&long_first).contains(r#"merge 1 names "bcdefghij""#),
+            "{}",
+            err(&long_first)
+        );
+        let short_after_made = tiny(r#"["a b", "ab ab", "xyz a"]"#, "");
+        assert!(
+            err(&short_after_made).contains(r#"merge 2 names "xyz""#),
+            "{}",
+            err(&short_after_made)
         );
         let not_made = tiny(r#"["c a"]"#, "");
         assert!(err(&not_made).contains("ca"), "{}", err(&not_made));
