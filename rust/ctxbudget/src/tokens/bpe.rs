@@ -41,16 +41,12 @@ const BUILD_AFTER_BYTES: usize = 256 * 1024;
 /// Marks "no such token / pair" in rank slots.
 pub(crate) const NO_RANK: u32 = u32::MAX;
 
-/// Lookups made together when checking many pieces against a whole table (see
+/// Lookups made together when building or checking a whole table (see
 /// [`Ranks::first_missing`]).
 const LOOKUP_BATCH: usize = 16;
 
 /// Marks "no neighbour" in the heap merge's linked list.
 const NONE: usize = usize::MAX;
-
-/// Regions (at most `1 << REGION_BITS`) of the hash table that [`Ranks::new`] fills one
-/// after the other.
-const REGION_BITS: u32 = 8;
 
 /// Mergeable ranks of one encoding: byte string → token id (lower merges first).
 ///
@@ -143,36 +139,34 @@ impl Ranks {
         let mask = size - 1;
         let mut slots = vec![NO_RANK; size];
         let mut max_len = 0;
-        // Put in region by region of the table (a counting sort of the ids by the region
-        // of their home slot), each region a few kilobytes that stay in the cache while
-        // its tokens go in: in id order, every token would be a cache miss in a table of
-        // megabytes. Any order makes a valid table: a lookup probes from the home slot
-        // until it finds its token or an empty slot.
-        let bits = size.trailing_zeros();
-        let region_shift = bits - bits.min(REGION_BITS);
-        let mut homes = Vec::with_capacity(vocab.len());
-        let mut counts = vec![0u32; (size >> region_shift) + 1];
-        for (_, bytes) in vocab.iter() {
-            max_len = max_len.max(bytes.len());
-            let home = (hash(bytes) & mask) as u32;
-            counts[(home >> region_shift) as usize + 1] += 1;
-            homes.push(home);
-        }
-        for r in 1..counts.len() {
-            counts[r] += counts[r - 1];
-        }
-        let mut order = vec![0u32; vocab.len()];
-        for (id, &home) in homes.iter().enumerate() {
-            let at = &mut counts[(home >> region_shift) as usize];
-            order[*at as usize] = id as u32;
-            *at += 1;
-        }
-        for id in order {
-            let mut i = homes[id as usize] as usize;
-            while slots[i] != NO_RANK {
-                i = (i + 1) & mask;
+        // In batches, each step over the whole batch before the next: the slots' cache
+        // misses of a batch overlap instead of following one another.
+        let mut home = [0usize; LOOKUP_BATCH];
+        for first in (0..vocab.len() as u32).step_by(LOOKUP_BATCH) {
+            let last = (first + LOOKUP_BATCH as u32).min(vocab.len() as u32);
+            let batch = first..last;
+            for (k, id) in batch.clone().enumerate() {
+                let bytes = vocab.token(id);
+                max_len = max_len.max(bytes.len());
+                home[k] = hash(bytes) & mask;
             }
-            slots[i] = id;
+            let mut empty = [false; LOOKUP_BATCH];
+            for (k, &i) in home.iter().take(batch.len()).enumerate() {
+                empty[k] = slots[i] == NO_RANK;
+            }
+            for (k, id) in batch.clone().enumerate() {
+                let mut i = home[k];
+                if !empty[k] {
+                    while slots[i] != NO_RANK {
+                        i = (i + 1) & mask;
+                    }
+                }
+                // Filled by an earlier token of this batch since: probe on.
+                while slots[i] != NO_RANK {
+                    i = (i + 1) & mask;
+                }
+                slots[i] = id;
+            }
         }
         let mut pairs = vec![NO_RANK; 1 << 16].into_boxed_slice();
         for id in 0..vocab.len() as u32 {

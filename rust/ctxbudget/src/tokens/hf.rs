@@ -150,12 +150,9 @@ impl Document {
     /// keeps them whole until the end; one that names a part again after the merges
     /// were resolved (a second `model`, `vocab`, `merges` or `added_tokens`) is scanned
     /// again that way, so that the last of each counts as it always has.
-    ///
-    /// Without `resolve`, the merges are always kept whole (and resolved exactly, each
-    /// part checked as it comes, by the load).
-    fn scan(text: &[u8], resolve: bool) -> Result<Document, String> {
+    fn scan(text: &[u8]) -> Result<Document, String> {
         let mut rescan = false;
-        let doc = Document::scan_once(text, resolve, &mut rescan)?;
+        let doc = Document::scan_once(text, true, &mut rescan)?;
         if rescan {
             return Document::scan_once(text, false, &mut rescan);
         }
@@ -232,20 +229,7 @@ impl Document {
 
 /// Reads a `tokenizer.json` document.
 pub(crate) fn load_tokenizer_json(text: &[u8]) -> Result<Loaded, String> {
-    match load(text, true)? {
-        Some(loaded) => Ok(loaded),
-        // A merge names a part that is not a token: read again to say which.
-        None => load(text, false)?
-            .ok_or_else(|| "a merge names a part that is not in the vocabulary".to_owned()),
-    }
-}
-
-/// Reads a `tokenizer.json` document, its merges resolved as they are read if
-/// `resolve` allows: `None` if they were and a part of one is not a token (only a
-/// reading without `resolve` says which).
-fn load(text: &[u8], resolve: bool) -> Result<Option<Loaded>, String> {
-    let doc =
-        Document::scan(text, resolve).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
+    let doc = Document::scan(text).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
     let Some(model) = doc
         .model
         .filter(|_| doc.vocab.is_some() || doc.resolved.is_some())
@@ -278,9 +262,7 @@ fn load(text: &[u8], resolve: bool) -> Result<Option<Loaded>, String> {
     let (ranks, merges) = match (doc.resolved, doc.vocab) {
         (Some(resolved), _) => {
             let (ranks, merges) = resolved?;
-            let Some(merges) = merges.finish(model.ignore_merges)? else {
-                return Ok(None);
-            };
+            let merges = merges.finish(model.ignore_merges)?;
             (ranks, merges)
         }
         (None, Some(vocab)) => {
@@ -310,11 +292,11 @@ fn load(text: &[u8], resolve: bool) -> Result<Option<Loaded>, String> {
         })
         .collect();
     let rules = TextRules::new(added, forms)?;
-    Ok(Some(Loaded {
+    Ok(Loaded {
         family: family_of(&patterns)?,
         ranks,
         rules: (!rules.is_empty()).then_some(rules),
-    }))
+    })
 }
 
 /// The split regexes of a pre-tokenizer that ends in a byte-level mapping.
@@ -619,9 +601,8 @@ mod tests {
             "{}",
             err(&unknown_part)
         );
-        // Parts of 3 to 7 bytes are checked together after the merges (then read again
-        // for the message), the others as they come: the first missing part is named
-        // whichever way each was checked.
+        // The first merge with a missing part is named, whatever the parts' lengths
+        // (two bytes are looked up in the table of pairs, others by hash).
         let short_part = tiny(r#"["a b", "ab c", "abc a", "xyz a"]"#, "");
         assert!(
             err(&short_part).contains(r#"merge 3 names "xyz""#),

@@ -470,7 +470,7 @@ impl MergesText {
         scan: &mut Scan<'_>,
         ranks: &Ranks,
     ) -> Result<MergeResolver, String> {
-        let mut resolver = MergeResolver::new(ranks, false);
+        let mut resolver = MergeResolver::new(ranks);
         let mut chunk = MergesText {
             bytes: Vec::with_capacity(CHUNK * 16),
             parts: Vec::with_capacity(CHUNK),
@@ -537,12 +537,9 @@ impl MergesText {
     /// The merges against the tokens of `ranks`: a merge whose parts or result are not
     /// tokens is refused, as HuggingFace refuses it.
     pub(crate) fn resolve(&self, ranks: &Ranks, ignore_merges: bool) -> Result<PairMerges, String> {
-        let mut resolver = MergeResolver::new(ranks, true);
+        let mut resolver = MergeResolver::new(ranks);
         resolver.feed(self, ranks);
-        // An exact resolver has checked every part already.
-        resolver
-            .finish(ignore_merges)?
-            .ok_or_else(|| "a merge names a part that is not in the vocabulary".to_owned())
+        resolver.finish(ignore_merges)
     }
 
     /// Each merge with its bytes split into its two parts.
@@ -560,20 +557,14 @@ impl MergesText {
 
     /// The index (in this text) of the first merge with a part that is not a token,
     /// and that part (its left one if both are not). `spans` is scratch space.
-    ///
-    /// With `deferred`, the parts of 3 to [`SHORT_MAX`] bytes are not looked up but
-    /// added to it, by region of `shorts`, for [`MergeResolver::finish`] to check.
     fn first_missing_part(
         &self,
         ranks: &Ranks,
-        shorts: &ShortTokens,
         spans: &mut Vec<(u32, u32)>,
-        mut deferred: Option<&mut Vec<Vec<u64>>>,
     ) -> Option<(usize, &[u8])> {
         // Every byte is a token (the vocabulary was checked for it). Parts of two bytes
-        // are answered by one load from the table of byte pairs, parts of up to
-        // `SHORT_MAX` by one from the table of short tokens; the longer parts of the
-        // merges up to the first whose short part is missing are looked up in batches.
+        // are answered by one load from the table of byte pairs; the other parts of the
+        // merges up to the first whose such part is missing are looked up in batches.
         spans.clear();
         let mut short = None;
         let mut start = 0u32;
@@ -584,15 +575,6 @@ impl MergesText {
                     1 => {}
                     2 => {
                         if ranks.rank(&self.bytes[from as usize..to as usize]) == NO_RANK {
-                            short = Some(index);
-                        }
-                    }
-                    3..=SHORT_MAX => {
-                        let part = &self.bytes[from as usize..to as usize];
-                        if let Some(regions) = deferred.as_deref_mut() {
-                            let key = ShortTokens::pack(part);
-                            regions[shorts.region(key)].push(key);
-                        } else if !shorts.contains(part) {
                             short = Some(index);
                         }
                     }
@@ -627,107 +609,6 @@ impl MergesText {
     }
 }
 
-/// Longest token that [`ShortTokens`] holds.
-const SHORT_MAX: u32 = 7;
-
-/// Regions of a [`ShortTokens`] table (at most): keys are put in and looked up region by
-/// region, each a few kilobytes that stay in the cache while it is worked on.
-const REGION_BITS: u32 = 8;
-
-/// The tokens of 3 to [`SHORT_MAX`] bytes, each packed into one word with its length,
-/// in an open-addressing table: whether a merge part of that length is a token is then
-/// answered by the table alone, where the rank table needs three loads that depend on
-/// one another (its slot, the token's start, its bytes). Nine merge parts in ten are
-/// two to seven bytes long, and a load checks a few hundred thousand of them: one by
-/// one, each would be a cache miss in a table of megabytes (as costly as all the
-/// decoding), so they are collected by region of the table and checked region by
-/// region once all are known. The tokens are put in the same way. The table is
-/// dropped after the load.
-pub(crate) struct ShortTokens {
-    /// Packed tokens (0: empty; a packed token never is, its length being in it).
-    slots: Vec<u64>,
-    /// Right shift that turns a multiplied word into a slot.
-    shift: u32,
-    /// Right shift that turns a slot into its region.
-    region_shift: u32,
-}
-
-impl ShortTokens {
-    /// The token bytes `bytes` (1 to 7 of them) packed with their length.
-    #[inline(always)]
-    fn pack(bytes: &[u8]) -> u64 {
-        let mut word = [0u8; 8];
-        word[..bytes.len()].copy_from_slice(bytes);
-        word[7] = bytes.len() as u8;
-        u64::from_le_bytes(word)
-    }
-
-    /// Home slot of a packed token (a multiplicative hash: its top bits).
-    #[inline(always)]
-    fn home(&self, key: u64) -> usize {
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
-    }
-
-    /// Region of the table a packed token's home lies in.
-    #[inline(always)]
-    fn region(&self, key: u64) -> usize {
-        self.home(key) >> self.region_shift
-    }
-
-    /// Empty lists of keys, one per region.
-    fn regions(&self) -> Vec<Vec<u64>> {
-        let count = (self.slots.len() >> self.region_shift).max(1);
-        vec![Vec::new(); count]
-    }
-
-    /// The tokens of 3 to [`SHORT_MAX`] bytes of `vocab`.
-    fn new(vocab: &Vocab) -> ShortTokens {
-        let is_short = |id: &u32| (3..=SHORT_MAX as usize).contains(&vocab.token(*id).len());
-        let count = (0..vocab.len() as u32).filter(is_short).count();
-        let size = (count * 2).next_power_of_two().max(16);
-        let bits = size.trailing_zeros();
-        let mut table = ShortTokens {
-            slots: vec![0; size],
-            shift: 64 - bits,
-            region_shift: bits - bits.min(REGION_BITS),
-        };
-        let mut regions = table.regions();
-        for id in (0..vocab.len() as u32).filter(is_short) {
-            let key = Self::pack(vocab.token(id));
-            regions[table.region(key)].push(key);
-        }
-        let mask = size - 1;
-        for key in regions.into_iter().flatten() {
-            let mut i = table.home(key);
-            while table.slots[i] != 0 && table.slots[i] != key {
-                i = (i + 1) & mask;
-            }
-            table.slots[i] = key;
-        }
-        table
-    }
-
-    /// Whether `bytes` (3 to [`SHORT_MAX`] of them) are a token.
-    #[inline(always)]
-    fn contains(&self, bytes: &[u8]) -> bool {
-        self.contains_key(Self::pack(bytes))
-    }
-
-    /// Whether the packed token `key` is in the table.
-    #[inline(always)]
-    fn contains_key(&self, key: u64) -> bool {
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            match self.slots[i] {
-                0 => return false,
-                found if found == key => return true,
-                _ => i = (i + 1) & mask,
-            }
-        }
-    }
-}
-
 /// The merge list as it is resolved against the vocabulary, chunk by chunk.
 pub(crate) struct MergeResolver {
     /// The splits of each token, so far.
@@ -743,24 +624,13 @@ pub(crate) struct MergeResolver {
     missing_joined: Option<String>,
     /// Scratch space: where the parts to look up lie in a chunk.
     spans: Vec<(u32, u32)>,
-    /// The short tokens, for the check of the parts.
-    shorts: ShortTokens,
-    /// The packed parts of 3 to [`SHORT_MAX`] bytes, by region of `shorts`, still to
-    /// be checked (`None`: each part is checked as it is read, for the exact message).
-    deferred: Option<Vec<Vec<u64>>>,
 }
 
 impl MergeResolver {
-    /// A resolver against the tokens of `ranks`. With `exact`, every part is checked as
-    /// it comes, so that a refusal can name the first merge with a part that is not a
-    /// token; otherwise most are checked together at the end, and a missing one only
-    /// known to be missing.
-    fn new(ranks: &Ranks, exact: bool) -> MergeResolver {
-        let shorts = ShortTokens::new(ranks.vocab());
+    /// A resolver against the tokens of `ranks`.
+    fn new(ranks: &Ranks) -> MergeResolver {
         MergeResolver {
             table: PairMergesBuilder::new(ranks.len()),
-            deferred: (!exact).then(|| shorts.regions()),
-            shorts,
             done: 0,
             last: 0,
             missing_part: None,
@@ -772,12 +642,7 @@ impl MergeResolver {
     /// Resolves the next merges.
     fn feed(&mut self, merges: &MergesText, ranks: &Ranks) {
         if self.missing_part.is_none() {
-            if let Some((index, part)) = merges.first_missing_part(
-                ranks,
-                &self.shorts,
-                &mut self.spans,
-                self.deferred.as_mut(),
-            ) {
+            if let Some((index, part)) = merges.first_missing_part(ranks, &mut self.spans) {
                 self.missing_part = Some(format!(
                     "merge {} names {:?}, which is not in the vocabulary",
                     self.done + index,
@@ -818,24 +683,12 @@ impl MergeResolver {
     }
 
     /// The table, or why the merges are refused: a part that is not a token before
-    /// a joined pair that is not one, as HuggingFace checks them. `None` when a part
-    /// checked at the end is not a token: read the merges again exactly to know which.
-    pub(crate) fn finish(self, ignore_merges: bool) -> Result<Option<PairMerges>, String> {
-        if let Some(regions) = &self.deferred {
-            // Region by region: each region's keys look up only its part of the table.
-            let shorts = &self.shorts;
-            if !regions
-                .iter()
-                .flatten()
-                .all(|&key| shorts.contains_key(key))
-            {
-                return Ok(None);
-            }
-        }
+    /// a joined pair that is not one, as HuggingFace checks them.
+    pub(crate) fn finish(self, ignore_merges: bool) -> Result<PairMerges, String> {
         if let Some(e) = self.missing_part.or(self.missing_joined) {
             return Err(e);
         }
-        Ok(Some(self.table.finish(ignore_merges)))
+        Ok(self.table.finish(ignore_merges))
     }
 }
 
@@ -955,37 +808,6 @@ mod tests {
                     assert_eq!(out, [9], "{text:?}");
                 }
             }
-        }
-    }
-
-    #[test]
-    fn short_tokens_answer_as_the_rank_table_does() {
-        let tokens: Vec<Vec<u8>> = (0..=255u8)
-            .map(|b| vec![b])
-            .chain((1..12usize).flat_map(|len| {
-                (0..40u8).map(move |k| (0..len).map(|i| k.wrapping_mul(31) ^ i as u8).collect())
-            }))
-            .chain([vec![0, 0, 0], vec![b'a', b'b', 0]])
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let vocab =
-            Vocab::from_tokens(tokens.iter().map(Vec::as_slice)).unwrap_or_else(|e| panic!("{e}"));
-        let shorts = ShortTokens::new(&vocab);
-        let ranks = Ranks::new(vocab);
-        let mut probes = tokens.clone();
-        for t in &tokens {
-            let mut changed = t.clone();
-            changed[0] ^= 0x80;
-            probes.push(changed);
-            probes.push(t[..t.len() - 1].to_vec());
-            probes.push([t.as_slice(), &[0]].concat());
-        }
-        for p in probes
-            .iter()
-            .filter(|p| (3..=SHORT_MAX as usize).contains(&p.len()))
-        {
-            assert_eq!(shorts.contains(p), ranks.rank(p) != NO_RANK, "{p:?}");
         }
     }
 }
