@@ -533,6 +533,110 @@ mod tests {
         }
     }
 
+    /// A byte-level file of a few thousand merges (more than one chunk of the reader)
+    /// over the letters and digits: every two of them, then every pair with a third.
+    /// `order` lays out its top-level keys; `twist` edits the merge list.
+    fn many(order: &[&str], twist: impl Fn(&mut Vec<String>)) -> String {
+        let map = super::super::hf_bpe::BYTE_OF_CHAR;
+        let mut chars: Vec<(u8, char)> = (0..super::super::hf_bpe::BYTE_CHARS)
+            .filter(|&c| map[c] > 0)
+            .filter_map(|c| Some(((map[c] - 1) as u8, char::from_u32(c as u32)?)))
+            .collect();
+        chars.sort_unstable();
+        let mut vocab: Vec<String> = chars.iter().map(|(_, c)| c.to_string()).collect();
+        let alnum: Vec<char> = ('a'..='z').chain('A'..='Z').chain('0'..='9').collect();
+        let mut merges = Vec::new();
+        for &x in &alnum {
+            for &y in &alnum {
+                merges.push(format!("{x} {y}"));
+                vocab.push(format!("{x}{y}"));
+            }
+        }
+        for (k, &z) in alnum.iter().cycle().take(1200).enumerate() {
+            let (x, y) = (alnum[k % 62], alnum[(k / 62) % 62]);
+            merges.push(format!("{x}{y} {z}"));
+            vocab.push(format!("{x}{y}{z}"));
+            // The same token under its other split, next to it (as Llama 3 lists them).
+            if k % 7 == 0 {
+                merges.push(format!("{x} {y}{z}"));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        vocab.retain(|t| seen.insert(t.clone()));
+        twist(&mut merges);
+        let vocab: Vec<String> = vocab
+            .iter()
+            .enumerate()
+            .map(|(id, t)| format!("{}: {id}", serde_json::json!(t)))
+            .collect();
+        let part = |key: &str| match key {
+            "added_tokens" => format!(
+                r#""added_tokens": [{{"id": {}, "content": "<s>", "special": true,
+                    "lstrip": false, "rstrip": false, "single_word": false,
+                    "normalized": false}}]"#,
+                vocab.len()
+            ),
+            "model" => format!(
+                r#""model": {{"type": "BPE", "vocab": {{{}}}, "merges": {}}}"#,
+                vocab.join(",\n    "),
+                serde_json::json!(merges)
+            ),
+            "pre_tokenizer" => {
+                r#""pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}"#.to_owned()
+            }
+            _ => r#""normalizer": null"#.to_owned(),
+        };
+        let parts: Vec<String> = order.iter().map(|k| part(k)).collect();
+        format!("{{{}}}", parts.join(",\n"))
+    }
+
+    /// The layout HuggingFace writes (added tokens before the model: the merges are
+    /// resolved a chunk at a time as they are read) and others (kept whole, then
+    /// resolved) give the same tokenizer, the same refusals, the same messages.
+    #[test]
+    fn merges_resolved_as_read_equal_merges_kept_whole() {
+        const STREAMED: &[&str] = &["added_tokens", "normalizer", "pre_tokenizer", "model"];
+        const WHOLE: &[&str] = &["model", "normalizer", "pre_tokenizer", "added_tokens"];
+        let texts = [
+            "ab abc xyz Qz9 09a <s>a1b2c3<s> zzzz aZ0aZ0 9876543210",
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+            "a b c  aa bb cc aaa bbb ccc é 中 <s><s>",
+        ];
+        let twists: [fn(&mut Vec<String>); 3] = [
+            |_| {},
+            // Out of id order from the middle on.
+            |m| m[2000..].reverse(),
+            // A split listed twice (its first index counts).
+            |m| {
+                let again = m[100].clone();
+                m.insert(3000, again);
+            },
+        ];
+        for twist in twists {
+            let (a, b) = (load(&many(STREAMED, twist)), load(&many(WHOLE, twist)));
+            for text in texts {
+                assert_eq!(count(a, text), count(b, text), "{text:?}");
+            }
+        }
+        let plain = load(&many(STREAMED, |_| {}));
+        assert_eq!((count(plain, "aaa"), count(plain, "abc")), (1, 2));
+        // Refusals past the first chunk: a missing part, a missing joined token.
+        let refusals: [fn(&mut Vec<String>); 3] = [
+            |m| m[4500] = "xyzw a".to_owned(),
+            |m| m[4600] = "Z9 aQ".to_owned(),
+            |m| {
+                m[4400] = "ab cd".to_owned();
+                m[4700] = "qqqqq r".to_owned();
+            },
+        ];
+        for twist in refusals {
+            let streamed = load_tokenizer_json(many(STREAMED, twist).as_bytes()).err();
+            let whole = load_tokenizer_json(many(WHOLE, twist).as_bytes()).err();
+            assert!(streamed.is_some());
+            assert_eq!(streamed, whole);
+        }
+    }
+
     #[test]
     fn added_tokens_are_one_token_each() {
         let added = r#"{"id": 259, "content": "<s>", "special": true, "lstrip": false,
