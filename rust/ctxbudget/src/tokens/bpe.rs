@@ -142,9 +142,10 @@ impl Ranks {
         // In batches, each step over the whole batch before the next: the slots' cache
         // misses of a batch overlap instead of following one another.
         let mut home = [0usize; LOOKUP_BATCH];
-        let ids: Vec<u32> = (0..vocab.len() as u32).collect();
-        for batch in ids.chunks(LOOKUP_BATCH) {
-            for (k, &id) in batch.iter().enumerate() {
+        for first in (0..vocab.len() as u32).step_by(LOOKUP_BATCH) {
+            let last = (first + LOOKUP_BATCH as u32).min(vocab.len() as u32);
+            let batch = first..last;
+            for (k, id) in batch.clone().enumerate() {
                 let bytes = vocab.token(id);
                 max_len = max_len.max(bytes.len());
                 home[k] = hash(bytes) & mask;
@@ -153,7 +154,7 @@ impl Ranks {
             for (k, &i) in home.iter().take(batch.len()).enumerate() {
                 empty[k] = slots[i] == NO_RANK;
             }
-            for (k, &id) in batch.iter().enumerate() {
+            for (k, id) in batch.clone().enumerate() {
                 let mut i = home[k];
                 if !empty[k] {
                     while slots[i] != NO_RANK {

@@ -86,14 +86,22 @@ fn parse(path: &Path, data: &[u8]) -> Result<Loaded, TokenError> {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    let tekken_like =
-        name.contains("tekken") || memchr::memmem::find(data, b"\"token_bytes\"").is_some();
-    let loaded = if tekken_like {
+    let tekken = || {
         std::str::from_utf8(data)
             .map_err(|_| "not UTF-8: not a tekken.json file".to_owned())
             .and_then(hf::load_tekken)
+    };
+    // A file named otherwise is a tekken file if it spells tokens as `token_bytes`:
+    // searched for only when it does not read as a `tokenizer.json` (a search of every
+    // `tokenizer.json` cost a millisecond).
+    let tekken_like = || memchr::memmem::find(data, b"\"token_bytes\"").is_some();
+    let loaded = if name.contains("tekken") {
+        tekken()
     } else {
-        hf::load_tokenizer_json(data)
+        match hf::load_tokenizer_json(data) {
+            Err(_) if tekken_like() => tekken(),
+            loaded => loaded,
+        }
     };
     loaded.map_err(|reason| fail(path, reason))
 }

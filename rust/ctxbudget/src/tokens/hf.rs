@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::added::{AddedToken, Form, TextRules};
 use super::bpe::Ranks;
-use super::hf_bpe::{MergesText, VocabText};
+use super::hf_bpe::{MergeResolver, MergesText, VocabText};
 use super::json_scan::Scan;
 use super::pretokenize::Family;
 use super::split::RegexSplits;
@@ -116,10 +116,13 @@ struct FileAddedToken {
 struct Document {
     /// The model's options.
     model: Option<ModelOptions>,
-    /// The model's `vocab`, decoded.
+    /// The model's `vocab`, decoded (until the merges are resolved against it).
     vocab: Option<VocabText>,
-    /// The model's `merges`, decoded.
+    /// The model's `merges`, decoded, when they were not resolved as they were read.
     merges: Option<MergesText>,
+    /// The vocabulary's table and the merges resolved against it as they were read,
+    /// or why the vocabulary is refused.
+    resolved: Option<Result<(Ranks, MergeResolver), String>>,
     /// The `normalizer` value.
     normalizer: Option<Value>,
     /// The `pre_tokenizer` value.
@@ -133,19 +136,70 @@ fn parse_small<T: serde::de::DeserializeOwned>(raw: &str, what: &str) -> Result<
     serde_json::from_str(raw).map_err(|e| format!("its {what} is not valid: {e}"))
 }
 
+/// The ids of the added tokens, which the merged vocabulary leaves out.
+fn added_ids(added: &[FileAddedToken]) -> FxHashSet<u32> {
+    added.iter().map(|t| t.id).collect()
+}
+
 impl Document {
     /// Scans `text` once: the vocabulary and merges are decoded from it in place.
+    ///
+    /// When the vocabulary and the added tokens come before the merges, as in every
+    /// file HuggingFace writes, the merges are resolved against the vocabulary as they
+    /// are read, a chunk at a time, and never held whole. A file in any other order
+    /// keeps them whole until the end; one that names a part again after the merges
+    /// were resolved (a second `model`, `vocab`, `merges` or `added_tokens`) is scanned
+    /// again that way, so that the last of each counts as it always has.
     fn scan(text: &[u8]) -> Result<Document, String> {
+        let mut rescan = false;
+        let doc = Document::scan_once(text, true, &mut rescan)?;
+        if rescan {
+            return Document::scan_once(text, false, &mut rescan);
+        }
+        Ok(doc)
+    }
+
+    /// One scan of `text`, resolving the merges as they are read if `resolve` allows;
+    /// sets `rescan` when a part named again makes that resolution stale.
+    fn scan_once(text: &[u8], resolve: bool, rescan: &mut bool) -> Result<Document, String> {
         let mut doc = Document::default();
+        let mut added_read = false;
         let mut scan = Scan::new(text);
         scan.object(|scan, key| {
+            let again = doc.resolved.is_some();
             if key.is("model") {
+                *rescan |= again;
                 let mut options = serde_json::Map::new();
+                let mut vocab_here = false;
                 scan.object(|scan, field| {
                     if field.is("vocab") {
+                        *rescan |= doc.resolved.is_some();
                         doc.vocab = Some(VocabText::read(scan)?);
+                        vocab_here = true;
                     } else if field.is("merges") {
-                        doc.merges = Some(MergesText::read(scan)?);
+                        *rescan |= doc.resolved.is_some();
+                        match doc.vocab.take() {
+                            Some(vocab) if resolve && vocab_here && added_read => {
+                                doc.resolved =
+                                    Some(match vocab.into_vocab(&added_ids(&doc.added_tokens)) {
+                                        Ok(vocab) => {
+                                            let ranks = Ranks::new(vocab);
+                                            let merges = MergesText::read_resolving(scan, &ranks)?;
+                                            Ok((ranks, merges))
+                                        }
+                                        Err(e) => {
+                                            // Refused when the load gets to it: the
+                                            // merges are still read, for their errors.
+                                            MergesText::read(scan)?;
+                                            Err(e)
+                                        }
+                                    });
+                            }
+                            vocab => {
+                                doc.vocab = vocab;
+                                doc.merges = Some(MergesText::read(scan)?);
+                            }
+                        }
                     } else {
                         options.insert(field.decoded()?, parse_small(scan.skip()?, "model")?);
                     }
@@ -160,7 +214,9 @@ impl Document {
             } else if key.is("pre_tokenizer") {
                 doc.pre_tokenizer = parse_small(scan.skip()?, "pre_tokenizer")?;
             } else if key.is("added_tokens") {
+                *rescan |= again;
                 doc.added_tokens = parse_small(scan.skip()?, "added_tokens")?;
+                added_read = true;
             } else {
                 parse_small::<de::IgnoredAny>(scan.skip()?, "document")?;
             }
@@ -174,7 +230,10 @@ impl Document {
 /// Reads a `tokenizer.json` document.
 pub(crate) fn load_tokenizer_json(text: &[u8]) -> Result<Loaded, String> {
     let doc = Document::scan(text).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
-    let (Some(model), Some(vocab)) = (doc.model, doc.vocab) else {
+    let Some(model) = doc
+        .model
+        .filter(|_| doc.vocab.is_some() || doc.resolved.is_some())
+    else {
         return Err("not a tokenizer.json file: it has no model with a vocab".to_owned());
     };
     if model.kind.as_deref().is_some_and(|k| k != "BPE") {
@@ -200,12 +259,24 @@ pub(crate) fn load_tokenizer_json(text: &[u8]) -> Result<Loaded, String> {
     let patterns = pre_tokenizer(doc.pre_tokenizer.as_ref())?;
     let forms = normalizer(doc.normalizer.as_ref())?;
 
-    let added_ids: FxHashSet<u32> = doc.added_tokens.iter().map(|t| t.id).collect();
-    let ranks = Ranks::new(vocab.into_vocab(&added_ids)?);
-    let merges = doc
-        .merges
-        .unwrap_or_default()
-        .resolve(&ranks, model.ignore_merges)?;
+    let (ranks, merges) = match (doc.resolved, doc.vocab) {
+        (Some(resolved), _) => {
+            let (ranks, merges) = resolved?;
+            let merges = merges.finish(model.ignore_merges)?;
+            (ranks, merges)
+        }
+        (None, Some(vocab)) => {
+            let ranks = Ranks::new(vocab.into_vocab(&added_ids(&doc.added_tokens))?);
+            let merges = doc
+                .merges
+                .unwrap_or_default()
+                .resolve(&ranks, model.ignore_merges)?;
+            (ranks, merges)
+        }
+        (None, None) => {
+            return Err("not a tokenizer.json file: it has no model with a vocab".to_owned())
+        }
+    };
     let ranks = ranks.with_merges(merges);
     let added = doc
         .added_tokens
@@ -462,6 +533,110 @@ mod tests {
         }
     }
 
+    /// A byte-level file of a few thousand merges (more than one chunk of the reader)
+    /// over the letters and digits: every two of them, then every pair with a third.
+    /// `order` lays out its top-level keys; `twist` edits the merge list.
+    fn many(order: &[&str], twist: impl Fn(&mut Vec<String>)) -> String {
+        let map = super::super::hf_bpe::BYTE_OF_CHAR;
+        let mut chars: Vec<(u8, char)> = (0..super::super::hf_bpe::BYTE_CHARS)
+            .filter(|&c| map[c] > 0)
+            .filter_map(|c| Some(((map[c] - 1) as u8, char::from_u32(c as u32)?)))
+            .collect();
+        chars.sort_unstable();
+        let mut vocab: Vec<String> = chars.iter().map(|(_, c)| c.to_string()).collect();
+        let alnum: Vec<char> = ('a'..='z').chain('A'..='Z').chain('0'..='9').collect();
+        let mut merges = Vec::new();
+        for &x in &alnum {
+            for &y in &alnum {
+                merges.push(format!("{x} {y}"));
+                vocab.push(format!("{x}{y}"));
+            }
+        }
+        for (k, &z) in alnum.iter().cycle().take(1200).enumerate() {
+            let (x, y) = (alnum[k % 62], alnum[(k / 62) % 62]);
+            merges.push(format!("{x}{y} {z}"));
+            vocab.push(format!("{x}{y}{z}"));
+            // The same token under its other split, next to it (as Llama 3 lists them).
+            if k % 7 == 0 {
+                merges.push(format!("{x} {y}{z}"));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        vocab.retain(|t| seen.insert(t.clone()));
+        twist(&mut merges);
+        let vocab: Vec<String> = vocab
+            .iter()
+            .enumerate()
+            .map(|(id, t)| format!("{}: {id}", serde_json::json!(t)))
+            .collect();
+        let part = |key: &str| match key {
+            "added_tokens" => format!(
+                r#""added_tokens": [{{"id": {}, "content": "<s>", "special": true,
+                    "lstrip": false, "rstrip": false, "single_word": false,
+                    "normalized": false}}]"#,
+                vocab.len()
+            ),
+            "model" => format!(
+                r#""model": {{"type": "BPE", "vocab": {{{}}}, "merges": {}}}"#,
+                vocab.join(",\n    "),
+                serde_json::json!(merges)
+            ),
+            "pre_tokenizer" => {
+                r#""pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}"#.to_owned()
+            }
+            _ => r#""normalizer": null"#.to_owned(),
+        };
+        let parts: Vec<String> = order.iter().map(|k| part(k)).collect();
+        format!("{{{}}}", parts.join(",\n"))
+    }
+
+    /// The layout HuggingFace writes (added tokens before the model: the merges are
+    /// resolved a chunk at a time as they are read) and others (kept whole, then
+    /// resolved) give the same tokenizer, the same refusals, the same messages.
+    #[test]
+    fn merges_resolved_as_read_equal_merges_kept_whole() {
+        const STREAMED: &[&str] = &["added_tokens", "normalizer", "pre_tokenizer", "model"];
+        const WHOLE: &[&str] = &["model", "normalizer", "pre_tokenizer", "added_tokens"];
+        let texts = [
+            "ab abc xyz Qz9 09a <s>a1b2c3<s> zzzz aZ0aZ0 9876543210",
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+            "a b c  aa bb cc aaa bbb ccc é 中 <s><s>",
+        ];
+        let twists: [fn(&mut Vec<String>); 3] = [
+            |_| {},
+            // Out of id order from the middle on.
+            |m| m[2000..].reverse(),
+            // A split listed twice (its first index counts).
+            |m| {
+                let again = m[100].clone();
+                m.insert(3000, again);
+            },
+        ];
+        for twist in twists {
+            let (a, b) = (load(&many(STREAMED, twist)), load(&many(WHOLE, twist)));
+            for text in texts {
+                assert_eq!(count(a, text), count(b, text), "{text:?}");
+            }
+        }
+        let plain = load(&many(STREAMED, |_| {}));
+        assert_eq!((count(plain, "aaa"), count(plain, "abc")), (1, 2));
+        // Refusals past the first chunk: a missing part, a missing joined token.
+        let refusals: [fn(&mut Vec<String>); 3] = [
+            |m| m[4500] = "xyzw a".to_owned(),
+            |m| m[4600] = "Z9 aQ".to_owned(),
+            |m| {
+                m[4400] = "ab cd".to_owned();
+                m[4700] = "qqqqq r".to_owned();
+            },
+        ];
+        for twist in refusals {
+            let streamed = load_tokenizer_json(many(STREAMED, twist).as_bytes()).err();
+            let whole = load_tokenizer_json(many(WHOLE, twist).as_bytes()).err();
+            assert!(streamed.is_some());
+            assert_eq!(streamed, whole);
+        }
+    }
+
     #[test]
     fn added_tokens_are_one_token_each() {
         let added = r#"{"id": 259, "content": "<s>", "special": true, "lstrip": false,
@@ -529,6 +704,32 @@ mod tests {
             err(&unknown_part).contains(r#"merge 1 names "ca""#),
             "{}",
             err(&unknown_part)
+        );
+        // The first merge with a missing part is named, whatever the parts' lengths
+        // (two bytes are looked up in the table of pairs, others by hash).
+        let short_part = tiny(r#"["a b", "ab c", "abc a", "xyz a"]"#, "");
+        assert!(
+            err(&short_part).contains(r#"merge 3 names "xyz""#),
+            "{}",
+            err(&short_part)
+        );
+        let short_first = tiny(r#"["a b", "xyz a", "a bcdefghij", "a zz"]"#, "");
+        assert!(
+            err(&short_first).contains(r#"merge 1 names "xyz""#),
+            "{}",
+            err(&short_first)
+        );
+        let long_first = tiny(r#"["a b", "a bcdefghij", "xyz a"]"#, "");
+        assert!(
+            err(&long_first).contains(r#"merge 1 names "bcdefghij""#),
+            "{}",
+            err(&long_first)
+        );
+        let short_after_made = tiny(r#"["a b", "ab ab", "xyz a"]"#, "");
+        assert!(
+            err(&short_after_made).contains(r#"merge 2 names "xyz""#),
+            "{}",
+            err(&short_after_made)
         );
         let not_made = tiny(r#"["c a"]"#, "");
         assert!(err(&not_made).contains("ca"), "{}", err(&not_made));

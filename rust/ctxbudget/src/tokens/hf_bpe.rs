@@ -13,8 +13,8 @@
 use rustc_hash::FxHashSet;
 
 use super::bpe::{same_bytes, Ranks, NO_RANK};
-use super::json_scan::{RawStr, Scan};
-use super::merges::PairMerges;
+use super::json_scan::{self, RawStr, Scan};
+use super::merges::{PairMerges, PairMergesBuilder};
 use super::vocab::Vocab;
 
 /// Characters a byte-level vocabulary is written in: all below this.
@@ -92,43 +92,180 @@ enum Plain {
     Other,
 }
 
-/// Decodes the byte-level string at the scan in the same pass as it finds its end —
-/// a vocabulary is mostly strings of a few bytes, where a separate search for the
-/// closing quote would cost as much as the decoding. With `split`, one space (the
-/// separator of a `"left right"` merge) is allowed and its position in the decoded
-/// bytes is returned.
+/// Decodes the byte-level string at the scan in the same pass as it checks it — a
+/// vocabulary is mostly strings of a few bytes, where a second pass would cost as much
+/// as the decoding. With `split`, one space (the separator of a `"left right"` merge)
+/// is allowed and its position in the decoded bytes is returned.
+///
+/// The string ends at the first quote: one that an escape makes part of it comes after
+/// the escape's backslash, which is left to the general decoder. The bytes are written
+/// into room made for them first (a string never decodes to more bytes than it has),
+/// so that the loop keeps its positions in registers rather than a `Vec`'s length.
 #[inline]
 fn plain_token(scan: &mut Scan<'_>, out: &mut Vec<u8>, split: bool) -> Plain {
     let Some(rest) = scan.string_ahead() else {
         return Plain::Other;
     };
+    let Some(len) = memchr::memchr(b'"', rest) else {
+        return Plain::Other;
+    };
+    let raw = &rest[..len];
     let start = out.len();
+    out.resize(start + len, 0);
+    let dst = &mut out[start..];
     let mut space = None;
-    let mut i = 0;
-    while let Some(&b) = rest.get(i) {
-        if b == b'"' {
-            scan.consume(i + 2);
-            return Plain::Decoded { space };
-        }
+    let (mut i, mut o) = (0, 0);
+    while let Some(&b) = raw.get(i) {
         if (33..=126).contains(&b) && b != b'\\' {
-            out.push(b);
+            dst[o] = b;
+            o += 1;
             i += 1;
         } else if b == b' ' && split && space.is_none() {
-            space = Some(out.len() - start);
+            space = Some(o);
             i += 1;
-        } else if (0xC2..=0xC5).contains(&b) && rest.get(i + 1).is_some_and(|&n| n & 0xC0 == 0x80) {
-            let c = (usize::from(b & 0x1F) << 6) | usize::from(rest[i + 1] & 0x3F);
+        } else if (0xC2..=0xC5).contains(&b) && raw.get(i + 1).is_some_and(|&n| n & 0xC0 == 0x80) {
+            let c = (usize::from(b & 0x1F) << 6) | usize::from(raw[i + 1] & 0x3F);
             match BYTE_OF_CHAR.get(c) {
-                Some(&v) if v > 0 => out.push((v - 1) as u8),
+                Some(&v) if v > 0 => dst[o] = (v - 1) as u8,
                 _ => break,
             }
+            o += 1;
             i += 2;
         } else {
             break;
         }
     }
-    out.truncate(start);
-    Plain::Other
+    if i < len {
+        out.truncate(start);
+        return Plain::Other;
+    }
+    out.truncate(start + o);
+    scan.consume(len + 2);
+    Plain::Decoded { space }
+}
+
+/// Decodes the body of a plain byte-level string, `text[i..]` up to its closing quote,
+/// onto `out`, and returns where the quote ends; `None` (with `out` past its old length
+/// in an unspecified state) at anything else: an escape, a control character, a
+/// character that is not byte-level, a second space. With `split`, one space (the
+/// separator of a `"left right"` merge) is allowed and its position in the bytes
+/// appended is set in `space`.
+///
+/// What it accepts is valid JSON and decodes as [`decode_into`] decodes it: printable
+/// ASCII stands for itself, and every other byte-level character is two bytes of UTF-8
+/// (lead byte 0xC2 to 0xC5). Strings are a few bytes long, so a byte loop beats a
+/// search for the quote first.
+#[inline(always)]
+fn plain_body(
+    text: &[u8],
+    mut i: usize,
+    out: &mut Vec<u8>,
+    split: bool,
+    space: &mut Option<usize>,
+) -> Option<usize> {
+    let start = out.len();
+    loop {
+        let b = *text.get(i)?;
+        if b == b'"' {
+            return Some(i + 1);
+        }
+        if (33..=126).contains(&b) && b != b'\\' {
+            out.push(b);
+            i += 1;
+        } else if (0xC2..=0xC5).contains(&b) {
+            let next = *text.get(i + 1)?;
+            if next & 0xC0 != 0x80 {
+                return None;
+            }
+            let c = (usize::from(b & 0x1F) << 6) | usize::from(next & 0x3F);
+            match BYTE_OF_CHAR.get(c) {
+                Some(&v) if v > 0 => out.push((v - 1) as u8),
+                _ => return None,
+            }
+            i += 2;
+        } else if b == b' ' && split && space.is_none() {
+            *space = Some(out.len() - start);
+            i += 1;
+        } else {
+            return None;
+        }
+    }
+}
+
+/// Where the JSON whitespace at `text[i..]` ends (see [`json_scan::space_end`]).
+#[inline(always)]
+fn after_space(text: &[u8], i: usize) -> usize {
+    json_scan::space_end(text, i)
+}
+
+/// One merge in either common form, `"left right"` or `["left", "right"]`, with plain
+/// byte-level parts, at the start of `rest`: its bytes are appended to `out`, and how
+/// much of `rest` it took and the left part's length returned. `None` (nothing
+/// appended) for anything else, which the general reader reads or refuses.
+#[inline]
+fn plain_merge(rest: &[u8], out: &mut Vec<u8>) -> Option<(usize, usize)> {
+    let start = out.len();
+    let found = (|| {
+        let mut space = None;
+        match rest.first()? {
+            b'"' => {
+                let end = plain_body(rest, 1, out, true, &mut space)?;
+                Some((end, space?))
+            }
+            b'[' => {
+                let i = after_space(rest, 1);
+                (rest.get(i)? == &b'"').then_some(())?;
+                let i = plain_body(rest, i + 1, out, false, &mut space)?;
+                let left = out.len() - start;
+                let i = after_space(rest, i);
+                (rest.get(i)? == &b',').then_some(())?;
+                let i = after_space(rest, i + 1);
+                (rest.get(i)? == &b'"').then_some(())?;
+                let i = plain_body(rest, i + 1, out, false, &mut space)?;
+                let i = after_space(rest, i);
+                (rest.get(i)? == &b']').then_some((i + 1, left))
+            }
+            _ => None,
+        }
+    })();
+    if found.is_none() {
+        out.truncate(start);
+    }
+    found
+}
+
+/// One vocabulary entry `"key": id` with a plain byte-level key at the start of `rest`:
+/// the key's bytes are appended to `out`, and how much of `rest` it took and the id
+/// returned. `None` (nothing appended) for anything else, which the general reader
+/// reads or refuses (an id is read here only in the form [`Scan::u32`] accepts).
+#[inline]
+fn plain_entry(rest: &[u8], out: &mut Vec<u8>) -> Option<(usize, u32)> {
+    let start = out.len();
+    let found = (|| {
+        (rest.first()? == &b'"').then_some(())?;
+        let i = plain_body(rest, 1, out, false, &mut None)?;
+        let i = after_space(rest, i);
+        (rest.get(i)? == &b':').then_some(())?;
+        let mut i = after_space(rest, i + 1);
+        let digits = i;
+        let mut id: u64 = 0;
+        while let Some(&b) = rest.get(i).filter(|b| b.is_ascii_digit()) {
+            id = id * 10 + u64::from(b - b'0');
+            i += 1;
+            if i - digits > 10 {
+                return None;
+            }
+        }
+        let plain_number = i > digits
+            && (i - digits == 1 || rest[digits] != b'0')
+            && !matches!(rest.get(i), Some(b'.' | b'e' | b'E'));
+        let id = u32::try_from(id).ok().filter(|_| plain_number)?;
+        Some((i, id))
+    })();
+    if found.is_none() {
+        out.truncate(start);
+    }
+    found
 }
 
 /// The string `s` decoded as text, for messages.
@@ -151,33 +288,48 @@ fn spelled(bytes: &[u8]) -> String {
 }
 
 /// The `vocab` object, its keys decoded into bytes (in the file's order).
-#[derive(Default)]
 pub(crate) struct VocabText {
     /// Every kept key's bytes, concatenated in the file's order.
     bytes: Vec<u8>,
-    /// (file id, end of its bytes), in the file's order.
-    spans: Vec<(u32, u32)>,
+    /// `bytes[starts[k]..starts[k + 1]]` is the `k`th kept key: in a file that lists
+    /// its tokens in id order, already the table's `starts`.
+    starts: Vec<u32>,
+    /// The file's id of each kept key.
+    ids: Vec<u32>,
 }
 
 impl VocabText {
     /// Reads the `vocab` object at the scan. A key that is not byte-level is left out:
     /// no byte sequence can spell it.
     pub(crate) fn read(scan: &mut Scan<'_>) -> Result<VocabText, String> {
+        // Room for any vocabulary of a file this size (pages never written cost
+        // nothing), so that neither table is copied as it grows.
+        let room = scan.rest().len();
         let mut vocab = VocabText {
-            bytes: Vec::with_capacity(1 << 20),
-            spans: Vec::with_capacity(1 << 17),
+            bytes: Vec::with_capacity(room.min(1 << 23)),
+            starts: Vec::with_capacity((room / 4).min(1 << 21) + 1),
+            ids: Vec::with_capacity((room / 4).min(1 << 21)),
         };
+        vocab.starts.push(0);
         scan.members(|scan| {
             let start = vocab.bytes.len();
-            let byte_level = match plain_token(scan, &mut vocab.bytes, false) {
-                Plain::Decoded { .. } => true,
-                Plain::Other => {
-                    let key = scan.string()?;
-                    decode_into(key, &mut vocab.bytes)?
+            let (byte_level, id) = match plain_entry(scan.rest(), &mut vocab.bytes) {
+                Some((n, id)) => {
+                    scan.consume(n);
+                    (true, id)
+                }
+                None => {
+                    let byte_level = match plain_token(scan, &mut vocab.bytes, false) {
+                        Plain::Decoded { .. } => true,
+                        Plain::Other => {
+                            let key = scan.string()?;
+                            decode_into(key, &mut vocab.bytes)?
+                        }
+                    };
+                    scan.colon()?;
+                    (byte_level, scan.u32()?)
                 }
             };
-            scan.colon()?;
-            let id = scan.u32()?;
             if !byte_level {
                 vocab.bytes.truncate(start);
                 return Ok(());
@@ -187,7 +339,8 @@ impl VocabText {
             }
             let end =
                 u32::try_from(vocab.bytes.len()).map_err(|_| "the vocabulary is too large")?;
-            vocab.spans.push((id, end));
+            vocab.starts.push(end);
+            vocab.ids.push(id);
             Ok(())
         })?;
         Ok(vocab)
@@ -196,37 +349,32 @@ impl VocabText {
     /// The byte-level tokens in id order, the ids in `added` left out (added tokens are
     /// matched in the text, never merged).
     pub(crate) fn into_vocab(self, added: &FxHashSet<u32>) -> Result<Vocab, String> {
-        let VocabText { bytes, spans } = self;
-        let in_order = spans.windows(2).all(|w| w[0].0 < w[1].0);
-        let keeps_all = !spans.iter().any(|(id, _)| added.contains(id));
-        let (bytes, ends) = if in_order && keeps_all {
-            (
-                bytes,
-                spans.iter().map(|&(_, end)| end).collect::<Vec<u32>>(),
-            )
+        let VocabText { bytes, starts, ids } = self;
+        let in_order = ids.windows(2).all(|w| w[0] < w[1]);
+        let keeps_all = added.is_empty() || !ids.iter().any(|id| added.contains(id));
+        let vocab = if in_order && keeps_all {
+            Vocab { bytes, starts }
         } else {
             // A file that lists its vocabulary out of id order, or with added tokens in it.
-            let mut kept: Vec<(u32, u32, u32)> = Vec::with_capacity(spans.len());
-            let mut start = 0;
-            for &(id, end) in &spans {
+            let mut kept: Vec<(u32, u32, u32)> = Vec::with_capacity(ids.len());
+            for (k, &id) in ids.iter().enumerate() {
                 if !added.contains(&id) {
-                    kept.push((id, start, end));
+                    kept.push((id, starts[k], starts[k + 1]));
                 }
-                start = end;
             }
             kept.sort_unstable_by_key(|&(id, start, _)| (id, start));
             let mut sorted = Vec::with_capacity(bytes.len());
-            let mut ends = Vec::with_capacity(kept.len());
+            let mut starts = Vec::with_capacity(kept.len() + 1);
+            starts.push(0);
             for (_, start, end) in kept {
                 sorted.extend_from_slice(&bytes[start as usize..end as usize]);
-                ends.push(sorted.len() as u32);
+                starts.push(sorted.len() as u32);
             }
-            (sorted, ends)
+            Vocab {
+                bytes: sorted,
+                starts,
+            }
         };
-        let mut starts = Vec::with_capacity(ends.len() + 1);
-        starts.push(0);
-        starts.extend_from_slice(&ends);
-        let vocab = Vocab { bytes, starts };
         let mut single = [false; 256];
         for (_, token) in vocab.iter() {
             if let [b] = token {
@@ -288,7 +436,13 @@ fn joined_parts(scan: &mut Scan<'_>, out: &mut Vec<u8>, index: usize) -> Result<
     Ok(left_len)
 }
 
-/// The `merges` array, each merge's two parts decoded into bytes.
+/// Merges decoded per chunk before they are checked: enough for the lookups of a chunk
+/// to overlap their cache misses, few enough that a chunk's bytes stay in cache.
+const CHUNK: usize = 4096;
+
+/// The `merges` array, each merge's two parts decoded into bytes: a chunk of it at a
+/// time when the vocabulary is known by the time the merges come (as in every file
+/// HuggingFace writes), the whole of it otherwise.
 #[derive(Default)]
 pub(crate) struct MergesText {
     /// Every merge's two parts, concatenated.
@@ -298,18 +452,53 @@ pub(crate) struct MergesText {
 }
 
 impl MergesText {
-    /// Reads the `merges` array at the scan: `"left right"` strings or `[left, right]`
-    /// pairs. A part that is not byte-level is no token: refused, as HuggingFace
-    /// refuses a merge of a part not in its vocabulary.
+    /// Reads the whole `merges` array at the scan: `"left right"` strings or
+    /// `[left, right]` pairs. A part that is not byte-level is no token: refused, as
+    /// HuggingFace refuses a merge of a part not in its vocabulary.
     pub(crate) fn read(scan: &mut Scan<'_>) -> Result<MergesText, String> {
         let mut merges = MergesText {
             bytes: Vec::with_capacity(1 << 20),
             parts: Vec::with_capacity(1 << 17),
         };
+        merges.read_with(scan, |_| {})?;
+        Ok(merges)
+    }
+
+    /// Reads the `merges` array at the scan as [`MergesText::read`] does, each chunk of
+    /// it resolved against `ranks` as soon as it is read (and then dropped).
+    pub(crate) fn read_resolving(
+        scan: &mut Scan<'_>,
+        ranks: &Ranks,
+    ) -> Result<MergeResolver, String> {
+        let mut resolver = MergeResolver::new(ranks);
+        let mut chunk = MergesText {
+            bytes: Vec::with_capacity(CHUNK * 16),
+            parts: Vec::with_capacity(CHUNK),
+        };
+        chunk.read_with(scan, |chunk| {
+            if chunk.parts.len() == CHUNK {
+                resolver.feed(chunk, ranks);
+                chunk.bytes.clear();
+                chunk.parts.clear();
+            }
+        })?;
+        resolver.feed(&chunk, ranks);
+        Ok(resolver)
+    }
+
+    /// Reads the merges, calling `read` after each one.
+    fn read_with(
+        &mut self,
+        scan: &mut Scan<'_>,
+        mut read: impl FnMut(&mut MergesText),
+    ) -> Result<(), String> {
+        let mut index = 0usize;
         scan.array(|scan| {
-            let index = merges.parts.len();
-            let start = merges.bytes.len();
-            let left_len = if scan.at_array() {
+            let start = self.bytes.len();
+            let left_len = if let Some((n, left_len)) = plain_merge(scan.rest(), &mut self.bytes) {
+                scan.consume(n);
+                left_len
+            } else if scan.at_array() {
                 let mut left_len = None;
                 let mut n = 0;
                 scan.array(|scan| {
@@ -317,9 +506,9 @@ impl MergesText {
                     if n > 2 {
                         return Err(format!("merge {index} is not a pair of tokens"));
                     }
-                    token_part(scan, &mut merges.bytes, index)?;
+                    token_part(scan, &mut self.bytes, index)?;
                     if n == 1 {
-                        left_len = Some(merges.bytes.len() - start);
+                        left_len = Some(self.bytes.len() - start);
                     }
                     Ok(())
                 })?;
@@ -328,43 +517,29 @@ impl MergesText {
                     _ => return Err(format!("merge {index} is not a pair of tokens")),
                 }
             } else {
-                match plain_token(scan, &mut merges.bytes, true) {
+                match plain_token(scan, &mut self.bytes, true) {
                     Plain::Decoded { space: Some(space) } => space,
                     Plain::Decoded { space: None } => {
-                        merges.bytes.truncate(start);
+                        self.bytes.truncate(start);
                         return Err(format!("merge {index} is not two tokens"));
                     }
-                    Plain::Other => joined_parts(scan, &mut merges.bytes, index)?,
+                    Plain::Other => joined_parts(scan, &mut self.bytes, index)?,
                 }
             };
-            let end = u32::try_from(merges.bytes.len()).map_err(|_| "too many merges")?;
-            merges.parts.push((end, left_len as u32));
+            let end = u32::try_from(self.bytes.len()).map_err(|_| "too many merges")?;
+            self.parts.push((end, left_len as u32));
+            index += 1;
+            read(self);
             Ok(())
-        })?;
-        Ok(merges)
+        })
     }
 
     /// The merges against the tokens of `ranks`: a merge whose parts or result are not
-    /// tokens is refused, as HuggingFace refuses it. A second thread checks the parts of
-    /// the first three quarters of the merges while this one finds the merged tokens,
-    /// builds the table and checks the rest (each check is a lookup in a table of a few
-    /// megabytes, most of its cost a cache miss): the two take about as long.
+    /// tokens is refused, as HuggingFace refuses it.
     pub(crate) fn resolve(&self, ranks: &Ranks, ignore_merges: bool) -> Result<PairMerges, String> {
-        let split = self.parts.len() / 4 * 3;
-        std::thread::scope(|scope| {
-            let first = scope.spawn(|| self.check_parts(ranks, 0..split));
-            let merges = self
-                .joined_ids(ranks)
-                .map(|listed| PairMerges::new(ranks.len(), listed, ignore_merges));
-            let rest = self.check_parts(ranks, split..self.parts.len());
-            // A thread that cannot be joined panicked: check its part again here.
-            let first = first
-                .join()
-                .unwrap_or_else(|_| self.check_parts(ranks, 0..split));
-            first?;
-            rest?;
-            merges
-        })
+        let mut resolver = MergeResolver::new(ranks);
+        resolver.feed(self, ranks);
+        resolver.finish(ignore_merges)
     }
 
     /// Each merge with its bytes split into its two parts.
@@ -380,42 +555,112 @@ impl MergesText {
             })
     }
 
-    /// Checks that both parts of the merges at `indices` are tokens.
-    fn check_parts(&self, ranks: &Ranks, indices: std::ops::Range<usize>) -> Result<(), String> {
-        let merges = || {
-            self.each()
-                .skip(indices.start)
-                .take(indices.end - indices.start)
-        };
-        let parts = merges().flat_map(|(_, joined, left_len)| {
-            let (left, right) = joined.split_at(left_len as usize);
-            // Every byte is a token (the vocabulary was checked for it).
-            [left, right].into_iter().filter(|part| part.len() != 1)
-        });
-        let Some(missing) = ranks.first_missing(parts) else {
-            return Ok(());
-        };
-        // Rare: find which merge it was, for the message.
-        let index = merges()
-            .find(|&(_, joined, left_len)| {
+    /// The index (in this text) of the first merge with a part that is not a token,
+    /// and that part (its left one if both are not). `spans` is scratch space.
+    fn first_missing_part(
+        &self,
+        ranks: &Ranks,
+        spans: &mut Vec<(u32, u32)>,
+    ) -> Option<(usize, &[u8])> {
+        // Every byte is a token (the vocabulary was checked for it). Parts of two bytes
+        // are answered by one load from the table of byte pairs; the other parts of the
+        // merges up to the first whose such part is missing are looked up in batches.
+        spans.clear();
+        let mut short = None;
+        let mut start = 0u32;
+        for (index, &(end, left_len)) in self.parts.iter().enumerate() {
+            let middle = start + left_len;
+            for (from, to) in [(start, middle), (middle, end)] {
+                match to - from {
+                    1 => {}
+                    2 => {
+                        if ranks.rank(&self.bytes[from as usize..to as usize]) == NO_RANK {
+                            short = Some(index);
+                        }
+                    }
+                    _ => spans.push((from, to)),
+                }
+            }
+            start = end;
+            if short.is_some() {
+                break;
+            }
+        }
+        let long = spans
+            .iter()
+            .map(|&(from, to)| &self.bytes[from as usize..to as usize]);
+        let long = ranks.first_missing(long).and_then(|missing| {
+            // Rare: find which merge it was.
+            self.each().position(|(_, joined, left_len)| {
                 let (left, right) = joined.split_at(left_len as usize);
                 left == missing || right == missing
             })
-            .map_or(0, |(index, _, _)| index);
-        Err(format!(
-            "merge {index} names {:?}, which is not in the vocabulary",
-            spelled(missing)
-        ))
+        });
+        let index = match (short, long) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        let (_, joined, left_len) = self.each().nth(index)?;
+        let (left, right) = joined.split_at(left_len as usize);
+        [left, right]
+            .into_iter()
+            .find(|part| part.len() != 1 && ranks.rank(part) == NO_RANK)
+            .map(|part| (index, part))
+    }
+}
+
+/// The merge list as it is resolved against the vocabulary, chunk by chunk.
+pub(crate) struct MergeResolver {
+    /// The splits of each token, so far.
+    table: PairMergesBuilder,
+    /// Merges resolved so far.
+    done: usize,
+    /// The token the previous merge made: merges mostly list tokens in id order, each
+    /// once (GPT-2, Qwen) or under each of its splits in turn (Llama 3).
+    last: u32,
+    /// The first merge with a part that is not a token.
+    missing_part: Option<String>,
+    /// The first merge whose joined parts are not a token.
+    missing_joined: Option<String>,
+    /// Scratch space: where the parts to look up lie in a chunk.
+    spans: Vec<(u32, u32)>,
+}
+
+impl MergeResolver {
+    /// A resolver against the tokens of `ranks`.
+    fn new(ranks: &Ranks) -> MergeResolver {
+        MergeResolver {
+            table: PairMergesBuilder::new(ranks.len()),
+            done: 0,
+            last: 0,
+            missing_part: None,
+            missing_joined: None,
+            spans: Vec::new(),
+        }
     }
 
-    /// `(joined token id, left part's length, merge index)` of every merge.
-    fn joined_ids(&self, ranks: &Ranks) -> Result<Vec<(u32, u32, u32)>, String> {
+    /// Resolves the next merges.
+    fn feed(&mut self, merges: &MergesText, ranks: &Ranks) {
+        if self.missing_part.is_none() {
+            if let Some((index, part)) = merges.first_missing_part(ranks, &mut self.spans) {
+                self.missing_part = Some(format!(
+                    "merge {} names {:?}, which is not in the vocabulary",
+                    self.done + index,
+                    spelled(part)
+                ));
+            }
+        }
+        if self.missing_part.is_none() && self.missing_joined.is_none() {
+            self.joined_ids(merges, ranks);
+        }
+        self.done += merges.parts.len();
+    }
+
+    /// Finds the token each merge makes, and lists its split.
+    fn joined_ids(&mut self, merges: &MergesText, ranks: &Ranks) {
         let vocab = ranks.vocab();
-        let mut listed: Vec<(u32, u32, u32)> = Vec::with_capacity(self.parts.len());
-        // The token the previous merge made: merges mostly list tokens in id order,
-        // each once (GPT-2, Qwen) or under each of its splits in turn (Llama 3).
-        let mut last = 0u32;
-        for (index, joined, left_len) in self.each() {
+        for (index, joined, left_len) in merges.each() {
+            let last = self.last;
             let is = |id: u32| (id as usize) < vocab.len() && same_bytes(vocab.token(id), joined);
             let id = if is(last + 1) {
                 last + 1
@@ -425,14 +670,144 @@ impl MergesText {
                 ranks.rank(joined)
             };
             if id == NO_RANK {
-                return Err(format!(
-                    "merge {index} names {:?}, which is not in the vocabulary",
+                self.missing_joined = Some(format!(
+                    "merge {} names {:?}, which is not in the vocabulary",
+                    self.done + index,
                     spelled(joined)
                 ));
+                return;
             }
-            last = id;
-            listed.push((id, left_len, index as u32));
+            self.last = id;
+            self.table.push(id, left_len, (self.done + index) as u32);
         }
-        Ok(listed)
+    }
+
+    /// The table, or why the merges are refused: a part that is not a token before
+    /// a joined pair that is not one, as HuggingFace checks them.
+    pub(crate) fn finish(self, ignore_merges: bool) -> Result<PairMerges, String> {
+        if let Some(e) = self.missing_part.or(self.missing_joined) {
+            return Err(e);
+        }
+        Ok(self.table.finish(ignore_merges))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes a byte-level JSON string spells, decoded by `serde_json` and the map.
+    fn spelled_bytes(part: &serde_json::Value) -> Option<Vec<u8>> {
+        part.as_str()?
+            .chars()
+            .map(|c| match BYTE_OF_CHAR.get(c as usize) {
+                Some(&v) if v > 0 => Some((v - 1) as u8),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plain_merges_read_as_json_spells_them() {
+        let plain = [
+            r#""a b""#,
+            r#""Ġ t""#,
+            r#""ĠĠ ĠĠĠ""#,
+            r#""é ÿ""#,
+            r#""ab ""#,
+            r#"["a","b"]"#,
+            r#"[ "a" , "b" ]"#,
+            "[\n        \"Ġ\",\n        \"t\"\n      ]",
+            "[\t\"Ġ\",\r\n\"\"]",
+        ];
+        let other = [
+            r#""ab""#,
+            r#""a b c""#,
+            r#""\u0061 b""#,
+            r#"["a\"", "b"]"#,
+            r#"["a"]"#,
+            r#"["a", "b", "c"]"#,
+            r#"["a b", "c"]"#,
+            r#""ſ b""#,
+            r#""中 b""#,
+            r#""a	b""#,
+            r#"["a", 1]"#,
+            r#"{"a": "b"}"#,
+            r#""a b"#,
+        ];
+        for text in plain {
+            let mut out = vec![9];
+            let found = plain_merge(text.as_bytes(), &mut out);
+            let Some((n, left)) = found else {
+                panic!("{text:?} is not read as plain");
+            };
+            assert_eq!(n, text.len(), "{text:?}");
+            let value: serde_json::Value =
+                serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}"));
+            let (l, r) = match &value {
+                serde_json::Value::Array(parts) => (
+                    spelled_bytes(&parts[0]).unwrap_or_default(),
+                    spelled_bytes(&parts[1]).unwrap_or_default(),
+                ),
+                serde_json::Value::String(s) => {
+                    let (l, r) = s.split_once(' ').unwrap_or_default();
+                    (
+                        spelled_bytes(&l.into()).unwrap_or_default(),
+                        spelled_bytes(&r.into()).unwrap_or_default(),
+                    )
+                }
+                _ => panic!("{text:?}"),
+            };
+            assert_eq!(left, l.len(), "{text:?}");
+            assert_eq!(out, [&[9][..], &l, &r].concat(), "{text:?}");
+        }
+        for text in other {
+            let mut out = vec![9];
+            assert_eq!(plain_merge(text.as_bytes(), &mut out), None, "{text:?}");
+            assert_eq!(out, [9], "{text:?}");
+        }
+    }
+
+    #[test]
+    fn plain_entries_read_as_the_general_reader_reads_them() {
+        /// A key's bytes and its id, if the entry is read as plain.
+        type Expected<'a> = Option<(&'a [u8], u32)>;
+        let cases: &[(&str, Expected<'_>)] = &[
+            (r#""ab": 7"#, Some((b"ab", 7))),
+            ("\"Ġt\" :\n\t 83,", Some((b" t", 83))),
+            (r#""a": 0}"#, Some((b"a", 0))),
+            (r#""a": 4294967295"#, Some((b"a", u32::MAX))),
+            (r#""a": 4294967296"#, None),
+            (r#""a": 01"#, None),
+            (r#""a": 1.5"#, None),
+            (r#""a": 1e3"#, None),
+            (r#""a": -1"#, None),
+            (r#""a": "1""#, None),
+            (r#""a" 1"#, None),
+            (r#""\u0061": 1"#, None),
+            (r#""a b": 1"#, None),
+            (r#""é": 1"#, Some((&[0xE9], 1))),
+            (r#""ſ": 1"#, None),
+            (r#""中": 1"#, None),
+        ];
+        for &(text, expected) in cases {
+            let mut out = vec![9];
+            let found = plain_entry(text.as_bytes(), &mut out);
+            match expected {
+                Some((bytes, id)) => {
+                    let (n, got) = found.unwrap_or_else(|| panic!("{text:?}"));
+                    assert_eq!(got, id, "{text:?}");
+                    assert_eq!(&out[1..], bytes, "{text:?}");
+                    assert!(
+                        !text.as_bytes()[n..].first().is_some_and(u8::is_ascii_digit),
+                        "{text:?}"
+                    );
+                }
+                None => {
+                    assert_eq!(found, None, "{text:?}");
+                    assert_eq!(out, [9], "{text:?}");
+                }
+            }
+        }
     }
 }

@@ -131,6 +131,25 @@ fn unescape(raw: &[u8], i: usize) -> Result<(u32, usize), String> {
     Ok((c as u32, 2))
 }
 
+/// Where the JSON whitespace at `text[i..]` ends. Pretty-printed files indent every
+/// line of their big arrays and objects with a run of spaces: taken eight at a time.
+#[inline(always)]
+pub(crate) fn space_end(text: &[u8], mut i: usize) -> usize {
+    loop {
+        match text.get(i) {
+            Some(b' ') => {
+                if text.get(i..i + 8) == Some(b"        ") {
+                    i += 8;
+                } else {
+                    i += 1;
+                }
+            }
+            Some(b'\t' | b'\n' | b'\r') => i += 1,
+            _ => return i,
+        }
+    }
+}
+
 /// A cursor over one JSON text.
 pub(crate) struct Scan<'a> {
     /// The whole text.
@@ -161,13 +180,8 @@ impl<'a> Scan<'a> {
     /// The next byte that is not whitespace, not consumed.
     #[inline]
     fn peek(&mut self) -> Option<u8> {
-        while let Some(&b) = self.text.get(self.pos) {
-            if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                return Some(b);
-            }
-            self.pos += 1;
-        }
-        None
+        self.pos = space_end(self.text, self.pos);
+        self.text.get(self.pos).copied()
     }
 
     #[inline]
@@ -455,6 +469,22 @@ mod tests {
         assert_eq!(result, Ok(()));
         assert_eq!(scan.end(), Ok(()));
         assert_eq!(seen, ["a=1", "b", r#"{"d": [1, {"e": null}]}"#, "true"]);
+    }
+
+    #[test]
+    fn whitespace_ends_where_json_says() {
+        for (text, end) in [
+            ("", 0),
+            ("x", 0),
+            ("        x", 8),
+            ("         x", 9),
+            ("\n              \t\r x", 18),
+            ("       ", 7),
+            ("                ", 16),
+            (" \u{a0}", 1),
+        ] {
+            assert_eq!(space_end(text.as_bytes(), 0), end, "{text:?}");
+        }
     }
 
     #[test]

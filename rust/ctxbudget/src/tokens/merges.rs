@@ -41,6 +41,115 @@ pub(crate) struct PairMerges {
     pairs: OnceLock<FxHashMap<(u32, u32), (u32, u32)>>,
 }
 
+/// Collects `(token id, left length, merge index)` triples as a merge list is read,
+/// in merge order, for [`PairMerges`]. A merge list that follows the vocabulary's id
+/// order (GPT-2, Qwen, and Llama 3's several splits of one token in turn) is grouped as
+/// it comes: no triple is kept and nothing is sorted but each token's few splits. The
+/// first merge that names a lower id than the one before turns the rest into triples,
+/// grouped afterwards by [`PairMerges::new`].
+pub(crate) struct PairMergesBuilder {
+    /// Number of tokens.
+    tokens: usize,
+    /// `entries[starts[id]..]` begin token `id`'s splits, for every id up to `last`.
+    starts: Vec<u32>,
+    /// `(length of the left part, merge index)` in merge order.
+    entries: Vec<(u32, u32)>,
+    /// Every triple, once the ids stopped following the vocabulary's order.
+    unordered: Option<Vec<(u32, u32, u32)>>,
+}
+
+impl PairMergesBuilder {
+    /// A builder for a vocabulary of `tokens` tokens.
+    pub(crate) fn new(tokens: usize) -> PairMergesBuilder {
+        let mut starts = Vec::with_capacity(tokens + 1);
+        starts.push(0);
+        PairMergesBuilder {
+            tokens,
+            starts,
+            // Room for the merges of every file seen (Llama 3 lists 2.2 per token): the
+            // pages never written cost nothing, a copy as the list grows would.
+            entries: Vec::with_capacity(tokens * 4),
+            unordered: None,
+        }
+    }
+
+    /// The next merge: it joins the first `left` bytes of token `id` with the rest.
+    #[inline]
+    pub(crate) fn push(&mut self, id: u32, left: u32, index: u32) {
+        if let Some(triples) = &mut self.unordered {
+            triples.push((id, left, index));
+            return;
+        }
+        let i = id as usize;
+        if i >= self.tokens || i + 1 < self.starts.len() {
+            self.ungrouped().push((id, left, index));
+            return;
+        }
+        // Tokens up to `id` whose splits end here (none, for tokens no merge makes).
+        let end = self.entries.len() as u32;
+        self.starts.resize(i + 1, end);
+        self.entries.push((left, index));
+    }
+
+    /// Turns what was grouped so far into triples, for merges out of id order.
+    fn ungrouped(&mut self) -> &mut Vec<(u32, u32, u32)> {
+        let (starts, entries) = (&self.starts, &self.entries);
+        self.unordered.get_or_insert_with(|| {
+            let mut triples = Vec::with_capacity(entries.len() * 2);
+            for (id, bounds) in starts.windows(2).enumerate() {
+                for &(left, index) in &entries[bounds[0] as usize..bounds[1] as usize] {
+                    triples.push((id as u32, left, index));
+                }
+            }
+            // The last token's splits: those from its start to the end.
+            let last = starts.len() - 1;
+            let from = starts[last] as usize;
+            for &(left, index) in &entries[from..] {
+                triples.push((last as u32, left, index));
+            }
+            triples
+        })
+    }
+
+    /// The table.
+    pub(crate) fn finish(mut self, ignore_merges: bool) -> PairMerges {
+        if let Some(triples) = self.unordered.take() {
+            return PairMerges::new(self.tokens, triples, ignore_merges);
+        }
+        let PairMergesBuilder {
+            tokens,
+            mut starts,
+            mut entries,
+            ..
+        } = self;
+        // `starts` holds each group's start up to the last token that has merges: the
+        // rest end where the entries do.
+        let total = entries.len() as u32;
+        starts.resize(tokens + 1, total);
+        // Each token's splits sorted by length, a split listed twice kept at its first
+        // index (HuggingFace keeps the first entry of a duplicated pair), compacted in
+        // place.
+        let mut kept = 0usize;
+        for id in 0..tokens {
+            let (from, to) = (starts[id] as usize, starts[id + 1] as usize);
+            starts[id] = kept as u32;
+            let group = &mut entries[from..to];
+            if group.len() > 1 {
+                group.sort_unstable();
+            }
+            for k in from..to {
+                if k == from || entries[k - 1].0 != entries[k].0 {
+                    entries[kept] = entries[k];
+                    kept += 1;
+                }
+            }
+        }
+        starts[tokens] = kept as u32;
+        entries.truncate(kept);
+        PairMerges::from_parts(starts, entries, ignore_merges)
+    }
+}
+
 impl PairMerges {
     /// Builds the table from `(token id, left length, merge index)` triples for
     /// `tokens` tokens.
@@ -81,6 +190,12 @@ impl PairMerges {
             }
         }
         starts[tokens] = entries.len() as u32;
+        PairMerges::from_parts(starts, entries, ignore_merges)
+    }
+
+    /// The table of grouped, sorted and deduplicated splits.
+    fn from_parts(starts: Vec<u32>, entries: Vec<(u32, u32)>, ignore_merges: bool) -> PairMerges {
+        let tokens = starts.len() - 1;
         PairMerges {
             starts,
             entries,

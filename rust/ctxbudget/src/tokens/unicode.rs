@@ -4,7 +4,7 @@
 //! version) that backs the regular expressions tiktoken itself runs. Our hand-written
 //! scanners therefore classify every code point exactly as tiktoken's regex would.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
 
 /// Class of one character, as the tiktoken patterns see it.
@@ -142,7 +142,7 @@ fn build_table() -> Table {
 
     let mut index = Vec::with_capacity(CODEPOINTS / BLOCK);
     let mut blocks: Vec<u8> = Vec::new();
-    let mut seen: HashMap<&[u8], u16> = HashMap::new();
+    let mut seen: FxHashMap<&[u8], u16> = FxHashMap::default();
     for chunk in flat.chunks(BLOCK) {
         let id = match seen.get(chunk) {
             Some(&id) => id,
