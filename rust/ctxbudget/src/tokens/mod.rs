@@ -50,6 +50,7 @@ mod sentencepiece;
 mod split;
 pub mod template;
 mod template_python;
+mod token_index;
 pub mod typescript;
 mod unicode;
 mod vocab;
