@@ -28,6 +28,7 @@ mod backtrack;
 mod bpe;
 mod cache;
 mod chunk;
+mod deepseek;
 mod error;
 mod files;
 pub mod harmony;
