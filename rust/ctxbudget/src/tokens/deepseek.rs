@@ -20,7 +20,7 @@
 
 use std::sync::OnceLock;
 
-use super::unicode::{class_at, Class};
+use super::unicode::{class_at, Class, ASCII};
 
 /// The three split patterns, exactly as DeepSeek's `tokenizer.json` spells them.
 pub(crate) const PATTERNS: [&str; 3] = [
@@ -109,10 +109,40 @@ fn code_point(text: &[u8], i: usize, len: usize) -> u32 {
     }
 }
 
+/// The kind of each ASCII character, from the classes of [`ASCII`]: every printable
+/// one those call `Other` is punctuation or a symbol, the rest are controls.
+const ASCII_KINDS: [Kind; 128] = {
+    let mut kinds = [Kind::Other; 128];
+    let mut b = 0;
+    while b < 128 {
+        kinds[b] = match ASCII[b] {
+            Class::Newline => Kind::Newline,
+            Class::Space => Kind::Space,
+            Class::Upper | Class::Lower | Class::Caseless => Kind::Letter,
+            Class::Mark => Kind::Mark,
+            Class::Number => Kind::Number,
+            Class::Other if matches!(b, 0x21..=0x7E) => Kind::Punct,
+            Class::Other => Kind::Other,
+        };
+        b += 1;
+    }
+    kinds
+};
+
 /// The kind of the character at `i`, its UTF-8 length and whether it is in the CJK
 /// ranges.
-#[inline]
+#[inline(always)]
 fn kind_at(text: &[u8], i: usize) -> (Kind, usize, bool) {
+    let b0 = text[i];
+    if b0 < 0x80 {
+        return (ASCII_KINDS[usize::from(b0)], 1, false);
+    }
+    kind_at_non_ascii(text, i)
+}
+
+/// [`kind_at`] for a character that is not ASCII.
+#[inline(never)]
+fn kind_at_non_ascii(text: &[u8], i: usize) -> (Kind, usize, bool) {
     let b0 = text[i];
     let (class, len) = class_at(text, i);
     let kind = match class {
@@ -121,15 +151,6 @@ fn kind_at(text: &[u8], i: usize) -> (Kind, usize, bool) {
         Class::Upper | Class::Lower | Class::Caseless => Kind::Letter,
         Class::Mark => Kind::Mark,
         Class::Number => Kind::Number,
-        // Every ASCII character the table calls `Other` that is printable is
-        // punctuation or a symbol; the rest are controls.
-        Class::Other if b0 < 0x80 => {
-            if (0x21..=0x7E).contains(&b0) {
-                Kind::Punct
-            } else {
-                Kind::Other
-            }
-        }
         Class::Other => {
             if is_punct(code_point(text, i, len)) {
                 Kind::Punct
@@ -151,7 +172,7 @@ struct Input<'t> {
 
 impl Input<'_> {
     /// The kind and length of the character at `j`, or `None` at the end of the input.
-    #[inline]
+    #[inline(always)]
     fn at(&self, j: usize) -> Option<(Kind, usize)> {
         if j >= self.text.len() {
             return None;
