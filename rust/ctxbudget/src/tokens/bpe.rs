@@ -20,15 +20,13 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::hash::Hasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
-
-use rustc_hash::FxHasher;
 
 use super::backtrack::{Backtrack, LongScratch};
 use super::merges::PairMerges;
 use super::pieces::{self, PieceCache};
+use super::token_index::{Key, TokenIndex};
 use super::vocab::Vocab;
 
 /// Pieces at least this long are counted by the backtracking encoder instead of the
@@ -40,10 +38,6 @@ const BUILD_AFTER_BYTES: usize = 256 * 1024;
 
 /// Marks "no such token / pair" in rank slots.
 pub(crate) const NO_RANK: u32 = u32::MAX;
-
-/// Lookups made together when building or checking a whole table (see
-/// [`Ranks::first_missing`]).
-const LOOKUP_BATCH: usize = 16;
 
 /// Marks "no neighbour" in the heap merge's linked list.
 const NONE: usize = usize::MAX;
@@ -57,9 +51,8 @@ pub(crate) struct Ranks {
     /// Unique id of this table (never 0), which keys its entries in the per-thread
     /// [`PieceCache`]: an address could be reused by a later table.
     id: u64,
-    /// Open-addressing hash table of token ids, indexed by a hash of their bytes.
-    slots: Vec<u32>,
-    mask: usize,
+    /// Token ids by their bytes.
+    index: TokenIndex,
     /// Longest token: longer candidates need no lookup.
     max_len: usize,
     /// Id of the token of each two bytes `a b` at `a << 8 | b`, or [`NO_RANK`]: a
@@ -89,13 +82,6 @@ pub(crate) struct Ranks {
 #[inline(always)]
 fn pair_index(a: u8, b: u8) -> usize {
     usize::from(a) << 8 | usize::from(b)
-}
-
-#[inline]
-fn hash(bytes: &[u8]) -> usize {
-    let mut h = FxHasher::default();
-    h.write(bytes);
-    h.finish() as usize
 }
 
 /// `a == b`, without a call to `memcmp` for the short strings that tokens and pieces
@@ -135,39 +121,11 @@ fn word8(s: &[u8], at: usize) -> u64 {
 impl Ranks {
     /// Indexes every token of `vocab`.
     pub(crate) fn new(vocab: Vocab) -> Ranks {
-        let size = (vocab.len() * 2).next_power_of_two().max(16);
-        let mask = size - 1;
-        let mut slots = vec![NO_RANK; size];
-        let mut max_len = 0;
-        // In batches, each step over the whole batch before the next: the slots' cache
-        // misses of a batch overlap instead of following one another.
-        let mut home = [0usize; LOOKUP_BATCH];
-        for first in (0..vocab.len() as u32).step_by(LOOKUP_BATCH) {
-            let last = (first + LOOKUP_BATCH as u32).min(vocab.len() as u32);
-            let batch = first..last;
-            for (k, id) in batch.clone().enumerate() {
-                let bytes = vocab.token(id);
-                max_len = max_len.max(bytes.len());
-                home[k] = hash(bytes) & mask;
-            }
-            let mut empty = [false; LOOKUP_BATCH];
-            for (k, &i) in home.iter().take(batch.len()).enumerate() {
-                empty[k] = slots[i] == NO_RANK;
-            }
-            for (k, id) in batch.clone().enumerate() {
-                let mut i = home[k];
-                if !empty[k] {
-                    while slots[i] != NO_RANK {
-                        i = (i + 1) & mask;
-                    }
-                }
-                // Filled by an earlier token of this batch since: probe on.
-                while slots[i] != NO_RANK {
-                    i = (i + 1) & mask;
-                }
-                slots[i] = id;
-            }
-        }
+        let index = TokenIndex::new(&vocab);
+        let max_len = (0..vocab.len() as u32)
+            .map(|id| vocab.token(id).len())
+            .max()
+            .unwrap_or(0);
         let mut pairs = vec![NO_RANK; 1 << 16].into_boxed_slice();
         for id in 0..vocab.len() as u32 {
             if let &[a, b] = vocab.token(id) {
@@ -178,8 +136,7 @@ impl Ranks {
         Ranks {
             vocab,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            slots,
-            mask,
+            index,
             max_len,
             pairs,
             merges: None,
@@ -234,68 +191,15 @@ impl Ranks {
         if bytes.len() > self.max_len {
             return NO_RANK;
         }
-        self.rank_hashed(bytes, hash(bytes))
+        self.index.get(&self.vocab, bytes, Key::of(bytes))
     }
 
-    /// [`Ranks::rank`] of `bytes` (at most `max_len` long) whose hash is `h`.
-    #[inline(always)]
-    fn rank_hashed(&self, bytes: &[u8], h: usize) -> u32 {
-        let mut i = h & self.mask;
-        loop {
-            let id = self.slots[i];
-            if id == NO_RANK || same_bytes(self.vocab.token(id), bytes) {
-                return id;
-            }
-            i = (i + 1) & self.mask;
-        }
-    }
-
-    /// The first of `pieces` that is not a token, if any. The lookups go in batches,
-    /// each step over the whole batch before the next, so that their cache misses
-    /// overlap instead of following one another (a `tokenizer.json` load checks a few
-    /// hundred thousand merge parts against a table of megabytes).
+    /// The first of `pieces` that is not a token, if any.
     pub(crate) fn first_missing<'p>(
         &self,
         pieces: impl Iterator<Item = &'p [u8]>,
     ) -> Option<&'p [u8]> {
-        let mut batch: [&[u8]; LOOKUP_BATCH] = [&[]; LOOKUP_BATCH];
-        let mut pieces = pieces.peekable();
-        while pieces.peek().is_some() {
-            let mut n = 0;
-            for p in pieces.by_ref().take(LOOKUP_BATCH) {
-                batch[n] = p;
-                n += 1;
-            }
-            let batch = &batch[..n];
-            let mut first = [NO_RANK; LOOKUP_BATCH];
-            for (k, p) in batch.iter().enumerate() {
-                if p.len() <= self.max_len {
-                    first[k] = self.slots[hash(p) & self.mask];
-                }
-            }
-            let mut start = [0u32; LOOKUP_BATCH];
-            for (k, &id) in first.iter().take(n).enumerate() {
-                if id != NO_RANK {
-                    start[k] = self.vocab.starts[id as usize];
-                }
-            }
-            for (k, &p) in batch.iter().enumerate() {
-                let id = first[k];
-                let at_home = id != NO_RANK && {
-                    let from = start[k] as usize;
-                    self.vocab.starts[id as usize + 1] as usize == from + p.len()
-                        && self
-                            .vocab
-                            .bytes
-                            .get(from..from + p.len())
-                            .is_some_and(|t| same_bytes(t, p))
-                };
-                if !at_home && self.rank(p) == NO_RANK {
-                    return Some(p);
-                }
-            }
-        }
-        None
+        self.index.first_missing(&self.vocab, pieces)
     }
 
     /// Number of tokens byte-pair merging turns `piece` into.
@@ -314,20 +218,8 @@ impl Ranks {
             };
         }
         if piece.len() <= pieces::MAX_BYTES {
-            // One hash serves the token lookup and the piece cache.
-            let h = hash(piece);
-            if piece.len() <= self.max_len {
-                let id = self.rank_hashed(piece, h);
-                if id != NO_RANK && self.is_whole(id, piece, scratch) {
-                    return 1;
-                }
-            }
-            if let Some(n) = scratch.pieces.get(self.id, piece, h) {
-                return n;
-            }
-            let n = self.merge_quadratic(piece, &mut scratch.parts);
-            scratch.pieces.insert(self.id, piece, h, n);
-            return n;
+            // One key serves the token lookup and the piece cache.
+            return self.count_short(piece, Key::of(piece), scratch);
         }
         let id = self.rank(piece);
         if id != NO_RANK && self.is_whole(id, piece, scratch) {
@@ -375,6 +267,24 @@ impl Ranks {
             },
             None => self.merge_heap(piece, scratch),
         }
+    }
+
+    /// [`Ranks::count_piece`] of a piece of 3 to [`pieces::MAX_BYTES`] bytes whose
+    /// key is `key`.
+    #[inline(always)]
+    fn count_short(&'static self, piece: &[u8], key: Key, scratch: &mut Scratch) -> usize {
+        if piece.len() <= self.max_len {
+            let id = self.index.get(&self.vocab, piece, key);
+            if id != NO_RANK && self.is_whole(id, piece, scratch) {
+                return 1;
+            }
+        }
+        if let Some(n) = scratch.pieces.get(self.id, piece, key.hash) {
+            return n;
+        }
+        let n = self.merge_quadratic(piece, &mut scratch.parts);
+        scratch.pieces.insert(self.id, piece, key.hash, n);
+        n
     }
 
     /// The count of a piece that is one short unit repeated (a megabyte of `中`), when

@@ -109,10 +109,13 @@ pub(crate) fn segment_end(family: Family, text: &[u8], start: usize) -> usize {
 ///   after newlines). For the GPT-2 pattern, whose `\s+(?!\S)` leaves a newline's
 ///   preceding whitespace attached, only a lone newline after non-whitespace counts.
 ///
-/// A [`Family::Regex`] (any split regexes) has none: its text is never cut.
+/// DeepSeek's splits have rules of their own ([`super::deepseek::is_exact_boundary`]);
+/// a [`Family::Regex`] (any other split regexes) has none: its text is never cut.
 pub(crate) fn is_exact_boundary(family: Family, text: &[u8], p: usize) -> bool {
-    if matches!(family, Family::Regex(_)) {
-        return false;
+    match family {
+        Family::Regex(_) => return false,
+        Family::DeepSeek => return super::deepseek::is_exact_boundary(text, p),
+        _ => {}
     }
     let before = text[p - 1];
     if text[p] == b' ' && (0x21..=0x7E).contains(&before) {
@@ -138,7 +141,7 @@ pub(crate) fn is_exact_boundary(family: Family, text: &[u8], p: usize) -> bool {
             }
             false
         }
-        Family::Regex(_) => false,
+        Family::Regex(_) | Family::DeepSeek => false,
         Family::Gpt2 => {
             let lone = p == 1 || !class_at(text, p - 1 - len_before(text, p - 1)).0.is_space();
             lone && !class_at(text, p).0.is_space()

@@ -68,6 +68,9 @@ pub(crate) fn family_of(patterns: &[String]) -> Result<Family, String> {
             return Ok(family);
         }
     }
+    if patterns.iter().eq(super::deepseek::PATTERNS.iter()) {
+        return Ok(Family::DeepSeek);
+    }
     let splits = RegexSplits::new(patterns)?;
     // Kept for the life of the process, like the tables that use it.
     Ok(Family::Regex(Box::leak(Box::new(splits))))

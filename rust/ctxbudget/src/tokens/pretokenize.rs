@@ -29,6 +29,8 @@ pub(crate) enum Family {
     O200k,
     /// Mistral's tekken: o200k's without contractions, one digit per number piece.
     Tekken,
+    /// DeepSeek V3's three splits (also V3.1, R1 and V4); see [`super::deepseek`].
+    DeepSeek,
     /// Any other sequence of split regexes, run by the regex engine.
     Regex(&'static RegexSplits),
 }
@@ -58,6 +60,7 @@ pub(crate) fn piece_end(family: Family, text: &[u8], i: usize) -> usize {
         Family::Qwen2 => cl100k(text, i, false, 1),
         Family::O200k => o200k(text, i, true, 3),
         Family::Tekken => o200k(text, i, false, 1),
+        Family::DeepSeek => super::deepseek::piece_end(text, i),
         Family::Regex(_) => text.len(),
     }
 }

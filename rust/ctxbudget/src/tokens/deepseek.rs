@@ -1,0 +1,439 @@
+//! The pre-tokenizer of DeepSeek V3's `tokenizer.json` (also V3.1, R1 and V4), scanned
+//! by hand instead of by three regexes.
+//!
+//! The file splits text with three `Split` regexes in turn, each keeping its matches
+//! and the text between them as pieces ("Isolated"):
+//!
+//! 1. `\p{N}{1,3}`: numbers, in pieces of up to three digits;
+//! 2. `[一-龥぀-ゟ゠-ヿ]+`: runs of CJK ideographs (U+4E00–U+9FA5), hiragana and katakana;
+//! 3. ``[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
+//!    ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+``, over each piece the first two
+//!    left.
+//!
+//! So the third regex runs over *inputs* that end where a digit starts or where the
+//! text goes into or out of a CJK run: its lookahead `(?!\S)` sees the end of such an
+//! input as the end of text, and no piece crosses one. [`piece_end`] finds, in one
+//! forward pass, the end of the piece that starts at a given offset; each alternative's
+//! leftmost-first semantics are spelled out next to its code. The tests check it
+//! against the three regexes run by the regex engine ([`super::split::RegexSplits`]),
+//! which the oracle tests check against HuggingFace `tokenizers`.
+
+use std::sync::OnceLock;
+
+use super::unicode::{class_at, Class, ASCII};
+
+/// The three split patterns, exactly as DeepSeek's `tokenizer.json` spells them.
+pub(crate) const PATTERNS: [&str; 3] = [
+    r"\p{N}{1,3}",
+    "[\u{4e00}-\u{9fa5}\u{3040}-\u{309f}\u{30a0}-\u{30ff}]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+];
+
+/// What the third pattern asks of a character.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// `\r` or `\n`.
+    Newline,
+    /// Any other `\s`.
+    Space,
+    /// `\p{L}`.
+    Letter,
+    /// `\p{M}`.
+    Mark,
+    /// `\p{N}`: never inside an input of the third pattern (the first isolates them).
+    Number,
+    /// `[\p{P}\p{S}]`.
+    Punct,
+    /// Anything else: controls, format characters, unassigned and private-use code
+    /// points.
+    Other,
+}
+
+impl Kind {
+    /// `\s`.
+    fn is_space(self) -> bool {
+        matches!(self, Kind::Newline | Kind::Space)
+    }
+
+    /// `[\p{L}\p{M}]`.
+    fn is_word(self) -> bool {
+        matches!(self, Kind::Letter | Kind::Mark)
+    }
+
+    /// `[^\r\n\p{L}\p{P}\p{S}]`: the optional first character of a word.
+    fn is_word_prefix(self) -> bool {
+        matches!(self, Kind::Space | Kind::Mark | Kind::Number | Kind::Other)
+    }
+}
+
+/// Ranges of `[\p{P}\p{S}]` outside ASCII, sorted, from `regex-syntax` (the Unicode
+/// version of the regex engine the other scanners and the regex path follow).
+fn punct_ranges() -> &'static [(u32, u32)] {
+    static RANGES: OnceLock<Vec<(u32, u32)>> = OnceLock::new();
+    RANGES.get_or_init(|| {
+        use regex_syntax::hir::{Class as HirClass, HirKind};
+        let Ok(hir) = regex_syntax::Parser::new().parse(r"[\p{P}\p{S}]") else {
+            return Vec::new();
+        };
+        match hir.kind() {
+            HirKind::Class(HirClass::Unicode(cls)) => cls
+                .ranges()
+                .iter()
+                .map(|r| (u32::from(r.start()), u32::from(r.end())))
+                .collect(),
+            _ => Vec::new(),
+        }
+    })
+}
+
+/// Whether the code point `cp` is in `[\p{P}\p{S}]`.
+fn is_punct(cp: u32) -> bool {
+    let ranges = punct_ranges();
+    let k = ranges.partition_point(|&(_, end)| end < cp);
+    ranges.get(k).is_some_and(|&(start, _)| start <= cp)
+}
+
+/// Whether the code point `cp` is in the second pattern's CJK ranges.
+fn is_cjk(cp: u32) -> bool {
+    matches!(cp, 0x4E00..=0x9FA5 | 0x3040..=0x309F | 0x30A0..=0x30FF)
+}
+
+/// The code point of the non-ASCII character at `i`, whose UTF-8 length is `len`.
+fn code_point(text: &[u8], i: usize, len: usize) -> u32 {
+    let b0 = u32::from(text[i]);
+    let cont = |k: usize| u32::from(text[i + k] & 0x3F);
+    match len {
+        2 => (b0 & 0x1F) << 6 | cont(1),
+        3 => (b0 & 0x0F) << 12 | cont(1) << 6 | cont(2),
+        _ => (b0 & 0x07) << 18 | cont(1) << 12 | cont(2) << 6 | cont(3),
+    }
+}
+
+/// The kind of each ASCII character, from the classes of [`ASCII`]: every printable
+/// one those call `Other` is punctuation or a symbol, the rest are controls.
+const ASCII_KINDS: [Kind; 128] = {
+    let mut kinds = [Kind::Other; 128];
+    let mut b = 0;
+    while b < 128 {
+        kinds[b] = match ASCII[b] {
+            Class::Newline => Kind::Newline,
+            Class::Space => Kind::Space,
+            Class::Upper | Class::Lower | Class::Caseless => Kind::Letter,
+            Class::Mark => Kind::Mark,
+            Class::Number => Kind::Number,
+            Class::Other if matches!(b, 0x21..=0x7E) => Kind::Punct,
+            Class::Other => Kind::Other,
+        };
+        b += 1;
+    }
+    kinds
+};
+
+/// The kind of the character at `i`, its UTF-8 length and whether it is in the CJK
+/// ranges.
+#[inline(always)]
+fn kind_at(text: &[u8], i: usize) -> (Kind, usize, bool) {
+    let b0 = text[i];
+    if b0 < 0x80 {
+        return (ASCII_KINDS[usize::from(b0)], 1, false);
+    }
+    kind_at_non_ascii(text, i)
+}
+
+/// [`kind_at`] for a character that is not ASCII.
+#[inline(never)]
+fn kind_at_non_ascii(text: &[u8], i: usize) -> (Kind, usize, bool) {
+    let b0 = text[i];
+    let (class, len) = class_at(text, i);
+    let kind = match class {
+        Class::Newline => Kind::Newline,
+        Class::Space => Kind::Space,
+        Class::Upper | Class::Lower | Class::Caseless => Kind::Letter,
+        Class::Mark => Kind::Mark,
+        Class::Number => Kind::Number,
+        Class::Other => {
+            if is_punct(code_point(text, i, len)) {
+                Kind::Punct
+            } else {
+                Kind::Other
+            }
+        }
+    };
+    let cjk = (0xE3..=0xE9).contains(&b0) && is_cjk(code_point(text, i, len));
+    (kind, len, cjk)
+}
+
+/// The third pattern's input around a position: the characters that are no digit and
+/// are inside (or outside) the CJK ranges as the first one is.
+struct Input<'t> {
+    text: &'t [u8],
+    cjk: bool,
+}
+
+impl Input<'_> {
+    /// The kind and length of the character at `j`, or `None` at the end of the input.
+    #[inline(always)]
+    fn at(&self, j: usize) -> Option<(Kind, usize)> {
+        if j >= self.text.len() {
+            return None;
+        }
+        let (kind, len, cjk) = kind_at(self.text, j);
+        (kind != Kind::Number && cjk == self.cjk).then_some((kind, len))
+    }
+
+    /// End of the run of characters from `j` whose kind satisfies `keep`.
+    #[inline]
+    fn run(&self, mut j: usize, keep: impl Fn(Kind) -> bool) -> usize {
+        while let Some((kind, len)) = self.at(j) {
+            if !keep(kind) {
+                break;
+            }
+            j += len;
+        }
+        j
+    }
+}
+
+/// End (exclusive byte offset) of the piece that starts at `i` (`i < text.len()`, a
+/// character boundary of valid UTF-8).
+pub(crate) fn piece_end(text: &[u8], i: usize) -> usize {
+    let b0 = text[i];
+    // Most pieces of most text: an ASCII letter run, alone or after a space (the
+    // second alternative, when no letter or mark outside ASCII goes on with the run).
+    let word_from = match (b0, text.get(i + 1)) {
+        (b' ', Some(b1)) if b1.is_ascii_alphabetic() => Some(i + 2),
+        _ if b0.is_ascii_alphabetic() => Some(i + 1),
+        _ => None,
+    };
+    if let Some(from) = word_from {
+        let end = ascii_letters(text, from);
+        if text.get(end).is_none_or(|b| b.is_ascii()) {
+            return end;
+        }
+    }
+    let (k0, len0, cjk) = kind_at(text, i);
+    // First pattern: `\p{N}{1,3}`.
+    if k0 == Kind::Number {
+        let mut j = i + len0;
+        for _ in 0..2 {
+            match text.get(j) {
+                Some(_) => {
+                    let (kind, len, _) = kind_at(text, j);
+                    if kind != Kind::Number {
+                        break;
+                    }
+                    j += len;
+                }
+                None => break,
+            }
+        }
+        return j;
+    }
+    let input = Input { text, cjk };
+    let next = input.at(i + len0);
+    // ``[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+``
+    if b0.is_ascii_punctuation() && text.get(i + 1).is_some_and(u8::is_ascii_alphabetic) {
+        return ascii_letters(text, i + 2);
+    }
+    // `[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+`: the prefix is taken when a word follows
+    // it; a mark without one is a word itself.
+    if k0.is_word_prefix() && next.is_some_and(|(k, _)| k.is_word()) {
+        return input.run(i + len0, Kind::is_word);
+    }
+    if k0.is_word() {
+        return input.run(i + len0, Kind::is_word);
+    }
+    // ` ?[\p{P}\p{S}]+[\r\n]*`
+    let symbols_from = if b0 == b' ' && next.is_some_and(|(k, _)| k == Kind::Punct) {
+        Some(i + 1)
+    } else if k0 == Kind::Punct {
+        Some(i)
+    } else {
+        None
+    };
+    if let Some(from) = symbols_from {
+        let end = input.run(from, |k| k == Kind::Punct);
+        return input.run(end, |k| k == Kind::Newline);
+    }
+    if k0.is_space() {
+        return whitespace(&input, i);
+    }
+    // No alternative matches here: the text up to where one does is a piece of its
+    // own. A match starts at any character but another `Other` that no word follows.
+    let mut j = i + len0;
+    while let Some((kind, len)) = input.at(j) {
+        if kind != Kind::Other || input.at(j + len).is_some_and(|(k, _)| k.is_word()) {
+            break;
+        }
+        j += len;
+    }
+    j
+}
+
+/// `\s*[\r\n]+|\s+(?!\S)|\s+` at the whitespace character at `i`.
+fn whitespace(input: &Input<'_>, i: usize) -> usize {
+    let mut j = i;
+    let mut last_newline = None;
+    let mut last_start = i;
+    while let Some((kind, len)) = input.at(j) {
+        if !kind.is_space() {
+            break;
+        }
+        if kind == Kind::Newline {
+            last_newline = Some(j);
+        }
+        last_start = j;
+        j += len;
+    }
+    // `\s*[\r\n]+`: greedy `\s*` backs off to the last newline of the run (a newline
+    // after it would be in the run).
+    if let Some(nl) = last_newline {
+        return nl + 1;
+    }
+    // `\s+(?!\S)`: the whole run at the end of the input, else all but its last
+    // character when that leaves one; `\s+` otherwise.
+    if input.at(j).is_none() || last_start == i {
+        j
+    } else {
+        last_start
+    }
+}
+
+/// End of the run of ASCII letters from `j`.
+#[inline]
+fn ascii_letters(text: &[u8], mut j: usize) -> usize {
+    while text.get(j).is_some_and(u8::is_ascii_alphabetic) {
+        j += 1;
+    }
+    j
+}
+
+/// Whether DeepSeek's pieces always start at byte `p` (`0 < p < text.len()`), whatever
+/// the text around: an ASCII space after a printable ASCII character that is not one,
+/// or a printable ASCII character after `\r` or `\n`.
+///
+/// No piece runs from a printable ASCII character into a space (words, digit groups and
+/// punctuation runs stop there) nor from a newline into a printable character (a
+/// whitespace piece stops at its last newline; a punctuation run takes the newlines
+/// after it and no more), and every one of these characters starts a piece whose end
+/// does not depend on what came before it (the patterns look behind nowhere). None is
+/// a digit's or a CJK run's inside, which the first two splits would keep whole.
+pub(crate) fn is_exact_boundary(text: &[u8], p: usize) -> bool {
+    let (before, at) = (text[p - 1], text[p]);
+    let printable = |b: u8| (0x21..=0x7E).contains(&b);
+    (at == b' ' && printable(before)) || (printable(at) && (before == b'\n' || before == b'\r'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::split::RegexSplits;
+    use super::*;
+
+    fn scanned(text: &str) -> Vec<&str> {
+        let bytes = text.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            let end = piece_end(bytes, i);
+            assert!(end > i, "no progress at {i} in {text:?}");
+            out.push(&text[i..end]);
+            i = end;
+        }
+        out
+    }
+
+    fn regex(splits: &RegexSplits, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        splits.for_each_piece(text, &mut |p| {
+            out.push(String::from_utf8_lossy(p).into_owned())
+        });
+        out
+    }
+
+    fn splits() -> RegexSplits {
+        let patterns: Vec<String> = PATTERNS.iter().map(|p| (*p).to_owned()).collect();
+        RegexSplits::new(&patterns).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Characters of every kind the patterns tell apart, ASCII and not, to build texts
+    /// from.
+    const ALPHABET: &[&str] = &[
+        "a", "Z", "q", " ", "  ", "\n", "\r", "\t", "1", "7", "!", "#", "-", ".", "'", "/", "_",
+        "`", "~", "é", "ß", "Ж", "\u{301}", "\u{a0}", "\u{3000}", "\u{200b}", "\u{1}", "\u{7f}",
+        "中", "国", "の", "カ", "゛", "゠", "・", "ー", "\u{3099}", "\u{3097}", "한", "٣", "²",
+        "½", "€", "😀", "«", "→", "\u{e000}", "\u{2028}", "x", "y", "🙂",
+    ];
+
+    fn texts(seed: u64, count: usize, len: usize) -> Vec<String> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..count)
+            .map(|_| {
+                (0..len)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        ALPHABET[(state % ALPHABET.len() as u64) as usize]
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scans_as_the_three_regexes_split() {
+        let splits = splits();
+        let fixed = [
+            "Hello, world! It's 2024-12-03.",
+            "def f(x):\n    return x**2  # 12345\n\n\n  ",
+            "中文テキスト、カタカナ・ひらがな。123abc",
+            "  \n\t \r\n x",
+            "a\u{200b}\u{200b}b\u{200b}!",
+            "éclair naïve Ж\u{301}ук",
+            "x   ",
+            "x   1",
+            "1   x",
+            "!!!\n\n#x",
+            " !a",
+            "\u{3000}中",
+        ];
+        for text in fixed {
+            assert_eq!(scanned(text), regex(&splits, text), "{text:?}");
+        }
+        for (k, text) in texts(1, 4_000, 12).iter().enumerate() {
+            assert_eq!(scanned(text), regex(&splits, text), "#{k}: {text:?}");
+        }
+        for text in texts(2, 300, 80) {
+            assert_eq!(scanned(&text), regex(&splits, &text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_files_patterns_get_this_scanner() {
+        let patterns: Vec<String> = PATTERNS.iter().map(|p| (*p).to_owned()).collect();
+        assert_eq!(
+            super::super::hf::family_of(&patterns),
+            Ok(super::super::pretokenize::Family::DeepSeek)
+        );
+    }
+
+    /// Counting the parts of a text cut at exact boundaries gives its pieces.
+    #[test]
+    fn exact_boundaries_cut_between_pieces() {
+        for text in texts(3, 2_000, 16)
+            .iter()
+            .chain(&["a b\nc".to_owned(), "x! \ny".to_owned()])
+        {
+            let bytes = text.as_bytes();
+            let whole = scanned(text);
+            for p in 1..bytes.len() {
+                if !text.is_char_boundary(p) || !is_exact_boundary(bytes, p) {
+                    continue;
+                }
+                let mut parts = scanned(&text[..p]);
+                parts.extend(scanned(&text[p..]));
+                assert_eq!(parts, whole, "{text:?} cut at {p}");
+            }
+        }
+    }
+}
