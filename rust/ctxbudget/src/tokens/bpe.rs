@@ -104,7 +104,7 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 
 /// The 4 bytes of `s` from `at` as one word (`at + 4 <= s.len()`).
 #[inline(always)]
-fn word4(s: &[u8], at: usize) -> u32 {
+pub(crate) fn word4(s: &[u8], at: usize) -> u32 {
     let mut w = [0u8; 4];
     w.copy_from_slice(&s[at..at + 4]);
     u32::from_le_bytes(w)
@@ -112,7 +112,7 @@ fn word4(s: &[u8], at: usize) -> u32 {
 
 /// The 8 bytes of `s` from `at` as one word (`at + 8 <= s.len()`).
 #[inline(always)]
-fn word8(s: &[u8], at: usize) -> u64 {
+pub(crate) fn word8(s: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
     w.copy_from_slice(&s[at..at + 8]);
     u64::from_le_bytes(w)

@@ -13,7 +13,7 @@ use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
 
-use super::bpe::{same_bytes, NO_RANK};
+use super::bpe::{same_bytes, word4, word8, NO_RANK};
 use super::vocab::Vocab;
 
 /// Bytes of a token held in its slot.
@@ -75,22 +75,6 @@ impl Key {
             hash: (h ^ (h >> 32)) as usize,
         }
     }
-}
-
-/// The 8 bytes of `s` from `at` as one little-endian word (`at + 8 <= s.len()`).
-#[inline(always)]
-fn word8(s: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&s[at..at + 8]);
-    u64::from_le_bytes(w)
-}
-
-/// The 4 bytes of `s` from `at` as one little-endian word (`at + 4 <= s.len()`).
-#[inline(always)]
-fn word4(s: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&s[at..at + 4]);
-    u32::from_le_bytes(w)
 }
 
 /// `s` (at most 8 bytes) as a little-endian word padded with zeros, by two
