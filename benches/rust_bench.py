@@ -19,7 +19,8 @@ def cargo_table(benchmark: Any, bench: str, *args: str) -> None:
     the run's line records), else cargo's ``bench`` profile."""
     profile = os.environ.get("CTXBUDGET_BENCH_PROFILE")
     chosen = ["--profile", profile] if profile else []
-    cmd = ["cargo", "bench", "--quiet", *chosen, "-p", "ctxbudget-compare", "--bench", bench, "--", *args]
+    package = ["-p", "ctxbudget-compare", "--bench", bench]
+    cmd = ["cargo", "bench", "--quiet", *chosen, *package, "--", *args]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
