@@ -28,3 +28,28 @@ at_exit() {
   # shellcheck disable=SC2064 # the label is fixed now
   trap "status=\$?; finish_section; rm -f \"\$times_file\"; printf '== %s total: %d s wall, %d s CPU (exit %d) ==\n' '$1' \"\$SECONDS\" \"\$((cpu / 1000))\" \"\$status\"" EXIT
 }
+
+# lane NAME COMMAND...: runs COMMAND in the background beside this shell's sections, in a
+# session of its own (so that its whole process group can be stopped if the run fails
+# first: it is red then, and the lane's log is not needed), its output to a log of its
+# own. `join NAME` waits for it, prints its log and returns its status.
+declare -A lane_pid lane_log
+lane() {
+  local name="$1"
+  shift
+  lane_log[$name]=$(mktemp)
+  # shellcheck disable=SC2016 # expanded by the lane's shell
+  setsid bash -c 'TIMEFORMAT="-- lane $0: %0R s wall, %0U s user + %0S s system CPU"; time "$@"' \
+    "$name" "$@" >"${lane_log[$name]}" 2>&1 &
+  lane_pid[$name]=$!
+  trap 'for p in "${lane_pid[@]}"; do kill -- -"$p" 2>/dev/null || true; done' ERR
+}
+join() {
+  local name="$1" status=0
+  wait "${lane_pid[$name]}" || status=$?
+  printf '\n######## lane %s (exit %d) ########\n' "$name" "$status"
+  cat "${lane_log[$name]}"
+  rm -f "${lane_log[$name]}"
+  unset "lane_pid[$name]"
+  return "$status"
+}

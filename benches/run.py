@@ -181,7 +181,7 @@ on timing (CI runs them in `--short` mode).
 ./dev bench --write           # the same, and regenerates this file
 ./dev bench --short           # what CI runs: smaller inputs, fewer rounds, same tables
 python benches/run.py NAME    # one benchmark, on the build installed in .venv
-cargo bench -p ctxbudget --bench count   # the Rust counting comparisons under criterion
+cargo bench -p ctxbudget-compare --bench count   # the Rust counting comparisons under criterion
 ```
 
 This file is generated: `benches/run.py` runs every `benches/test_bench_<name>.py` and

@@ -1,4 +1,4 @@
-"""Runs one of the core crate's Rust benches (``rust/ctxbudget/benches/``), which print
+"""Runs one of the Rust benches of ``rust/ctxbudget-compare/benches/``, which print
 their own Markdown tables, for the ``test_bench_rust_*`` modules."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ def cargo_table(benchmark: Any, bench: str, *args: str) -> None:
     the run's line records), else cargo's ``bench`` profile."""
     profile = os.environ.get("CTXBUDGET_BENCH_PROFILE")
     chosen = ["--profile", profile] if profile else []
-    cmd = ["cargo", "bench", "--quiet", *chosen, "-p", "ctxbudget", "--bench", bench, "--", *args]
+    package = ["-p", "ctxbudget-compare", "--bench", bench]
+    cmd = ["cargo", "bench", "--quiet", *chosen, *package, "--", *args]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")

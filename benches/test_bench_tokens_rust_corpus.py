@@ -1,5 +1,5 @@
 """Real text counted in Rust, file by file: the core beside bpe-openai and tiktoken-rs
-(``cargo bench -p ctxbudget --bench compare -- corpus``)."""
+(``cargo bench -p ctxbudget-compare --bench compare -- corpus``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The core's exact count on long runs of one unit beside GitHub's bpe-openai, in Rust
-(``cargo bench -p ctxbudget --bench compare -- runs``)."""
+(``cargo bench -p ctxbudget-compare --bench compare -- runs``)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,10 @@ mod index;
 pub(crate) mod page;
 mod store;
 
+// The PostgreSQL transcript encodes and indexes its rows with these too.
+#[cfg(feature = "postgres")]
 pub(crate) use encode::{encode_batch, MAX_SEQ};
+#[cfg(feature = "postgres")]
 pub(crate) use index::RowIndex;
 pub use store::LogStore;
 

@@ -1,8 +1,7 @@
 //! Counts the benchmark corpus once, cache off, for instruction-count profiling
 //! (`valgrind --tool=callgrind`): `count_profile [encoding] [max_bytes]`.
 
-#[path = "../benches/support/corpus.rs"]
-mod corpus;
+use ctxbudget_compare as corpus;
 
 fn main() {
     let mut args = std::env::args().skip(1);

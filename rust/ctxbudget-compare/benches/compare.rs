@@ -6,12 +6,11 @@
 //! so that other load on a shared machine does not count; each figure is the minimum
 //! over a few rounds, the implementations interleaved round by round.
 //!
-//! `cargo bench -p ctxbudget --bench compare [runs|corpus]`
+//! `cargo bench -p ctxbudget-compare --bench compare [runs|corpus]`
 //! (`CTXBUDGET_BENCH_UNIT=space` to time one kind of run only.)
 //! (`CTXBUDGET_CORPUS=<dir>` to count another corpus than Python's standard library.)
 
-#[path = "support/corpus.rs"]
-mod corpus;
+use ctxbudget_compare as corpus;
 
 use corpus::ours;
 

@@ -26,11 +26,10 @@
 //! default_num_special_tokens`, those mistral-common uses) and split pattern through its
 //! tiktoken constructor, which is what can be compared.
 //!
-//! `cargo bench -p ctxbudget --bench fastokens [corpus|open|runs|batch] [NAME=PATH ...]`
+//! `cargo bench -p ctxbudget-compare --bench fastokens [corpus|open|runs|batch] [NAME=PATH ...]`
 //! (`CTXBUDGET_CORPUS=<dir>` counts another corpus than Python's standard library.)
 
-#[path = "support/corpus.rs"]
-mod corpus;
+use ctxbudget_compare as corpus;
 
 use corpus::ours;
 
@@ -62,11 +61,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn theirs(name: &str) -> fastokens::Tokenizer {
     let (data, config) = match name {
         "o200k_base" => (
-            include_str!("../src/tokens/data/o200k_base.tiktoken"),
+            include_str!("../../ctxbudget/src/tokens/data/o200k_base.tiktoken"),
             fastokens::tiktoken::TiktokenConfig::o200k_base(),
         ),
         _ => (
-            include_str!("../src/tokens/data/cl100k_base.tiktoken"),
+            include_str!("../../ctxbudget/src/tokens/data/cl100k_base.tiktoken"),
             fastokens::tiktoken::TiktokenConfig::cl100k_base(),
         ),
     };

@@ -6,7 +6,7 @@
 //! load and first count timed inside the child (medians), and the peak resident set
 //! (`VmHWM`) the child reports.
 //!
-//! `cargo bench -p ctxbudget --bench cold_load [-- NAME=PATH ...]`
+//! `cargo bench -p ctxbudget-compare --bench cold_load [-- NAME=PATH ...]`
 use std::process::Command;
 use std::time::Instant;
 

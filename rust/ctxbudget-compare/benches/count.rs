@@ -9,8 +9,7 @@
 //!   these.
 //!
 //! `CTXBUDGET_BENCH_RUNS_ONLY=1` / `CTXBUDGET_BENCH_CORPUS_ONLY=1` run one group.
-#[path = "support/corpus.rs"]
-mod corpus;
+use ctxbudget_compare as corpus;
 
 use std::time::Duration;
 

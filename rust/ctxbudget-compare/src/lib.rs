@@ -1,8 +1,8 @@
-//! The real-text corpus of the benchmarks — the Python standard library's `.py` sources
-//! (tests and site-packages left out), found at run time through `python3`'s
-//! `sysconfig`, or the directory named by `CTXBUDGET_CORPUS` — and the three
-//! implementations compared on it.
-#![allow(dead_code)]
+//! What the benchmarks comparing ctxbudget with other tokenizers share: the real-text
+//! corpus — the Python standard library's `.py` sources (tests and site-packages left
+//! out), found at run time through `python3`'s `sysconfig`, or the directory named by
+//! `CTXBUDGET_CORPUS` — and the three implementations compared on it.
+#![deny(missing_docs)]
 
 use std::path::{Path, PathBuf};
 
