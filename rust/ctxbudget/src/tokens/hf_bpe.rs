@@ -102,12 +102,12 @@ enum Plain {
 /// into room made for them first (a string never decodes to more bytes than it has),
 /// so that the loop keeps its positions in registers rather than a `Vec`'s length.
 #[inline]
-fn plain_token(scan: &mut Scan<'_>, out: &mut Vec<u8>, split: bool) -> Plain {
-    let Some(rest) = scan.string_ahead() else {
-        return Plain::Other;
+fn plain_token(scan: &mut Scan<'_>, out: &mut Vec<u8>, split: bool) -> Result<Plain, String> {
+    let Some(rest) = scan.string_ahead()? else {
+        return Ok(Plain::Other);
     };
     let Some(len) = memchr::memchr(b'"', rest) else {
-        return Plain::Other;
+        return Ok(Plain::Other);
     };
     let raw = &rest[..len];
     let start = out.len();
@@ -137,11 +137,11 @@ fn plain_token(scan: &mut Scan<'_>, out: &mut Vec<u8>, split: bool) -> Plain {
     }
     if i < len {
         out.truncate(start);
-        return Plain::Other;
+        return Ok(Plain::Other);
     }
     out.truncate(start + o);
     scan.consume(len + 2);
-    Plain::Decoded { space }
+    Ok(Plain::Decoded { space })
 }
 
 /// Decodes the body of a plain byte-level string, `text[i..]` up to its closing quote,
@@ -304,7 +304,7 @@ impl VocabText {
     pub(crate) fn read(scan: &mut Scan<'_>) -> Result<VocabText, String> {
         // Room for any vocabulary of a file this size (pages never written cost
         // nothing), so that neither table is copied as it grows.
-        let room = scan.rest().len();
+        let room = scan.len_left();
         let mut vocab = VocabText {
             bytes: Vec::with_capacity(room.min(1 << 23)),
             starts: Vec::with_capacity((room / 4).min(1 << 21) + 1),
@@ -313,13 +313,13 @@ impl VocabText {
         vocab.starts.push(0);
         scan.members(|scan| {
             let start = vocab.bytes.len();
-            let (byte_level, id) = match plain_entry(scan.rest(), &mut vocab.bytes) {
+            let (byte_level, id) = match plain_entry(scan.rest()?, &mut vocab.bytes) {
                 Some((n, id)) => {
                     scan.consume(n);
                     (true, id)
                 }
                 None => {
-                    let byte_level = match plain_token(scan, &mut vocab.bytes, false) {
+                    let byte_level = match plain_token(scan, &mut vocab.bytes, false)? {
                         Plain::Decoded { .. } => true,
                         Plain::Other => {
                             let key = scan.string()?;
@@ -400,7 +400,7 @@ fn missing(index: usize, s: RawStr<'_>) -> String {
 
 /// Appends the bytes of one part of an `[left, right]` merge.
 fn token_part(scan: &mut Scan<'_>, out: &mut Vec<u8>, index: usize) -> Result<(), String> {
-    if let Plain::Decoded { .. } = plain_token(scan, out, false) {
+    if let Plain::Decoded { .. } = plain_token(scan, out, false)? {
         return Ok(());
     }
     let part = scan.string()?;
@@ -495,10 +495,10 @@ impl MergesText {
         let mut index = 0usize;
         scan.array(|scan| {
             let start = self.bytes.len();
-            let left_len = if let Some((n, left_len)) = plain_merge(scan.rest(), &mut self.bytes) {
+            let left_len = if let Some((n, left_len)) = plain_merge(scan.rest()?, &mut self.bytes) {
                 scan.consume(n);
                 left_len
-            } else if scan.at_array() {
+            } else if scan.at_array()? {
                 let mut left_len = None;
                 let mut n = 0;
                 scan.array(|scan| {
@@ -517,7 +517,7 @@ impl MergesText {
                     _ => return Err(format!("merge {index} is not a pair of tokens")),
                 }
             } else {
-                match plain_token(scan, &mut self.bytes, true) {
+                match plain_token(scan, &mut self.bytes, true)? {
                     Plain::Decoded { space: Some(space) } => space,
                     Plain::Decoded { space: None } => {
                         self.bytes.truncate(start);
