@@ -736,6 +736,24 @@ mod tests {
         }
     }
 
+    /// Ids that stop being consecutive (a gap, then ids out of order) read as the
+    /// consecutive ones: the table of ids is written only from where they stop.
+    #[test]
+    fn vocabularies_with_gaps_in_their_ids_read_as_consecutive_ones() {
+        let plain = tiny(r#"["a b", "ab c"]"#, "");
+        let gap = plain.replace("\"abc\": 257", "\"abc\": 300");
+        let gap = gap.replace("\"bc\": 258", "\"bc\": 301");
+        let unordered = plain
+            .replace("\"abc\": 257", "\"abc\": 258")
+            .replace("\"bc\": 258", "\"bc\": 257");
+        let (a, b, c) = (load(&plain), load(&gap), load(&unordered));
+        for text in ["abc", "ab", "bc", "cab abc", "\u{0}\u{ff} é"] {
+            assert_eq!(count(a, text), count(b, text), "{text:?}");
+            assert_eq!(count(a, text), count(c, text), "{text:?}");
+        }
+        assert_eq!(count(b, "abc"), 1);
+    }
+
     #[test]
     fn added_tokens_are_one_token_each() {
         let added = r#"{"id": 259, "content": "<s>", "special": true, "lstrip": false,

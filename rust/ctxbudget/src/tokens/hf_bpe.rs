@@ -294,8 +294,13 @@ pub(crate) struct VocabText {
     /// `bytes[starts[k]..starts[k + 1]]` is the `k`th kept key: in a file that lists
     /// its tokens in id order, already the table's `starts`.
     starts: Vec<u32>,
-    /// The file's id of each kept key.
-    ids: Vec<u32>,
+    /// The file's id of each kept key, once they stop being consecutive: until then
+    /// (in every file HuggingFace writes, to the end) the `k`th kept key's id is
+    /// `first + k`, and the table of ids is not written (its pages cost more than the
+    /// check).
+    ids: Option<Vec<u32>>,
+    /// The id of the first kept key.
+    first: u32,
 }
 
 impl VocabText {
@@ -308,7 +313,8 @@ impl VocabText {
         let mut vocab = VocabText {
             bytes: Vec::with_capacity(room.min(1 << 23)),
             starts: Vec::with_capacity((room / 4).min(1 << 21) + 1),
-            ids: Vec::with_capacity((room / 4).min(1 << 21)),
+            ids: None,
+            first: 0,
         };
         vocab.starts.push(0);
         scan.members(|scan| {
@@ -340,18 +346,50 @@ impl VocabText {
             let end =
                 u32::try_from(vocab.bytes.len()).map_err(|_| "the vocabulary is too large")?;
             vocab.starts.push(end);
-            vocab.ids.push(id);
+            vocab.push_id(id);
             Ok(())
         })?;
         Ok(vocab)
     }
 
+    /// Notes the id of the key just kept.
+    #[inline]
+    fn push_id(&mut self, id: u32) {
+        let k = self.starts.len() - 2;
+        match &mut self.ids {
+            Some(ids) => ids.push(id),
+            None if k == 0 => self.first = id,
+            None if u64::from(self.first) + k as u64 == u64::from(id) => {}
+            None => {
+                let mut ids: Vec<u32> = (0..k as u32).map(|j| self.first + j).collect();
+                ids.push(id);
+                self.ids = Some(ids);
+            }
+        }
+    }
+
     /// The byte-level tokens in id order, the ids in `added` left out (added tokens are
     /// matched in the text, never merged).
     pub(crate) fn into_vocab(self, added: &FxHashSet<u32>) -> Result<Vocab, String> {
-        let VocabText { bytes, starts, ids } = self;
-        let in_order = ids.windows(2).all(|w| w[0] < w[1]);
-        let keeps_all = added.is_empty() || !ids.iter().any(|id| added.contains(id));
+        let kept = self.starts.len() - 1;
+        let VocabText {
+            bytes,
+            starts,
+            ids,
+            first,
+        } = self;
+        let (in_order, keeps_all) = match &ids {
+            Some(ids) => (
+                ids.windows(2).all(|w| w[0] < w[1]),
+                added.is_empty() || !ids.iter().any(|id| added.contains(id)),
+            ),
+            None => {
+                let end = u64::from(first) + kept as u64;
+                let within = |&id: &u32| (u64::from(first)..end).contains(&u64::from(id));
+                (true, !added.iter().any(within))
+            }
+        };
+        let ids = ids.unwrap_or_else(|| (0..kept as u32).map(|k| first + k).collect());
         let vocab = if in_order && keeps_all {
             Vocab { bytes, starts }
         } else {

@@ -375,7 +375,7 @@ impl<'a> Scan<'a> {
     /// caller that decodes a string in the same pass as it finds its end (and then
     /// calls [`Scan::consume`]); `None` if no string comes next. At least [`MARGIN`]
     /// bytes of it are handed out, unless the text ends sooner.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn string_ahead(&mut self) -> Result<Option<&[u8]>, String> {
         if self.peek()? != Some(b'"') {
             return Ok(None);
@@ -388,7 +388,7 @@ impl<'a> Scan<'a> {
     /// caller that reads a value the scanner does not (then [`Scan::consume`]): all of
     /// it for text in memory, at least [`MARGIN`] bytes of it (unless it ends sooner)
     /// for a file.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn rest(&mut self) -> Result<&[u8], String> {
         self.peek()?;
         self.ensure(MARGIN)?;
