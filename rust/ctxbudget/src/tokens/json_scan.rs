@@ -659,6 +659,69 @@ mod tests {
         assert_eq!(seen, ["a=1", "b", r#"{"d": [1, {"e": null}]}"#, "true"]);
     }
 
+    /// A reader that hands out at most `step` bytes a call.
+    struct Trickle<'a> {
+        text: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.step).min(self.text.len());
+            buf[..n].copy_from_slice(&self.text[..n]);
+            self.text = &self.text[n..];
+            Ok(n)
+        }
+    }
+
+    /// Keys, strings and skipped values (escaped quotes and backslashes in them, bare
+    /// scalars at the very end) read through windows of every size down to one byte
+    /// as they read in memory; a text cut short is refused either way.
+    #[test]
+    fn windows_read_as_memory() {
+        let text = r#" {"a\"b": 12, "c": ["x\\", "y\"z", 7], "d": {"e": ["\"}", null]}, "f": "\u00e9", "g": true, "h": 1.5e3} "#;
+        let read = |mut scan: Scan<'_>| -> Result<Vec<String>, String> {
+            let mut seen = Vec::new();
+            scan.object(|scan, key| {
+                seen.push(key.decoded()?);
+                if key.decoded()? == "a\"b" {
+                    seen.push(scan.u32()?.to_string());
+                } else if key.is("c") {
+                    scan.array(|scan| {
+                        match scan.string_ahead()? {
+                            Some(_) => seen.push(scan.string()?.decoded()?),
+                            None => seen.push(scan.skip()?.to_owned()),
+                        }
+                        Ok(())
+                    })?;
+                } else {
+                    seen.push(scan.skip()?.to_owned());
+                }
+                Ok(())
+            })?;
+            scan.end()?;
+            Ok(seen)
+        };
+        let memory = read(Scan::new(text.as_bytes()));
+        assert!(
+            memory.as_ref().is_ok_and(|seen| seen.len() == 14),
+            "{memory:?}"
+        );
+        for window in 1..=9 {
+            for step in 1..=3 {
+                let trickle = Trickle {
+                    text: text.as_bytes(),
+                    step,
+                };
+                let streamed = read(Scan::reading_by(trickle, text.len(), window));
+                assert_eq!(streamed, memory, "window {window}, step {step}");
+                let cut = &text.as_bytes()[..text.len() - 9];
+                let trickle = Trickle { text: cut, step };
+                assert!(read(Scan::reading_by(trickle, cut.len(), window)).is_err());
+            }
+        }
+    }
+
     #[test]
     fn whitespace_ends_where_json_says() {
         for (text, end) in [
