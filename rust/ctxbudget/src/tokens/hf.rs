@@ -736,6 +736,34 @@ mod tests {
         }
     }
 
+    /// A vocabulary entry longer than what the fast reader asks to have at hand, its id
+    /// cut by the end of a window at every position: read as in memory (a cut id was
+    /// once taken for its first digits and the file refused).
+    #[test]
+    fn an_id_cut_by_the_end_of_a_window_reads_whole() {
+        let long = "a".repeat(5000);
+        let doc = tiny(r#"["a b", "ab c"]"#, "")
+            .replace("\"ab\": 256", &format!("\"{long}\": 123456, \"ab\": 256"));
+        let memory = load(&doc);
+        let window = 8192;
+        for pad in 0..window {
+            let padded = format!("{}{doc}", " ".repeat(pad));
+            let streamed =
+                load_scanned(|| Ok(Scan::reading_by(padded.as_bytes(), padded.len(), window)));
+            let streamed = match streamed {
+                Ok(loaded) => &*Box::leak(Box::new(loaded)),
+                Err(e) => panic!("padded by {pad}: {e}"),
+            };
+            for text in ["abc", &long, &format!("{long}bc")] {
+                assert_eq!(
+                    count(memory, text),
+                    count(streamed, text),
+                    "padded by {pad}"
+                );
+            }
+        }
+    }
+
     /// Ids that stop being consecutive (a gap, then ids out of order) read as the
     /// consecutive ones: the table of ids is written only from where they stop.
     #[test]

@@ -256,9 +256,12 @@ fn plain_entry(rest: &[u8], out: &mut Vec<u8>) -> Option<(usize, u32)> {
                 return None;
             }
         }
+        // What follows the digits must be at hand: a number cut by the end of the bytes
+        // read so far goes to the general reader, which reads on.
+        let after = *rest.get(i)?;
         let plain_number = i > digits
             && (i - digits == 1 || rest[digits] != b'0')
-            && !matches!(rest.get(i), Some(b'.' | b'e' | b'E'));
+            && !matches!(after, b'.' | b'e' | b'E');
         let id = u32::try_from(id).ok().filter(|_| plain_number)?;
         Some((i, id))
     })();
@@ -389,10 +392,10 @@ impl VocabText {
                 (true, !added.iter().any(within))
             }
         };
-        let ids = ids.unwrap_or_else(|| (0..kept as u32).map(|k| first + k).collect());
         let vocab = if in_order && keeps_all {
             Vocab { bytes, starts }
         } else {
+            let ids = ids.unwrap_or_else(|| (0..kept as u32).map(|k| first + k).collect());
             // A file that lists its vocabulary out of id order, or with added tokens in it.
             let mut kept: Vec<(u32, u32, u32)> = Vec::with_capacity(ids.len());
             for (k, &id) in ids.iter().enumerate() {
@@ -811,10 +814,12 @@ mod tests {
         /// A key's bytes and its id, if the entry is read as plain.
         type Expected<'a> = Option<(&'a [u8], u32)>;
         let cases: &[(&str, Expected<'_>)] = &[
-            (r#""ab": 7"#, Some((b"ab", 7))),
+            (r#""ab": 7,"#, Some((b"ab", 7))),
+            // Cut after its digits: what follows may be more of them.
+            (r#""ab": 7"#, None),
             ("\"Ġt\" :\n\t 83,", Some((b" t", 83))),
             (r#""a": 0}"#, Some((b"a", 0))),
-            (r#""a": 4294967295"#, Some((b"a", u32::MAX))),
+            (r#""a": 4294967295}"#, Some((b"a", u32::MAX))),
             (r#""a": 4294967296"#, None),
             (r#""a": 01"#, None),
             (r#""a": 1.5"#, None),
@@ -824,7 +829,7 @@ mod tests {
             (r#""a" 1"#, None),
             (r#""\u0061": 1"#, None),
             (r#""a b": 1"#, None),
-            (r#""é": 1"#, Some((&[0xE9], 1))),
+            (r#""é": 1 "#, Some((&[0xE9], 1))),
             (r#""ſ": 1"#, None),
             (r#""中": 1"#, None),
         ];
