@@ -7,6 +7,7 @@
 //! replaced file is read again. Nothing is ever downloaded.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -61,8 +62,40 @@ enum Parsed {
 }
 
 /// Reads a tokenizer file: a SentencePiece model, or a `tokenizer.json` or a
-/// `tekken*.json`, whichever it is.
+/// `tekken*.json`, whichever it is. A `tokenizer.json` is read a window at a time, never
+/// whole (see [`hf::load_tokenizer_json_file`]); the others are read whole.
 fn parse_file(path: &Path) -> Result<Parsed, TokenError> {
+    let mut head = Vec::with_capacity(HEAD);
+    let len = std::fs::File::open(path)
+        .and_then(|file| {
+            let len = file.metadata()?.len();
+            file.take(HEAD as u64).read_to_end(&mut head)?;
+            Ok(len)
+        })
+        .map_err(|e| fail(path, format!("{e}")))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let json_start = head.iter().find(|b| !b.is_ascii_whitespace());
+    let streamed = !sentencepiece::looks_like_model(&head)
+        && json_start == Some(&b'{')
+        && !name.contains("tekken");
+    if streamed {
+        match hf::load_tokenizer_json_file(path, len) {
+            Ok(loaded) => return Ok(Parsed::Bpe(Box::new(loaded))),
+            Err(reason) => {
+                // A file named otherwise is a tekken file if it spells tokens as
+                // `token_bytes`: read whole and searched for only when it does not read
+                // as a `tokenizer.json`.
+                let data = std::fs::read(path).map_err(|e| fail(path, format!("{e}")))?;
+                if memchr::memmem::find(&data, b"\"token_bytes\"").is_none() {
+                    return Err(fail(path, reason));
+                }
+                return parse(path, &data).map(|loaded| Parsed::Bpe(Box::new(loaded)));
+            }
+        }
+    }
     let data = std::fs::read(path).map_err(|e| fail(path, format!("{e}")))?;
     if sentencepiece::looks_like_model(&data) {
         return sentencepiece::Model::parse(&data)
@@ -77,6 +110,9 @@ fn parse_file(path: &Path) -> Result<Parsed, TokenError> {
     }
     parse(path, &data).map(|loaded| Parsed::Bpe(Box::new(loaded)))
 }
+
+/// Bytes of a file read first, to tell what it holds.
+const HEAD: usize = 64;
 
 /// Reads a `tokenizer.json` or a `tekken*.json`, whichever `data` is. A
 /// `tokenizer.json` is scanned as bytes (its strings are checked as they are decoded:

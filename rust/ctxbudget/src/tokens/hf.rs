@@ -12,6 +12,9 @@
 //! WordPiece or Unigram model, a `Replace` normalizer) is refused with the part named,
 //! never counted by a guess.
 
+use std::fs::File;
+use std::path::Path;
+
 use rustc_hash::FxHashSet;
 use serde::de;
 use serde::Deserialize;
@@ -153,21 +156,20 @@ impl Document {
     /// keeps them whole until the end; one that names a part again after the merges
     /// were resolved (a second `model`, `vocab`, `merges` or `added_tokens`) is scanned
     /// again that way, so that the last of each counts as it always has.
-    fn scan(text: &[u8]) -> Result<Document, String> {
+    fn scan<'t>(mut open: impl FnMut() -> Result<Scan<'t>, String>) -> Result<Document, String> {
         let mut rescan = false;
-        let doc = Document::scan_once(text, true, &mut rescan)?;
+        let doc = Document::scan_once(open()?, true, &mut rescan)?;
         if rescan {
-            return Document::scan_once(text, false, &mut rescan);
+            return Document::scan_once(open()?, false, &mut rescan);
         }
         Ok(doc)
     }
 
-    /// One scan of `text`, resolving the merges as they are read if `resolve` allows;
-    /// sets `rescan` when a part named again makes that resolution stale.
-    fn scan_once(text: &[u8], resolve: bool, rescan: &mut bool) -> Result<Document, String> {
+    /// One scan of a document, resolving the merges as they are read if `resolve`
+    /// allows; sets `rescan` when a part named again makes that resolution stale.
+    fn scan_once(mut scan: Scan<'_>, resolve: bool, rescan: &mut bool) -> Result<Document, String> {
         let mut doc = Document::default();
         let mut added_read = false;
-        let mut scan = Scan::new(text);
         scan.object(|scan, key| {
             let again = doc.resolved.is_some();
             if key.is("model") {
@@ -232,7 +234,27 @@ impl Document {
 
 /// Reads a `tokenizer.json` document.
 pub(crate) fn load_tokenizer_json(text: &[u8]) -> Result<Loaded, String> {
-    let doc = Document::scan(text).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
+    load_scanned(|| Ok(Scan::new(text)))
+}
+
+/// Reads the `tokenizer.json` file at `path` a window at a time (see [`Scan`]): never
+/// whole in memory. Its length and modification time were read just before, so the
+/// length is only a hint: a file that changes as it is read is read as it is found, or
+/// refused if that is not a tokenizer any more.
+pub(crate) fn load_tokenizer_json_file(path: &Path, len: u64) -> Result<Loaded, String> {
+    load_scanned(|| {
+        let file = File::open(path).map_err(|e| format!("{e}"))?;
+        Ok(Scan::reading(
+            file,
+            usize::try_from(len).unwrap_or(usize::MAX),
+        ))
+    })
+}
+
+/// Reads a `tokenizer.json` document that `open` scans (from its start, each time it
+/// is called).
+fn load_scanned<'t>(open: impl FnMut() -> Result<Scan<'t>, String>) -> Result<Loaded, String> {
+    let doc = Document::scan(open).map_err(|e| format!("not a tokenizer.json file: {e}"))?;
     let Some(model) = doc
         .model
         .filter(|_| doc.vocab.is_some() || doc.resolved.is_some())
@@ -638,6 +660,126 @@ mod tests {
             assert!(streamed.is_some());
             assert_eq!(streamed, whole);
         }
+    }
+
+    /// A reader that hands out at most `step` bytes a call.
+    struct Trickle<'a> {
+        text: &'a [u8],
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.step).min(self.text.len());
+            buf[..n].copy_from_slice(&self.text[..n]);
+            self.text = &self.text[n..];
+            Ok(n)
+        }
+    }
+
+    /// Documents read a few bytes at a time into windows of every size down to one
+    /// byte read as they read in memory: the same tokenizer, the same refusals.
+    #[test]
+    fn files_read_in_windows_read_as_in_memory() {
+        const STREAMED: &[&str] = &["added_tokens", "normalizer", "pre_tokenizer", "model"];
+        const WHOLE: &[&str] = &["model", "normalizer", "pre_tokenizer", "added_tokens"];
+        let added = r#"{"id": 259, "content": "<s>", "special": true, "lstrip": false,
+                         "rstrip": false, "single_word": false, "normalized": false}"#;
+        let plain = tiny(r#"["a b", "ab c"]"#, added);
+        let docs = [
+            plain.clone(),
+            tiny(r#"[["a", "b"], ["ab", "c"]]"#, ""),
+            tiny(r#"[["\u0061", "b"], "ab c"]"#, ""),
+            // A model named twice: read again, the last one counting.
+            plain.replacen(
+                '{',
+                r#"{"model": {"type": "BPE", "vocab": {}, "merges": []}, "#,
+                1,
+            ),
+            many(STREAMED, |_| {}),
+            many(WHOLE, |m| m[2000..].reverse()),
+            many(STREAMED, |m| m[4500] = "xyzw a".to_owned()),
+            many(WHOLE, |m| m[4600] = "Z9 aQ".to_owned()),
+            tiny(r#"["a b", "ab x"]"#, ""),
+            plain[..plain.len() - 3].to_owned(),
+            plain.replace("\"ab\": 256", "\"ab\": 2x56"),
+            format!("{plain} x"),
+        ];
+        let texts = ["ab abc xyz <s>a1b2c3<s> zzzz aZ0aZ0 é 中", "abcabc bc"];
+        for doc in &docs {
+            let memory = load_tokenizer_json(doc.as_bytes()).map(|l| &*Box::leak(Box::new(l)));
+            for window in [1, 2, 7, 64, 1000, 1 << 16] {
+                for step in [1, 3, 4096] {
+                    let streamed = load_scanned(|| {
+                        let text = Trickle {
+                            text: doc.as_bytes(),
+                            step,
+                        };
+                        Ok(Scan::reading_by(text, doc.len(), window))
+                    })
+                    .map(|l| &*Box::leak(Box::new(l)));
+                    match (&memory, &streamed) {
+                        (Ok(a), Ok(b)) => {
+                            for text in texts {
+                                assert_eq!(count(a, text), count(b, text), "{text:?}");
+                            }
+                        }
+                        (Err(a), Err(b)) => {
+                            // Offsets of a file read in windows stand for the lines.
+                            let cut = |e: &str| e.split(" (").next().unwrap_or_default().to_owned();
+                            assert_eq!(cut(a), cut(b));
+                        }
+                        (a, b) => panic!("{:?} vs {:?}", a.is_ok(), b.as_ref().err()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// A vocabulary entry longer than what the fast reader asks to have at hand, its id
+    /// cut by the end of a window at every position: read as in memory (a cut id was
+    /// once taken for its first digits and the file refused).
+    #[test]
+    fn an_id_cut_by_the_end_of_a_window_reads_whole() {
+        let long = "a".repeat(5000);
+        let doc = tiny(r#"["a b", "ab c"]"#, "")
+            .replace("\"ab\": 256", &format!("\"{long}\": 123456, \"ab\": 256"));
+        let memory = load(&doc);
+        let window = 8192;
+        for pad in 0..window {
+            let padded = format!("{}{doc}", " ".repeat(pad));
+            let streamed =
+                load_scanned(|| Ok(Scan::reading_by(padded.as_bytes(), padded.len(), window)));
+            let streamed = match streamed {
+                Ok(loaded) => &*Box::leak(Box::new(loaded)),
+                Err(e) => panic!("padded by {pad}: {e}"),
+            };
+            for text in ["abc", &long, &format!("{long}bc")] {
+                assert_eq!(
+                    count(memory, text),
+                    count(streamed, text),
+                    "padded by {pad}"
+                );
+            }
+        }
+    }
+
+    /// Ids that stop being consecutive (a gap, then ids out of order) read as the
+    /// consecutive ones: the table of ids is written only from where they stop.
+    #[test]
+    fn vocabularies_with_gaps_in_their_ids_read_as_consecutive_ones() {
+        let plain = tiny(r#"["a b", "ab c"]"#, "");
+        let gap = plain.replace("\"abc\": 257", "\"abc\": 300");
+        let gap = gap.replace("\"bc\": 258", "\"bc\": 301");
+        let unordered = plain
+            .replace("\"abc\": 257", "\"abc\": 258")
+            .replace("\"bc\": 258", "\"bc\": 257");
+        let (a, b, c) = (load(&plain), load(&gap), load(&unordered));
+        for text in ["abc", "ab", "bc", "cab abc", "\u{0}\u{ff} é"] {
+            assert_eq!(count(a, text), count(b, text), "{text:?}");
+            assert_eq!(count(a, text), count(c, text), "{text:?}");
+        }
+        assert_eq!(count(b, "abc"), 1);
     }
 
     #[test]

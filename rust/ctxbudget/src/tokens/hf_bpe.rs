@@ -102,12 +102,12 @@ enum Plain {
 /// into room made for them first (a string never decodes to more bytes than it has),
 /// so that the loop keeps its positions in registers rather than a `Vec`'s length.
 #[inline]
-fn plain_token(scan: &mut Scan<'_>, out: &mut Vec<u8>, split: bool) -> Plain {
-    let Some(rest) = scan.string_ahead() else {
-        return Plain::Other;
+fn plain_token(scan: &mut Scan<'_>, out: &mut Vec<u8>, split: bool) -> Result<Plain, String> {
+    let Some(rest) = scan.string_ahead()? else {
+        return Ok(Plain::Other);
     };
     let Some(len) = memchr::memchr(b'"', rest) else {
-        return Plain::Other;
+        return Ok(Plain::Other);
     };
     let raw = &rest[..len];
     let start = out.len();
@@ -137,11 +137,11 @@ fn plain_token(scan: &mut Scan<'_>, out: &mut Vec<u8>, split: bool) -> Plain {
     }
     if i < len {
         out.truncate(start);
-        return Plain::Other;
+        return Ok(Plain::Other);
     }
     out.truncate(start + o);
     scan.consume(len + 2);
-    Plain::Decoded { space }
+    Ok(Plain::Decoded { space })
 }
 
 /// Decodes the body of a plain byte-level string, `text[i..]` up to its closing quote,
@@ -256,9 +256,12 @@ fn plain_entry(rest: &[u8], out: &mut Vec<u8>) -> Option<(usize, u32)> {
                 return None;
             }
         }
+        // What follows the digits must be at hand: a number cut by the end of the bytes
+        // read so far goes to the general reader, which reads on.
+        let after = *rest.get(i)?;
         let plain_number = i > digits
             && (i - digits == 1 || rest[digits] != b'0')
-            && !matches!(rest.get(i), Some(b'.' | b'e' | b'E'));
+            && !matches!(after, b'.' | b'e' | b'E');
         let id = u32::try_from(id).ok().filter(|_| plain_number)?;
         Some((i, id))
     })();
@@ -294,8 +297,13 @@ pub(crate) struct VocabText {
     /// `bytes[starts[k]..starts[k + 1]]` is the `k`th kept key: in a file that lists
     /// its tokens in id order, already the table's `starts`.
     starts: Vec<u32>,
-    /// The file's id of each kept key.
-    ids: Vec<u32>,
+    /// The file's id of each kept key, once they stop being consecutive: until then
+    /// (in every file HuggingFace writes, to the end) the `k`th kept key's id is
+    /// `first + k`, and the table of ids is not written (its pages cost more than the
+    /// check).
+    ids: Option<Vec<u32>>,
+    /// The id of the first kept key.
+    first: u32,
 }
 
 impl VocabText {
@@ -304,22 +312,23 @@ impl VocabText {
     pub(crate) fn read(scan: &mut Scan<'_>) -> Result<VocabText, String> {
         // Room for any vocabulary of a file this size (pages never written cost
         // nothing), so that neither table is copied as it grows.
-        let room = scan.rest().len();
+        let room = scan.len_left();
         let mut vocab = VocabText {
             bytes: Vec::with_capacity(room.min(1 << 23)),
             starts: Vec::with_capacity((room / 4).min(1 << 21) + 1),
-            ids: Vec::with_capacity((room / 4).min(1 << 21)),
+            ids: None,
+            first: 0,
         };
         vocab.starts.push(0);
         scan.members(|scan| {
             let start = vocab.bytes.len();
-            let (byte_level, id) = match plain_entry(scan.rest(), &mut vocab.bytes) {
+            let (byte_level, id) = match plain_entry(scan.rest()?, &mut vocab.bytes) {
                 Some((n, id)) => {
                     scan.consume(n);
                     (true, id)
                 }
                 None => {
-                    let byte_level = match plain_token(scan, &mut vocab.bytes, false) {
+                    let byte_level = match plain_token(scan, &mut vocab.bytes, false)? {
                         Plain::Decoded { .. } => true,
                         Plain::Other => {
                             let key = scan.string()?;
@@ -340,21 +349,53 @@ impl VocabText {
             let end =
                 u32::try_from(vocab.bytes.len()).map_err(|_| "the vocabulary is too large")?;
             vocab.starts.push(end);
-            vocab.ids.push(id);
+            vocab.push_id(id);
             Ok(())
         })?;
         Ok(vocab)
     }
 
+    /// Notes the id of the key just kept.
+    #[inline]
+    fn push_id(&mut self, id: u32) {
+        let k = self.starts.len() - 2;
+        match &mut self.ids {
+            Some(ids) => ids.push(id),
+            None if k == 0 => self.first = id,
+            None if u64::from(self.first) + k as u64 == u64::from(id) => {}
+            None => {
+                let mut ids: Vec<u32> = (0..k as u32).map(|j| self.first + j).collect();
+                ids.push(id);
+                self.ids = Some(ids);
+            }
+        }
+    }
+
     /// The byte-level tokens in id order, the ids in `added` left out (added tokens are
     /// matched in the text, never merged).
     pub(crate) fn into_vocab(self, added: &FxHashSet<u32>) -> Result<Vocab, String> {
-        let VocabText { bytes, starts, ids } = self;
-        let in_order = ids.windows(2).all(|w| w[0] < w[1]);
-        let keeps_all = added.is_empty() || !ids.iter().any(|id| added.contains(id));
+        let kept = self.starts.len() - 1;
+        let VocabText {
+            bytes,
+            starts,
+            ids,
+            first,
+        } = self;
+        let (in_order, keeps_all) = match &ids {
+            Some(ids) => (
+                ids.windows(2).all(|w| w[0] < w[1]),
+                added.is_empty() || !ids.iter().any(|id| added.contains(id)),
+            ),
+            None => {
+                let end = u64::from(first) + kept as u64;
+                let within = |&id: &u32| (u64::from(first)..end).contains(&u64::from(id));
+                (true, !added.iter().any(within))
+            }
+        };
         let vocab = if in_order && keeps_all {
             Vocab { bytes, starts }
         } else {
+            let ids = ids.unwrap_or_else(|| (0..kept as u32).map(|k| first + k).collect());
             // A file that lists its vocabulary out of id order, or with added tokens in it.
             let mut kept: Vec<(u32, u32, u32)> = Vec::with_capacity(ids.len());
             for (k, &id) in ids.iter().enumerate() {
@@ -400,7 +441,7 @@ fn missing(index: usize, s: RawStr<'_>) -> String {
 
 /// Appends the bytes of one part of an `[left, right]` merge.
 fn token_part(scan: &mut Scan<'_>, out: &mut Vec<u8>, index: usize) -> Result<(), String> {
-    if let Plain::Decoded { .. } = plain_token(scan, out, false) {
+    if let Plain::Decoded { .. } = plain_token(scan, out, false)? {
         return Ok(());
     }
     let part = scan.string()?;
@@ -495,10 +536,10 @@ impl MergesText {
         let mut index = 0usize;
         scan.array(|scan| {
             let start = self.bytes.len();
-            let left_len = if let Some((n, left_len)) = plain_merge(scan.rest(), &mut self.bytes) {
+            let left_len = if let Some((n, left_len)) = plain_merge(scan.rest()?, &mut self.bytes) {
                 scan.consume(n);
                 left_len
-            } else if scan.at_array() {
+            } else if scan.at_array()? {
                 let mut left_len = None;
                 let mut n = 0;
                 scan.array(|scan| {
@@ -517,7 +558,7 @@ impl MergesText {
                     _ => return Err(format!("merge {index} is not a pair of tokens")),
                 }
             } else {
-                match plain_token(scan, &mut self.bytes, true) {
+                match plain_token(scan, &mut self.bytes, true)? {
                     Plain::Decoded { space: Some(space) } => space,
                     Plain::Decoded { space: None } => {
                         self.bytes.truncate(start);
@@ -773,10 +814,12 @@ mod tests {
         /// A key's bytes and its id, if the entry is read as plain.
         type Expected<'a> = Option<(&'a [u8], u32)>;
         let cases: &[(&str, Expected<'_>)] = &[
-            (r#""ab": 7"#, Some((b"ab", 7))),
+            (r#""ab": 7,"#, Some((b"ab", 7))),
+            // Cut after its digits: what follows may be more of them.
+            (r#""ab": 7"#, None),
             ("\"Ġt\" :\n\t 83,", Some((b" t", 83))),
             (r#""a": 0}"#, Some((b"a", 0))),
-            (r#""a": 4294967295"#, Some((b"a", u32::MAX))),
+            (r#""a": 4294967295}"#, Some((b"a", u32::MAX))),
             (r#""a": 4294967296"#, None),
             (r#""a": 01"#, None),
             (r#""a": 1.5"#, None),
@@ -786,7 +829,7 @@ mod tests {
             (r#""a" 1"#, None),
             (r#""\u0061": 1"#, None),
             (r#""a b": 1"#, None),
-            (r#""é": 1"#, Some((&[0xE9], 1))),
+            (r#""é": 1 "#, Some((&[0xE9], 1))),
             (r#""ſ": 1"#, None),
             (r#""中": 1"#, None),
         ];

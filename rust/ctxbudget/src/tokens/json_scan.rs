@@ -12,6 +12,9 @@
 //! skips is returned as raw text for `serde_json` to parse when it is needed, so no part
 //! of a file is accepted unchecked.
 
+use std::borrow::Cow;
+use std::io::Read;
+
 use memchr::memchr2;
 
 /// A JSON string as it appears in the input, between its quotes.
@@ -150,43 +153,169 @@ pub(crate) fn space_end(text: &[u8], mut i: usize) -> usize {
     }
 }
 
-/// A cursor over one JSON text.
+/// A cursor over one JSON text, in memory or read from a file a window at a time.
+///
+/// A file is read into one window of [`WINDOW`] bytes that is reused as the scan moves
+/// on, rather than into a buffer of its size: reading a 10 MB file into fresh memory
+/// page-faults every page of it, which measured four times the cost of the copy itself,
+/// and a window stays in the cache where the scan reads it. Values are handed out as
+/// slices of the window, valid until the scan moves on.
 pub(crate) struct Scan<'a> {
-    /// The whole text.
-    text: &'a [u8],
-    /// Where the scan is.
+    /// The text in memory, or the window: the bytes of the file read and not yet dropped.
+    text: Cow<'a, [u8]>,
+    /// Where the scan is in `text`.
     pos: usize,
+    /// The rest of the file (`None` for text in memory, or once the file has ended).
+    source: Option<Box<dyn Read + 'a>>,
+    /// Bytes of the file dropped before `text[0]`.
+    dropped: usize,
+    /// Bytes of the file still to read, as its length said when it was opened.
+    unread: usize,
+    /// Start of a value being skipped, which refills keep in the window.
+    mark: Option<usize>,
+    /// Bytes the window holds, unless one value needs more.
+    window: usize,
 }
 
 /// Deepest nesting a skipped value may have (serde_json, which parses it afterwards,
 /// stops at 128 levels as well).
 const MAX_DEPTH: usize = 128;
 
+/// Bytes of a file read at a time: enough that the read calls cost little, few enough
+/// that the window stays in the core's cache.
+const WINDOW: usize = 1 << 18;
+
+/// Bytes [`Scan::rest`] and [`Scan::string_ahead`] hand out at least (unless the text
+/// ends sooner): more than any vocabulary entry or merge of a real file, so that their
+/// fast paths see a whole one; a longer one is read by the general path, which refills.
+const MARGIN: usize = 1 << 12;
+
 impl<'a> Scan<'a> {
     /// A scan of `text` from its start. The text need not be UTF-8 as a whole: each
     /// string is checked as it is decoded, and each skipped value as it is returned.
     pub(crate) fn new(text: &'a [u8]) -> Scan<'a> {
-        Scan { text, pos: 0 }
+        Scan {
+            text: Cow::Borrowed(text),
+            pos: 0,
+            source: None,
+            dropped: 0,
+            unread: 0,
+            mark: None,
+            window: 0,
+        }
+    }
+
+    /// A scan of what `source` reads, `len` bytes as far as is known (a hint for the
+    /// readers' tables), read a window at a time.
+    pub(crate) fn reading(source: impl Read + 'a, len: usize) -> Scan<'a> {
+        Scan::reading_by(source, len, WINDOW)
+    }
+
+    /// [`Scan::reading`] with a window of `window` bytes.
+    pub(crate) fn reading_by(source: impl Read + 'a, len: usize, window: usize) -> Scan<'a> {
+        Scan {
+            text: Cow::Owned(Vec::with_capacity(window)),
+            pos: 0,
+            source: Some(Box::new(source)),
+            dropped: 0,
+            unread: len,
+            mark: None,
+            window,
+        }
     }
 
     fn error(&self, what: &str) -> String {
-        let line = 1 + self.text[..self.pos.min(self.text.len())]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count();
+        let pos = self.pos.min(self.text.len());
+        if matches!(self.text, Cow::Owned(_)) {
+            // Lines of a file read in windows are not counted (a tenth of the load).
+            return format!("not valid JSON: {what} (at byte {})", self.dropped + pos);
+        }
+        let line = 1 + self.text[..pos].iter().filter(|&&b| b == b'\n').count();
         format!("not valid JSON: {what} (line {line})")
     }
 
-    /// The next byte that is not whitespace, not consumed.
-    #[inline]
-    fn peek(&mut self) -> Option<u8> {
-        self.pos = space_end(self.text, self.pos);
-        self.text.get(self.pos).copied()
+    /// Reads more of the file into the window, dropping what lies before both the scan
+    /// and the mark (the window grows only when a single value fills it); `false` once
+    /// the file has ended.
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self) -> Result<bool, String> {
+        let Some(source) = self.source.as_mut() else {
+            return Ok(false);
+        };
+        let Cow::Owned(window) = &mut self.text else {
+            return Ok(false);
+        };
+        let keep = self
+            .mark
+            .map_or(self.pos, |m| m.min(self.pos))
+            .min(window.len());
+        window.drain(..keep);
+        self.pos -= keep;
+        self.dropped += keep;
+        if let Some(m) = &mut self.mark {
+            *m -= keep;
+        }
+        if window.len() == window.capacity() || window.capacity() < self.window {
+            window.reserve(window.len().max(self.window));
+        }
+        let room = window.capacity() - window.len();
+        let before = window.len();
+        // Read into the window's spare room, which is not written first.
+        if let Err(e) = source.take(room as u64).read_to_end(window) {
+            return Err(format!("could not read the file: {e}"));
+        }
+        let got = window.len() - before;
+        self.unread = self.unread.saturating_sub(got);
+        if got == 0 {
+            self.source = None;
+            return Ok(false);
+        }
+        Ok(true)
     }
 
-    #[inline]
+    /// Makes at least `n` bytes from the scan on available, or all that remain.
+    #[inline(always)]
+    fn ensure(&mut self, n: usize) -> Result<(), String> {
+        if self.source.is_none() || self.text.len().saturating_sub(self.pos) >= n {
+            return Ok(());
+        }
+        while self.text.len().saturating_sub(self.pos) < n && self.refill()? {}
+        Ok(())
+    }
+
+    /// Bytes left from the scan on: in the window and still to read.
+    pub(crate) fn len_left(&self) -> usize {
+        self.text.len().saturating_sub(self.pos) + self.unread
+    }
+
+    /// The next byte that is not whitespace, not consumed.
+    #[inline(always)]
+    fn peek(&mut self) -> Result<Option<u8>, String> {
+        let text: &[u8] = &self.text;
+        let pos = space_end(text, self.pos);
+        self.pos = pos;
+        match text.get(pos) {
+            Some(&b) => Ok(Some(b)),
+            None => self.peek_on(),
+        }
+    }
+
+    /// [`Scan::peek`] where the window ends: reads on.
+    #[cold]
+    #[inline(never)]
+    fn peek_on(&mut self) -> Result<Option<u8>, String> {
+        loop {
+            self.pos = space_end(&self.text, self.pos);
+            if self.pos < self.text.len() || !self.refill()? {
+                return Ok(self.text.get(self.pos).copied());
+            }
+        }
+    }
+
+    #[inline(always)]
     fn expect(&mut self, byte: u8) -> Result<(), String> {
-        if self.peek() == Some(byte) {
+        if self.peek()? == Some(byte) {
             self.pos += 1;
             Ok(())
         } else {
@@ -196,19 +325,46 @@ impl<'a> Scan<'a> {
 
     /// A string value.
     #[inline]
-    pub(crate) fn string(&mut self) -> Result<RawStr<'a>, String> {
+    pub(crate) fn string(&mut self) -> Result<RawStr<'_>, String> {
         self.expect(b'"')?;
-        let start = self.pos;
+        let (start, end, escaped) = self.string_body()?;
+        Ok(RawStr {
+            raw: &self.text[start..end],
+            escaped,
+        })
+    }
+
+    /// Finds the end of the string whose opening quote the scan has just passed, and
+    /// moves past its closing quote: where its body lies in `text`, and whether it holds
+    /// an escape.
+    fn string_body(&mut self) -> Result<(usize, usize, bool), String> {
+        let mut start = self.pos;
         let mut escaped = false;
         loop {
-            let Some(found) = memchr2(b'"', b'\\', &self.text[self.pos..]) else {
-                return Err(self.error("a string is not closed"));
+            let found = self
+                .text
+                .get(self.pos..)
+                .and_then(|rest| memchr2(b'"', b'\\', rest));
+            let Some(found) = found else {
+                // The window ends inside the string: keep all of it (and what a skip
+                // keeps) and read on.
+                let old = self.mark;
+                self.mark = Some(old.map_or(start, |m| m.min(start)));
+                let had = self.dropped;
+                let more = self.refill();
+                let shift = self.dropped - had;
+                start -= shift;
+                self.mark = old.map(|m| m - shift);
+                if !more? {
+                    return Err(self.error("a string is not closed"));
+                }
+                continue;
             };
             self.pos += found;
             if self.text[self.pos] == b'"' {
-                let raw = &self.text[start..self.pos];
+                let end = self.pos;
                 self.pos += 1;
-                return Ok(RawStr { raw, escaped });
+                return Ok((start, end, escaped));
             }
             escaped = true;
             self.pos += 2; // the backslash and the byte it escapes
@@ -217,18 +373,26 @@ impl<'a> Scan<'a> {
 
     /// The input after the opening quote of the string value that comes next, for a
     /// caller that decodes a string in the same pass as it finds its end (and then
-    /// calls [`Scan::consume`]); `None` if no string comes next.
-    #[inline]
-    pub(crate) fn string_ahead(&mut self) -> Option<&'a [u8]> {
-        (self.peek() == Some(b'"')).then(|| &self.text[self.pos + 1..])
+    /// calls [`Scan::consume`]); `None` if no string comes next. At least [`MARGIN`]
+    /// bytes of it are handed out, unless the text ends sooner.
+    #[inline(always)]
+    pub(crate) fn string_ahead(&mut self) -> Result<Option<&[u8]>, String> {
+        if self.peek()? != Some(b'"') {
+            return Ok(None);
+        }
+        self.ensure(MARGIN + 1)?;
+        Ok(Some(&self.text[self.pos + 1..]))
     }
 
     /// The input from the next byte that is not whitespace on (empty at the end), for a
-    /// caller that reads a value the scanner does not (then [`Scan::consume`]).
-    #[inline]
-    pub(crate) fn rest(&mut self) -> &'a [u8] {
-        self.peek();
-        &self.text[self.pos.min(self.text.len())..]
+    /// caller that reads a value the scanner does not (then [`Scan::consume`]): all of
+    /// it for text in memory, at least [`MARGIN`] bytes of it (unless it ends sooner)
+    /// for a file.
+    #[inline(always)]
+    pub(crate) fn rest(&mut self) -> Result<&[u8], String> {
+        self.peek()?;
+        self.ensure(MARGIN)?;
+        Ok(&self.text[self.pos.min(self.text.len())..])
     }
 
     /// Moves past `n` bytes that a caller of [`Scan::string_ahead`] or [`Scan::rest`]
@@ -241,7 +405,9 @@ impl<'a> Scan<'a> {
     /// A non-negative integer that fits 32 bits.
     #[inline]
     pub(crate) fn u32(&mut self) -> Result<u32, String> {
-        self.peek();
+        self.peek()?;
+        // More than the digits of any number that fits, and what follows them.
+        self.ensure(16)?;
         let start = self.pos;
         let mut value: u64 = 0;
         while let Some(&b) = self.text.get(self.pos) {
@@ -265,15 +431,21 @@ impl<'a> Scan<'a> {
     }
 
     /// Calls `entry` with each key of an object, the scan placed at its value (which
-    /// `entry` must read or skip).
+    /// `entry` must read or skip). The key is a copy: the scan moves on under it.
     pub(crate) fn object(
         &mut self,
-        mut entry: impl FnMut(&mut Scan<'a>, RawStr<'a>) -> Result<(), String>,
+        mut entry: impl FnMut(&mut Scan<'a>, RawStr<'_>) -> Result<(), String>,
     ) -> Result<(), String> {
+        let mut key = Vec::new();
         self.members(|scan| {
-            let key = scan.string()?;
+            let escaped = {
+                let raw = scan.string()?;
+                key.clear();
+                key.extend_from_slice(raw.raw);
+                raw.escaped
+            };
             scan.colon()?;
-            entry(scan, key)
+            entry(scan, RawStr { raw: &key, escaped })
         })
     }
 
@@ -284,13 +456,13 @@ impl<'a> Scan<'a> {
         mut member: impl FnMut(&mut Scan<'a>) -> Result<(), String>,
     ) -> Result<(), String> {
         self.expect(b'{')?;
-        if self.peek() == Some(b'}') {
+        if self.peek()? == Some(b'}') {
             self.pos += 1;
             return Ok(());
         }
         loop {
             member(self)?;
-            match self.peek() {
+            match self.peek()? {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
@@ -313,13 +485,13 @@ impl<'a> Scan<'a> {
         mut item: impl FnMut(&mut Scan<'a>) -> Result<(), String>,
     ) -> Result<(), String> {
         self.expect(b'[')?;
-        if self.peek() == Some(b']') {
+        if self.peek()? == Some(b']') {
             self.pos += 1;
             return Ok(());
         }
         loop {
             item(self)?;
-            match self.peek() {
+            match self.peek()? {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
                     self.pos += 1;
@@ -331,27 +503,38 @@ impl<'a> Scan<'a> {
     }
 
     /// Whether the next value is `[`.
-    pub(crate) fn at_array(&mut self) -> bool {
-        self.peek() == Some(b'[')
+    pub(crate) fn at_array(&mut self) -> Result<bool, String> {
+        Ok(self.peek()? == Some(b'['))
     }
 
     /// Skips one value and returns its text, unchecked inside: parse it (with
     /// `serde_json`) before using it.
-    pub(crate) fn skip(&mut self) -> Result<&'a str, String> {
-        let start = match self.peek() {
-            Some(_) => self.pos,
-            None => return Err(self.error("expected a value")),
-        };
+    pub(crate) fn skip(&mut self) -> Result<&str, String> {
+        if self.peek()?.is_none() {
+            return Err(self.error("expected a value"));
+        }
+        self.mark = Some(self.pos);
+        let skipped = self.skip_marked();
+        let start = self.mark.take().unwrap_or(0);
+        skipped?;
+        std::str::from_utf8(&self.text[start..self.pos])
+            .map_err(|_| self.error("a value is not UTF-8"))
+    }
+
+    /// Moves past the value that starts at the mark (refills keep it in the window).
+    fn skip_marked(&mut self) -> Result<(), String> {
         // Open brackets, one bit each (1: an object), deepest in the lowest bit.
         let mut open = 0u128;
         let mut depth = 0usize;
         loop {
-            let Some(&b) = self.text.get(self.pos) else {
+            if self.pos >= self.text.len() && !self.refill()? {
                 return Err(self.error("the document ends inside a value"));
-            };
+            }
+            let b = self.text[self.pos];
             match b {
                 b'"' => {
-                    self.string()?;
+                    self.pos += 1;
+                    self.string_body()?;
                 }
                 b'{' | b'[' => {
                     depth += 1;
@@ -372,12 +555,17 @@ impl<'a> Scan<'a> {
                 b',' | b':' if depth == 0 => return Err(self.error("expected a value")),
                 _ => self.pos += 1,
             }
-            if depth == 0 && self.scalar_ended() {
-                break;
+            if depth == 0 {
+                // A bare scalar ends where the window does only if the file does.
+                if self.pos >= self.text.len() {
+                    self.refill()?;
+                }
+                if self.scalar_ended() {
+                    break;
+                }
             }
         }
-        std::str::from_utf8(&self.text[start..self.pos])
-            .map_err(|_| self.error("a value is not UTF-8"))
+        Ok(())
     }
 
     /// Whether a top-level value being skipped has ended at `pos`: after a closing
@@ -397,7 +585,7 @@ impl<'a> Scan<'a> {
 
     /// Checks that only whitespace remains.
     pub(crate) fn end(&mut self) -> Result<(), String> {
-        match self.peek() {
+        match self.peek()? {
             None => Ok(()),
             Some(_) => Err(self.error("text after the document")),
         }
@@ -454,7 +642,7 @@ mod tests {
                 seen.push(format!("a={}", scan.u32()?));
             } else if key.is("b") {
                 scan.array(|scan| {
-                    if scan.at_array() {
+                    if scan.at_array()? {
                         scan.array(|scan| scan.string().map(|_| ()))
                     } else {
                         scan.string().map(|_| ())
@@ -469,6 +657,69 @@ mod tests {
         assert_eq!(result, Ok(()));
         assert_eq!(scan.end(), Ok(()));
         assert_eq!(seen, ["a=1", "b", r#"{"d": [1, {"e": null}]}"#, "true"]);
+    }
+
+    /// A reader that hands out at most `step` bytes a call.
+    struct Trickle<'a> {
+        text: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.step).min(self.text.len());
+            buf[..n].copy_from_slice(&self.text[..n]);
+            self.text = &self.text[n..];
+            Ok(n)
+        }
+    }
+
+    /// Keys, strings and skipped values (escaped quotes and backslashes in them, bare
+    /// scalars at the very end) read through windows of every size down to one byte
+    /// as they read in memory; a text cut short is refused either way.
+    #[test]
+    fn windows_read_as_memory() {
+        let text = r#" {"a\"b": 12, "c": ["x\\", "y\"z", 7], "d": {"e": ["\"}", null]}, "f": "\u00e9", "g": true, "h": 1.5e3} "#;
+        let read = |mut scan: Scan<'_>| -> Result<Vec<String>, String> {
+            let mut seen = Vec::new();
+            scan.object(|scan, key| {
+                seen.push(key.decoded()?);
+                if key.decoded()? == "a\"b" {
+                    seen.push(scan.u32()?.to_string());
+                } else if key.is("c") {
+                    scan.array(|scan| {
+                        match scan.string_ahead()? {
+                            Some(_) => seen.push(scan.string()?.decoded()?),
+                            None => seen.push(scan.skip()?.to_owned()),
+                        }
+                        Ok(())
+                    })?;
+                } else {
+                    seen.push(scan.skip()?.to_owned());
+                }
+                Ok(())
+            })?;
+            scan.end()?;
+            Ok(seen)
+        };
+        let memory = read(Scan::new(text.as_bytes()));
+        assert!(
+            memory.as_ref().is_ok_and(|seen| seen.len() == 14),
+            "{memory:?}"
+        );
+        for window in 1..=9 {
+            for step in 1..=3 {
+                let trickle = Trickle {
+                    text: text.as_bytes(),
+                    step,
+                };
+                let streamed = read(Scan::reading_by(trickle, text.len(), window));
+                assert_eq!(streamed, memory, "window {window}, step {step}");
+                let cut = &text.as_bytes()[..text.len() - 9];
+                let trickle = Trickle { text: cut, step };
+                assert!(read(Scan::reading_by(trickle, cut.len(), window)).is_err());
+            }
+        }
     }
 
     #[test]

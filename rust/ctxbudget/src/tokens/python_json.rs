@@ -140,7 +140,7 @@ pub(crate) fn python_loads_dumps(text: &str) -> Option<String> {
     let mut scan = Scan::new(text.as_bytes());
     let mut out = String::with_capacity(text.len());
     loads_value(&mut scan, 0, &mut out).ok()?;
-    scan.rest().is_empty().then_some(out)
+    scan.rest().ok()?.is_empty().then_some(out)
 }
 
 /// How deep `json.loads` nests before Python's recursion limit (1,000 frames, some of
@@ -153,7 +153,7 @@ const LOADS_WORDS: [&str; 6] = ["null", "true", "false", "NaN", "Infinity", "-In
 /// One value of [`python_loads_dumps`], nested `depth` deep, written to `out`.
 fn loads_value(scan: &mut Scan<'_>, depth: usize, out: &mut String) -> Result<(), String> {
     let too_deep = || "nested deeper than Python reads".to_owned();
-    match scan.rest().first() {
+    match scan.rest()?.first() {
         Some(b'{') if depth < MAX_LOADS_DEPTH => {
             // Each member written, in its key's first place.
             let mut members: Vec<(String, String)> = Vec::new();
@@ -192,7 +192,7 @@ fn loads_value(scan: &mut Scan<'_>, depth: usize, out: &mut String) -> Result<()
         Some(b'{' | b'[') => return Err(too_deep()),
         Some(b'"') => python_string(&scan.string()?.decoded()?, out),
         _ => {
-            let rest = scan.rest();
+            let rest = scan.rest()?;
             if let Some(word) = LOADS_WORDS.iter().find(|w| rest.starts_with(w.as_bytes())) {
                 out.push_str(word);
                 scan.consume(word.len());
