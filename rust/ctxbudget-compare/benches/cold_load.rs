@@ -70,25 +70,11 @@ fn load_and_count(implementation: &str, name: &str) -> (usize, f64) {
     (n, loaded)
 }
 
-/// CPU time of this process so far (all its threads), in seconds.
-fn process_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return f64::NAN;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
-}
-
 fn child(implementation: &str, name: &str) {
     let start = Instant::now();
     let (n, loaded) = load_and_count(implementation, name);
     let seconds = start.elapsed().as_secs_f64();
-    let cpu = process_cpu_seconds();
+    let cpu = ctxbudget_compare::process_cpu_seconds();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let hwm = status
         .lines()

@@ -16,29 +16,14 @@ use corpus::ours;
 
 const MIB: usize = 1 << 20;
 
-/// CPU time of this thread so far, in seconds (`CLOCK_THREAD_CPUTIME_ID`, which is
-/// exact, unlike the tick-granular counters of `/proc`).
-fn cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return f64::NAN;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
-}
-
 /// Minimum CPU seconds of `f` over `rounds` runs, for each of the closures, interleaved.
 fn time_min(rounds: usize, fs: &mut [&mut dyn FnMut() -> usize]) -> Vec<f64> {
     let mut best = vec![f64::INFINITY; fs.len()];
     for _ in 0..rounds {
         for (k, f) in fs.iter_mut().enumerate() {
-            let start = cpu_seconds();
+            let start = corpus::thread_cpu_seconds();
             std::hint::black_box(f());
-            best[k] = best[k].min(cpu_seconds() - start);
+            best[k] = best[k].min(corpus::thread_cpu_seconds() - start);
         }
     }
     best

@@ -38,20 +38,6 @@ const MIB: usize = 1 << 20;
 /// Interleaved rounds of each corpus measure.
 const ROUNDS: usize = 5;
 
-/// CPU time of this thread so far, in seconds.
-fn cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return f64::NAN;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -86,9 +72,9 @@ fn their_count(tok: &fastokens::Tokenizer, text: &str) -> usize {
 fn on_fresh_thread(f: impl FnOnce() -> usize + Send) -> f64 {
     std::thread::scope(|s| {
         s.spawn(|| {
-            let start = cpu_seconds();
+            let start = corpus::thread_cpu_seconds();
             std::hint::black_box(f());
-            cpu_seconds() - start
+            corpus::thread_cpu_seconds() - start
         })
         .join()
         .unwrap_or(f64::NAN)
@@ -135,9 +121,9 @@ fn cold_and_steady_rows(
             std::thread::scope(|s| {
                 s.spawn(|| {
                     f();
-                    let start = cpu_seconds();
+                    let start = corpus::thread_cpu_seconds();
                     std::hint::black_box(f());
-                    cpu_seconds() - start
+                    corpus::thread_cpu_seconds() - start
                 })
                 .join()
                 .unwrap_or(f64::NAN)

@@ -86,3 +86,29 @@ pub fn three(
     }
     (enc, second, third)
 }
+
+/// CPU time of `clock` so far, in seconds (`NaN` if it cannot be read).
+fn cpu_clock_seconds(clock: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// CPU time of this thread so far, in seconds (`CLOCK_THREAD_CPUTIME_ID`, which is
+/// exact, unlike the tick-granular counters of `/proc`, and which other load on the
+/// machine does not inflate).
+pub fn thread_cpu_seconds() -> f64 {
+    cpu_clock_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time of this process so far (all its threads), in seconds.
+pub fn process_cpu_seconds() -> f64 {
+    cpu_clock_seconds(libc::CLOCK_PROCESS_CPUTIME_ID)
+}

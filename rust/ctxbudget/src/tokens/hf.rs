@@ -472,6 +472,7 @@ pub(crate) fn load_tekken(text: &str) -> Result<Loaded, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::json_scan::tests::Trickle;
     use super::*;
 
     /// A tiny byte-level tokenizer.json: every byte, "ab", "abc" (from "ab" + "c").
@@ -659,21 +660,6 @@ mod tests {
             let whole = load_tokenizer_json(many(WHOLE, twist).as_bytes()).err();
             assert!(streamed.is_some());
             assert_eq!(streamed, whole);
-        }
-    }
-
-    /// A reader that hands out at most `step` bytes a call.
-    struct Trickle<'a> {
-        text: &'a [u8],
-        step: usize,
-    }
-
-    impl std::io::Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = buf.len().min(self.step).min(self.text.len());
-            buf[..n].copy_from_slice(&self.text[..n]);
-            self.text = &self.text[n..];
-            Ok(n)
         }
     }
 

@@ -593,7 +593,7 @@ impl<'a> Scan<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn chars(s: &str) -> Result<String, String> {
@@ -659,10 +659,11 @@ mod tests {
         assert_eq!(seen, ["a=1", "b", r#"{"d": [1, {"e": null}]}"#, "true"]);
     }
 
-    /// A reader that hands out at most `step` bytes a call.
-    struct Trickle<'a> {
-        text: &'a [u8],
-        step: usize,
+    /// A reader that hands out at most `step` bytes a call (the tokenizer.json tests
+    /// read files through it too).
+    pub(crate) struct Trickle<'a> {
+        pub(crate) text: &'a [u8],
+        pub(crate) step: usize,
     }
 
     impl Read for Trickle<'_> {
