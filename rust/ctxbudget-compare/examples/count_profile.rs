@@ -1,5 +1,5 @@
 //! Counts the benchmark corpus once, cache off, for instruction-count profiling
-//! (`valgrind --tool=callgrind`): `count_profile [encoding] [max_bytes]`.
+//! (`valgrind --tool=callgrind`): `count_profile [encoding or tokenizer file] [max_bytes]`.
 
 use ctxbudget_compare as corpus;
 
@@ -18,7 +18,14 @@ fn main() {
             taken <= max
         })
         .collect();
-    let enc = corpus::ours(&name);
+    let enc = if std::path::Path::new(&name).is_file() {
+        match ctxbudget::Encoding::from_file(&name) {
+            Ok(enc) => enc.with_cache_capacity(0),
+            Err(e) => panic!("{e}"),
+        }
+    } else {
+        corpus::ours(&name)
+    };
     let tokens: usize = files.iter().map(|t| enc.count(t)).sum();
     let bytes: usize = files.iter().map(String::len).sum();
     println!(
