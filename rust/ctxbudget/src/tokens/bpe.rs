@@ -202,8 +202,10 @@ impl Ranks {
         self.index.first_missing(&self.vocab, pieces)
     }
 
-    /// Number of tokens byte-pair merging turns `piece` into.
-    #[inline]
+    /// Number of tokens byte-pair merging turns `piece` into. Inlined into the loops
+    /// that cut text into pieces, for the pieces most text is made of (one token, found
+    /// by one lookup); the rest is counted out of line.
+    #[inline(always)]
     pub(crate) fn count_piece(&'static self, piece: &[u8], scratch: &mut Scratch) -> usize {
         if piece.len() <= 1 {
             return piece.len();
@@ -219,8 +221,21 @@ impl Ranks {
         }
         if piece.len() <= pieces::MAX_BYTES {
             // One key serves the token lookup and the piece cache.
-            return self.count_short(piece, Key::of(piece), scratch);
+            let key = Key::of(piece);
+            if piece.len() <= self.max_len {
+                let id = self.index.get(&self.vocab, piece, key);
+                if id != NO_RANK && self.is_whole(id, piece, scratch) {
+                    return 1;
+                }
+            }
+            return self.count_short_merged(piece, key, scratch);
         }
+        self.count_long(piece, scratch)
+    }
+
+    /// [`Ranks::count_piece`] of a piece longer than [`pieces::MAX_BYTES`].
+    #[inline(never)]
+    fn count_long(&'static self, piece: &[u8], scratch: &mut Scratch) -> usize {
         let id = self.rank(piece);
         if id != NO_RANK && self.is_whole(id, piece, scratch) {
             return 1;
@@ -269,16 +284,10 @@ impl Ranks {
         }
     }
 
-    /// [`Ranks::count_piece`] of a piece of 3 to [`pieces::MAX_BYTES`] bytes whose
-    /// key is `key`.
-    #[inline(always)]
-    fn count_short(&'static self, piece: &[u8], key: Key, scratch: &mut Scratch) -> usize {
-        if piece.len() <= self.max_len {
-            let id = self.index.get(&self.vocab, piece, key);
-            if id != NO_RANK && self.is_whole(id, piece, scratch) {
-                return 1;
-            }
-        }
+    /// [`Ranks::count_piece`] of a piece of 3 to [`pieces::MAX_BYTES`] bytes, whose
+    /// key is `key`, that is not one token: from the piece cache, or merged.
+    #[inline(never)]
+    fn count_short_merged(&'static self, piece: &[u8], key: Key, scratch: &mut Scratch) -> usize {
         if let Some(n) = scratch.pieces.get(self.id, piece, key.hash) {
             return n;
         }

@@ -211,6 +211,57 @@ pub(crate) fn piece_end(text: &[u8], i: usize) -> usize {
             return end;
         }
     }
+    // Then runs of ASCII punctuation (code is full of them): a mark and the ASCII
+    // letters after it, or ` ?[\p{P}\p{S}]+[\r\n]*` — unless the run goes on into a
+    // character outside ASCII, which the general scan below weighs.
+    let punct_from = if b0.is_ascii_punctuation() {
+        if text.get(i + 1).is_some_and(u8::is_ascii_alphabetic) {
+            return ascii_letters(text, i + 2);
+        }
+        Some(i + 1)
+    } else if b0 == b' ' && text.get(i + 1).is_some_and(u8::is_ascii_punctuation) {
+        Some(i + 2)
+    } else {
+        None
+    };
+    if let Some(mut j) = punct_from {
+        while text.get(j).is_some_and(u8::is_ascii_punctuation) {
+            j += 1;
+        }
+        if text.get(j).is_none_or(u8::is_ascii) {
+            while text.get(j).is_some_and(|&b| b == b'\n' || b == b'\r') {
+                j += 1;
+            }
+            return j;
+        }
+    }
+    // Whitespace that starts no word and no punctuation run here: a line end, a tab
+    // before an ASCII character that is no letter, a space before one that is no
+    // letter and no punctuation.
+    let next = text.get(i + 1).copied();
+    let starts_nothing = |punct_too: bool| {
+        next.is_none_or(|b| {
+            b.is_ascii() && !b.is_ascii_alphabetic() && !(punct_too && b.is_ascii_punctuation())
+        })
+    };
+    if b0 == b'\n'
+        || b0 == b'\r'
+        || (b0 == b'\t' && starts_nothing(false))
+        || (b0 == b' ' && starts_nothing(true))
+    {
+        return whitespace(&Input { text, cjk: false }, i);
+    }
+    // ASCII digits, three at most (a number character outside ASCII may go on).
+    if b0.is_ascii_digit() {
+        let digits = text[i..]
+            .iter()
+            .take(3)
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if digits == 3 || text.get(i + digits).is_none_or(u8::is_ascii) {
+            return i + digits;
+        }
+    }
     let (k0, len0, cjk) = kind_at(text, i);
     // First pattern: `\p{N}{1,3}`.
     if k0 == Kind::Number {
@@ -275,6 +326,18 @@ fn whitespace(input: &Input<'_>, i: usize) -> usize {
     let mut j = i;
     let mut last_newline = None;
     let mut last_start = i;
+    // ASCII whitespace (indentation, line ends) a byte at a time; whitespace is never
+    // in the CJK ranges, so the input goes on over all of it.
+    while let Some(&b) = input.text.get(j) {
+        match ASCII_KINDS.get(usize::from(b)) {
+            Some(Kind::Space) => {}
+            Some(Kind::Newline) => last_newline = Some(j),
+            _ => break,
+        }
+        last_start = j;
+        j += 1;
+    }
+    // Then any other whitespace, a character at a time.
     while let Some((kind, len)) = input.at(j) {
         if !kind.is_space() {
             break;
@@ -299,30 +362,46 @@ fn whitespace(input: &Input<'_>, i: usize) -> usize {
     }
 }
 
-/// End of the run of ASCII letters from `j`.
-#[inline]
-fn ascii_letters(text: &[u8], mut j: usize) -> usize {
-    while text.get(j).is_some_and(u8::is_ascii_alphabetic) {
-        j += 1;
-    }
-    j
+/// End of the run of ASCII letters (`[A-Za-z]`) from `j`.
+#[inline(always)]
+fn ascii_letters(text: &[u8], j: usize) -> usize {
+    super::pretokenize::ascii_letters(text, j, true)
 }
 
 /// Whether DeepSeek's pieces always start at byte `p` (`0 < p < text.len()`), whatever
 /// the text around: an ASCII space after a printable ASCII character that is not one,
-/// or a printable ASCII character after `\r` or `\n`.
+/// or the start of a line (after `\r` or `\n`) whose first character other than
+/// spaces and tabs is printable ASCII — an indented line of code.
 ///
 /// No piece runs from a printable ASCII character into a space (words, digit groups and
-/// punctuation runs stop there) nor from a newline into a printable character (a
-/// whitespace piece stops at its last newline; a punctuation run takes the newlines
-/// after it and no more), and every one of these characters starts a piece whose end
-/// does not depend on what came before it (the patterns look behind nowhere). None is
-/// a digit's or a CJK run's inside, which the first two splits would keep whole.
+/// punctuation runs stop there), and every such space starts a piece whose end does not
+/// depend on what came before it (the patterns look behind nowhere). At a line start,
+/// the piece holding the newline ends right after it: a run of whitespace with a
+/// newline in it is matched by `\s*[\r\n]+`, which backs off to the run's last newline
+/// (and the spaces or tabs after this one hold none), and a punctuation run takes the
+/// newlines after it and no more; no other alternative takes a newline. None of these
+/// positions is a digit's or a CJK run's inside, which the first two splits would keep
+/// whole.
 pub(crate) fn is_exact_boundary(text: &[u8], p: usize) -> bool {
     let (before, at) = (text[p - 1], text[p]);
     let printable = |b: u8| (0x21..=0x7E).contains(&b);
-    (at == b' ' && printable(before)) || (printable(at) && (before == b'\n' || before == b'\r'))
+    if at == b' ' && printable(before) {
+        return true;
+    }
+    if before != b'\n' && before != b'\r' {
+        return false;
+    }
+    // Indentation is short: a line that starts with a long run of blanks is left to the
+    // next boundary rather than scanned to its end.
+    let stop = (p + LINE_START_LOOKAHEAD).min(text.len());
+    text[p..stop]
+        .iter()
+        .find(|&&b| b != b' ' && b != b'\t')
+        .is_some_and(|&b| printable(b))
 }
+
+/// Spaces and tabs [`is_exact_boundary`] looks past at the start of a line.
+const LINE_START_LOOKAHEAD: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -365,6 +444,15 @@ mod tests {
     ];
 
     fn texts(seed: u64, count: usize, len: usize) -> Vec<String> {
+        texts_of(ALPHABET, seed, count, len)
+    }
+
+    /// Line starts, indentation and what may follow them.
+    const LINES: &[&str] = &[
+        "\n", "\r", " ", "  ", "\t", "x", "1", "!", "#", "中", "\u{a0}", "é",
+    ];
+
+    fn texts_of(alphabet: &[&str], seed: u64, count: usize, len: usize) -> Vec<String> {
         let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         (0..count)
             .map(|_| {
@@ -373,7 +461,7 @@ mod tests {
                         state ^= state << 13;
                         state ^= state >> 7;
                         state ^= state << 17;
-                        ALPHABET[(state % ALPHABET.len() as u64) as usize]
+                        alphabet[(state % alphabet.len() as u64) as usize]
                     })
                     .collect()
             })
@@ -422,7 +510,13 @@ mod tests {
     fn exact_boundaries_cut_between_pieces() {
         for text in texts(3, 2_000, 16)
             .iter()
-            .chain(&["a b\nc".to_owned(), "x! \ny".to_owned()])
+            .chain(&texts_of(LINES, 4, 2_000, 16))
+            .chain(&[
+                "a b\nc".to_owned(),
+                "x! \ny".to_owned(),
+                "def f(x):\n    return x\n\n  \n\t\t# done\n".to_owned(),
+                "x \n   1\r\n  !y\n \u{a0} z\n  中".to_owned(),
+            ])
         {
             let bytes = text.as_bytes();
             let whole = scanned(text);

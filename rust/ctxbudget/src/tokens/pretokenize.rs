@@ -117,7 +117,7 @@ fn repeats_end(text: &[u8], mut i: usize, len: usize) -> usize {
 /// at a time: the end of the ASCII part of a word's letter run. Any byte that is not
 /// such a letter (including every non-ASCII byte) stops it, for [`run`] to go on from.
 #[inline(always)]
-fn ascii_letters(text: &[u8], mut i: usize, upper: bool) -> usize {
+pub(crate) fn ascii_letters(text: &[u8], mut i: usize, upper: bool) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let fold = if upper { 0x20 * ONES } else { 0 };
