@@ -284,7 +284,8 @@ fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
             if c0.is_word_prefix() && c1.is_letter() {
                 return run(text, ascii_letters(text, i + 1, true), Class::is_letter);
             }
-            if c0.is_symbol() {
+            // Punctuation, or a space before it (no word can start at either).
+            if c0.is_symbol() || (b0 == b' ' && c1.is_symbol()) {
                 if let Some(end) = symbols(text, i, c0, 1, b"\r\n") {
                     return end;
                 }
@@ -391,7 +392,9 @@ fn o200k(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
                     return with_contraction(end);
                 }
             }
-            if c0.is_symbol() && !c1.is_letter() {
+            // Punctuation before no letter, or a space before punctuation (no word
+            // can start at either: no ASCII character is a mark).
+            if (c0.is_symbol() && !c1.is_letter()) || (b0 == b' ' && c1.is_symbol()) {
                 if let Some(end) = symbols(text, i, c0, 1, b"\r\n/") {
                     return end;
                 }
@@ -527,7 +530,18 @@ fn symbols(text: &[u8], i: usize, c0: Class, len0: usize, tail: &[u8]) -> Option
     } else {
         return None;
     };
-    let mut end = run(text, start, Class::is_symbol);
+    // ASCII punctuation a byte at a time (code is full of it); a character outside
+    // ASCII goes on with the general run.
+    let mut end = start;
+    while let Some(&b) = text.get(end) {
+        if b >= 0x80 || !ASCII[usize::from(b)].is_symbol() {
+            break;
+        }
+        end += 1;
+    }
+    if text.get(end).is_some_and(|&b| b >= 0x80) {
+        end = run(text, end, Class::is_symbol);
+    }
     while end < text.len() && tail.contains(&text[end]) {
         end += 1;
     }
