@@ -482,9 +482,9 @@ fn joined_parts(scan: &mut Scan<'_>, out: &mut Vec<u8>, index: usize) -> Result<
 /// to overlap their cache misses, few enough that a chunk stays in cache.
 const CHUNK: usize = 4096;
 
-/// How a merge is written in the file: the token it makes, as GPT-2's printable
-/// characters spell it in JSON (see [`Spelling::of`]), with a space or `", "` at the
-/// split.
+/// A token as a merge list writes it: GPT-2's printable characters, unescaped, in
+/// JSON (see [`Spelling::of`]); a merge making it is this spelling with a space, or
+/// `", "`, at the split.
 struct Spelling {
     /// The token's id ([`NO_RANK`]: none, or one that cannot be spelled here).
     id: u32,
@@ -522,6 +522,7 @@ const SPELL: [u16; 256] = {
 const PAD: usize = 8;
 
 impl Spelling {
+    /// No token spelled yet.
     fn new() -> Spelling {
         Spelling {
             id: NO_RANK,
