@@ -868,42 +868,43 @@ impl MergesText {
         })
     }
 
+    /// Notes where merge `index`'s parts lie (from `from` to `to` in `bytes`, split
+    /// `left_len` bytes in), for [`MergesText::first_missing_part`]: a part of two
+    /// bytes is looked up at once, in the table of byte pairs (`false` if it is not a
+    /// token), a longer one is listed in `spans` (see there).
+    #[inline(always)]
+    fn note_parts(
+        ranks: &Ranks,
+        bytes: &[u8],
+        in_vocab: bool,
+        (from, to, left_len): (usize, usize, u32),
+        spans: &mut Vec<(u32, u32)>,
+    ) -> bool {
+        let middle = from + left_len as usize;
+        let mut found = true;
+        for (a, b) in [(from, middle), (middle, to)] {
+            match b - a {
+                1 => {}
+                2 => found &= ranks.rank(&bytes[a..b]) != NO_RANK,
+                _ => spans.push((a as u32 | u32::from(in_vocab) << 31, b as u32)),
+            }
+        }
+        found
+    }
+
     /// The index (in this text) of the first merge with a part that is not a token,
-    /// and that part (its left one if both are not). `spans` is scratch space.
+    /// and that part (its left one if both are not). Every byte is a token (the
+    /// vocabulary was checked for it); `short` is the first merge with a part of two
+    /// bytes that is not one, and `spans` lists where the longer parts of the merges
+    /// before it (and its own) lie: `(from, to)` in `self.bytes`, or in `vocab.bytes`
+    /// with `from`'s top bit set. They are looked up in batches.
     fn first_missing_part<'s>(
         &'s self,
         ranks: &'s Ranks,
-        spans: &mut Vec<(u32, u32)>,
+        spans: &[(u32, u32)],
+        short: Option<usize>,
     ) -> Option<(usize, &'s [u8])> {
-        // Every byte is a token (the vocabulary was checked for it). Parts of two bytes
-        // are answered by one load from the table of byte pairs; the other parts of the
-        // merges up to the first whose such part is missing are looked up in batches.
         let vocab = ranks.vocab();
-        // Where each longer part lies: `(from, to)` in `self.bytes`, or in `vocab.bytes`
-        // with `from`'s top bit set.
-        spans.clear();
-        let mut short = None;
-        let mut start = 0;
-        for index in 0..self.parts.len() {
-            let (in_vocab, from, to) = self.span(vocab, index, start);
-            start = self.parts[index].0 as usize;
-            let middle = from + self.parts[index].1 as usize;
-            let bytes = if in_vocab { &vocab.bytes } else { &self.bytes };
-            for (a, b) in [(from, middle), (middle, to)] {
-                match b - a {
-                    1 => {}
-                    2 => {
-                        if ranks.rank(&bytes[a..b]) == NO_RANK {
-                            short = Some(index);
-                        }
-                    }
-                    _ => spans.push((a as u32 | u32::from(in_vocab) << 31, b as u32)),
-                }
-            }
-            if short.is_some() {
-                break;
-            }
-        }
         let long = spans.iter().map(|&(from, to)| {
             let bytes = if from >> 31 == 1 {
                 &vocab.bytes
@@ -962,10 +963,74 @@ impl MergeResolver {
         }
     }
 
-    /// Resolves the next merges.
+    /// Resolves the next merges: checks their parts, finds the token each makes
+    /// (unless the text's reader knew it), and lists its split, in one pass.
     fn feed(&mut self, merges: &MergesText, ranks: &Ranks) {
-        if self.missing_part.is_none() {
-            if let Some((index, part)) = merges.first_missing_part(ranks, &mut self.spans) {
+        let vocab = ranks.vocab();
+        // A part that is not a token refuses the list before a joined pair that is not
+        // one does, wherever each is: once either is found, nothing more is listed.
+        let check_parts = self.missing_part.is_none();
+        let mut list = check_parts && self.missing_joined.is_none();
+        let mut short = None;
+        self.spans.clear();
+        let mut start = 0;
+        for index in 0..merges.parts.len() {
+            let (in_vocab, from, to) = merges.span(vocab, index, start);
+            start = merges.parts[index].0 as usize;
+            let left_len = merges.parts[index].1;
+            let bytes = if in_vocab {
+                &vocab.bytes
+            } else {
+                &merges.bytes
+            };
+            if check_parts
+                && short.is_none()
+                && !MergesText::note_parts(
+                    ranks,
+                    bytes,
+                    in_vocab,
+                    (from, to, left_len),
+                    &mut self.spans,
+                )
+            {
+                short = Some(index);
+            }
+            if list {
+                let joined = &bytes[from..to];
+                let id = match merges.ids.get(index) {
+                    Some(&id) => id,
+                    None => {
+                        let last = self.last;
+                        let is = |id: u32| {
+                            (id as usize) < vocab.len() && same_bytes(vocab.token(id), joined)
+                        };
+                        if is(last.wrapping_add(1)) {
+                            last + 1
+                        } else if is(last) {
+                            last
+                        } else {
+                            ranks.rank(joined)
+                        }
+                    }
+                };
+                if id == NO_RANK {
+                    self.missing_joined = Some(format!(
+                        "merge {} names {:?}, which is not in the vocabulary",
+                        self.done + index,
+                        spelled(joined)
+                    ));
+                    list = false;
+                } else {
+                    self.last = id;
+                    self.table.push(id, left_len, (self.done + index) as u32);
+                }
+            }
+            if !list && (!check_parts || short.is_some()) {
+                break;
+            }
+        }
+        if check_parts {
+            if let Some((index, part)) = merges.first_missing_part(ranks, &self.spans, short) {
                 self.missing_part = Some(format!(
                     "merge {} names {:?}, which is not in the vocabulary",
                     self.done + index,
@@ -973,47 +1038,7 @@ impl MergeResolver {
                 ));
             }
         }
-        if self.missing_part.is_none() && self.missing_joined.is_none() {
-            self.joined_ids(merges, ranks);
-        }
         self.done += merges.parts.len();
-    }
-
-    /// Finds the token each merge makes (unless the text's reader knew it), and lists
-    /// its split.
-    fn joined_ids(&mut self, merges: &MergesText, ranks: &Ranks) {
-        let vocab = ranks.vocab();
-        let mut start = 0;
-        for index in 0..merges.parts.len() {
-            let (joined, left_len) = merges.merge(vocab, index, start);
-            start = merges.parts[index].0 as usize;
-            let id = match merges.ids.get(index) {
-                Some(&id) => id,
-                None => {
-                    let last = self.last;
-                    let is = |id: u32| {
-                        (id as usize) < vocab.len() && same_bytes(vocab.token(id), joined)
-                    };
-                    if is(last.wrapping_add(1)) {
-                        last + 1
-                    } else if is(last) {
-                        last
-                    } else {
-                        ranks.rank(joined)
-                    }
-                }
-            };
-            if id == NO_RANK {
-                self.missing_joined = Some(format!(
-                    "merge {} names {:?}, which is not in the vocabulary",
-                    self.done + index,
-                    spelled(joined)
-                ));
-                return;
-            }
-            self.last = id;
-            self.table.push(id, left_len, (self.done + index) as u32);
-        }
     }
 
     /// The table, or why the merges are refused: a part that is not a token before
