@@ -702,17 +702,94 @@ impl MergesText {
     /// elsewhere), so each merge's text is first compared with the spelling of those
     /// two tokens (see [`Spelling::split_in`]): nothing is decoded, and the token's id
     /// is known without a lookup. Any other merge is decoded and looked up.
+    ///
+    /// Each chunk read is checked (its parts looked up, its splits listed) on a second
+    /// thread while this one reads the next: the two halves of the work take about as
+    /// long each. Without a thread to be had, the chunks are checked here in turn.
     pub(crate) fn read_resolving(
         scan: &mut Scan<'_>,
         ranks: &Ranks,
     ) -> Result<MergeResolver, String> {
-        let vocab = ranks.vocab();
-        let mut resolver = MergeResolver::new(ranks);
-        let mut chunk = MergesText {
+        std::thread::scope(|threads| {
+            // Chunks go to a second thread as they are read, which checks them and
+            // lists their splits while this one reads on, and hands them back to be
+            // filled again.
+            let (full, to_check) = std::sync::mpsc::sync_channel::<MergesText>(2);
+            let (checked, empty) = std::sync::mpsc::channel::<MergesText>();
+            // Made here, with all the room it needs: the thread allocates nothing.
+            let mut resolver = MergeResolver::new(ranks);
+            resolver.spans.reserve(2 * CHUNK);
+            let worker = std::thread::Builder::new()
+                .name("ctxbudget-merges".to_owned())
+                .spawn_scoped(threads, move || {
+                    for chunk in to_check {
+                        resolver.feed(&chunk, ranks);
+                        // The reader may have finished: then the chunk is dropped.
+                        let _ = checked.send(chunk);
+                    }
+                    resolver
+                });
+            let mut inline = match worker {
+                Ok(_) => None,
+                // No thread to be had: the chunks are checked here.
+                Err(_) => Some(MergeResolver::new(ranks)),
+            };
+            let read = MergesText::read_chunks(scan, ranks, |chunk| match &mut inline {
+                Some(resolver) => {
+                    resolver.feed(chunk, ranks);
+                    chunk.clear();
+                }
+                None => {
+                    let fresh = empty.try_recv().map_or_else(
+                        |_| MergesText::chunk(),
+                        |mut c| {
+                            c.clear();
+                            c
+                        },
+                    );
+                    // A send fails only if the thread panicked, which `join` reports.
+                    let _ = full.send(std::mem::replace(chunk, fresh));
+                }
+            });
+            drop(full);
+            let resolver = match (inline, worker) {
+                (Some(resolver), _) => resolver,
+                (None, Ok(worker)) => match worker.join() {
+                    Ok(resolver) => resolver,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+                (None, Err(_)) => MergeResolver::new(ranks),
+            };
+            read.map(|()| resolver)
+        })
+    }
+
+    /// An empty chunk, with room for [`CHUNK`] merges.
+    fn chunk() -> MergesText {
+        MergesText {
             bytes: Vec::with_capacity(CHUNK * 16),
             parts: Vec::with_capacity(CHUNK),
             ids: Vec::with_capacity(CHUNK),
-        };
+        }
+    }
+
+    /// Empties a chunk, keeping its room.
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.parts.clear();
+        self.ids.clear();
+    }
+
+    /// Reads the `merges` array at the scan for [`MergesText::read_resolving`],
+    /// handing each chunk of [`CHUNK`] merges (and the last, shorter one) to `full`,
+    /// which leaves an empty chunk in its place.
+    fn read_chunks(
+        scan: &mut Scan<'_>,
+        ranks: &Ranks,
+        mut full: impl FnMut(&mut MergesText),
+    ) -> Result<(), String> {
+        let vocab = ranks.vocab();
+        let mut chunk = MergesText::chunk();
         // The spellings of the token the last merge made and of the one after it.
         let last = std::cell::Cell::new(0u32);
         let (mut same, mut next) = (Spelling::new(), Spelling::new());
@@ -760,15 +837,12 @@ impl MergesText {
                     chunk.ids.push(id);
                 }
                 if chunk.parts.len() == CHUNK {
-                    resolver.feed(chunk, ranks);
-                    chunk.bytes.clear();
-                    chunk.parts.clear();
-                    chunk.ids.clear();
+                    full(chunk);
                 }
             },
         )?;
-        resolver.feed(&chunk, ranks);
-        Ok(resolver)
+        full(&mut chunk);
+        Ok(())
     }
 
     /// Reads the merges, calling `read` after each one. `known` is asked first about
