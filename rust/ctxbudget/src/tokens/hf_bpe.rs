@@ -4,15 +4,16 @@
 //! These two values are nearly all of a file (10 MB for 150,000 tokens), so each is
 //! read in one pass with no string allocated: every vocabulary key is decoded from
 //! GPT-2's printable characters into its bytes directly inside the concatenated byte
-//! table, and every merge is decoded into one scratch buffer and looked up in the rank
-//! table that the tokens have just filled. A merge list usually follows the vocabulary's
-//! id order (the merge at index `i` makes the token after the one merge `i - 1` made),
-//! so the joined token is first compared with that next token, sequentially in memory,
-//! and looked up by hash only when it is not.
+//! table. A merge list usually follows the vocabulary's id order (the merge at index
+//! `i` makes the token after the one merge `i - 1` made, or the same token split
+//! elsewhere), so each merge's JSON text is first compared, a word at a time, with the
+//! spelling of those two tokens: a merge that matches is never decoded, its token is
+//! known without a lookup, and its parts are the token's bytes. Any other merge is
+//! decoded into one scratch buffer and looked up in the rank table.
 
 use rustc_hash::FxHashSet;
 
-use super::bpe::{same_bytes, Ranks, NO_RANK};
+use super::bpe::{same_bytes, word8, Ranks, NO_RANK};
 use super::json_scan::{self, RawStr, Scan};
 use super::merges::{PairMerges, PairMergesBuilder};
 use super::vocab::Vocab;
@@ -477,19 +478,206 @@ fn joined_parts(scan: &mut Scan<'_>, out: &mut Vec<u8>, index: usize) -> Result<
     Ok(left_len)
 }
 
-/// Merges decoded per chunk before they are checked: enough for the lookups of a chunk
-/// to overlap their cache misses, few enough that a chunk's bytes stay in cache.
+/// Merges read per chunk before they are checked: enough for the lookups of a chunk
+/// to overlap their cache misses, few enough that a chunk stays in cache.
 const CHUNK: usize = 4096;
+
+/// A token as a merge list writes it: GPT-2's printable characters, unescaped, in
+/// JSON (see [`Spelling::of`]); a merge making it is this spelling with a space, or
+/// `", "`, at the split.
+struct Spelling {
+    /// The token's id ([`NO_RANK`]: none, or one that cannot be spelled here).
+    id: u32,
+    /// The characters' UTF-8: `raw[..len]`, then at least [`PAD`] bytes of room
+    /// (kept between tokens).
+    raw: Vec<u8>,
+    /// Bytes of `raw` in use.
+    len: usize,
+    /// Whether `raw` is the spelling of `id` (cleared when `id` moves on).
+    ready: bool,
+}
+
+/// The printable character of each byte (see [`BYTE_OF_CHAR`]) as UTF-8, its first
+/// byte in the low 8 bits (one byte for ASCII, two otherwise); 0 for `"` and `\`,
+/// which JSON escapes.
+const SPELL: [u16; 256] = {
+    let mut map = [0u16; 256];
+    let mut c = 0usize;
+    while c < BYTE_CHARS {
+        if BYTE_OF_CHAR[c] > 0 && c != b'"' as usize && c != b'\\' as usize {
+            let b = BYTE_OF_CHAR[c] as usize - 1;
+            map[b] = if c < 0x80 {
+                c as u16
+            } else {
+                (0xC0 | (c >> 6) as u16) | (0x80 | (c & 0x3F) as u16) << 8
+            };
+        }
+        c += 1;
+    }
+    map
+};
+
+/// Bytes past the end of a spelling kept readable, so that it is compared a word at
+/// a time.
+const PAD: usize = 8;
+
+impl Spelling {
+    /// No token spelled yet.
+    fn new() -> Spelling {
+        Spelling {
+            id: NO_RANK,
+            raw: Vec::new(),
+            len: 0,
+            ready: false,
+        }
+    }
+
+    /// Spells token `id` of `vocab`: `false` (and nothing to compare) if it names no
+    /// token or its spelling needs a JSON escape (a `"` or `\`, left to the decoder).
+    #[inline(always)]
+    fn of(&mut self, vocab: &Vocab, id: u32) -> bool {
+        if self.id == id {
+            return self.ready;
+        }
+        self.spell(vocab, id)
+    }
+
+    /// [`Spelling::of`] a token not spelled yet.
+    #[inline(never)]
+    fn spell(&mut self, vocab: &Vocab, id: u32) -> bool {
+        self.id = id;
+        self.ready = false;
+        if id as usize >= vocab.len() {
+            return false;
+        }
+        let token = vocab.token(id);
+        // Each character written as two bytes, the second overwritten by the next
+        // one when the character takes one.
+        let room = 2 * token.len() + PAD;
+        if self.raw.len() < room {
+            self.raw.resize(room, 0);
+        }
+        let mut o = 0;
+        let mut escaped = false;
+        for &b in token {
+            let code = SPELL[usize::from(b)];
+            escaped |= code == 0;
+            self.raw[o..o + 2].copy_from_slice(&code.to_le_bytes());
+            o += 1 + usize::from(code > 0xFF);
+        }
+        self.len = o;
+        self.ready = !escaped;
+        self.ready
+    }
+
+    /// The merge at the start of `rest`, if it is written exactly as this token split
+    /// in two at a character: `"left right"` or `["left", "right"]` (JSON whitespace
+    /// around the brackets and the comma), each part plain (unescaped) UTF-8. Returns
+    /// how much of `rest` it took and the left part's length in bytes.
+    ///
+    /// What matches is valid JSON that decodes (as [`plain_merge`] decodes it) to this
+    /// token's bytes split there: the spelling holds no quote, backslash, space or
+    /// control character, and is split only where a character starts.
+    #[inline(always)]
+    fn split_in(&self, rest: &[u8]) -> Option<(usize, u32)> {
+        let (d, taken) = match rest.first()? {
+            b'"' => {
+                let d = self.first_part(&rest[1..], b' ')?;
+                (d, self.second_part(rest, 1 + d + 1, d)?)
+            }
+            b'[' => {
+                let i = after_space(rest, 1);
+                (rest.get(i)? == &b'"').then_some(())?;
+                let d = self.first_part(rest.get(i + 1..)?, b'"')?;
+                let i = after_space(rest, i + 1 + d + 1);
+                (rest.get(i)? == &b',').then_some(())?;
+                let i = after_space(rest, i + 1);
+                (rest.get(i)? == &b'"').then_some(())?;
+                let i = after_space(rest, self.second_part(rest, i + 1, d)?);
+                (rest.get(i)? == &b']').then_some(())?;
+                (d, i + 1)
+            }
+            _ => return None,
+        };
+        Some((taken, chars_before(&self.raw, d) as u32))
+    }
+
+    /// Where the first part of a merge, `body` on, ends (at `stop`): after a whole
+    /// character of the spelling, neither none of it nor all of it.
+    #[inline(always)]
+    fn first_part(&self, body: &[u8], stop: u8) -> Option<usize> {
+        let d = common_prefix(body, &self.raw, self.len);
+        let boundary = d > 0 && d < self.len && self.raw[d] & 0xC0 != 0x80;
+        (boundary && body.get(d) == Some(&stop)).then_some(d)
+    }
+
+    /// Where the second part of a merge, `rest[i..]` on, ends: the spelling from `d`
+    /// on and a closing quote.
+    #[inline(always)]
+    fn second_part(&self, rest: &[u8], i: usize, d: usize) -> Option<usize> {
+        let n = self.len - d;
+        let tail = rest.get(i..)?;
+        (common_prefix(tail, &self.raw[d..], n) == n && tail.get(n) == Some(&b'"'))
+            .then_some(i + n + 1)
+    }
+}
+
+/// Characters in `raw[..d]` (valid UTF-8 of one- and two-byte characters, read a
+/// word at a time: `raw` has at least [`PAD`] bytes past `d`).
+#[inline(always)]
+fn chars_before(raw: &[u8], d: usize) -> usize {
+    let mut continuations = 0;
+    let mut i = 0;
+    while i < d {
+        let w = word8(raw, i);
+        // The top bit of each byte of the form 0b10xx_xxxx.
+        let marks = w & !(w << 1) & 0x8080_8080_8080_8080;
+        let keep = if d - i >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * (d - i))) - 1
+        };
+        continuations += (marks & keep).count_ones() as usize;
+        i += 8;
+    }
+    d - continuations
+}
+
+/// How many of the first `n` bytes `a` and `b` have in common (`b` has at least
+/// `n` bytes and [`PAD`] more): a word at a time.
+#[inline(always)]
+fn common_prefix(a: &[u8], b: &[u8], n: usize) -> usize {
+    let mut i = 0;
+    if a.len() >= n + PAD {
+        while i < n {
+            let diff = word8(a, i) ^ word8(b, i);
+            if diff != 0 {
+                return (i + (diff.trailing_zeros() / 8) as usize).min(n);
+            }
+            i += 8;
+        }
+        return n;
+    }
+    // The end of the text: byte by byte.
+    while i < n && i < a.len() && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
 
 /// The `merges` array, each merge's two parts decoded into bytes: a chunk of it at a
 /// time when the vocabulary is known by the time the merges come (as in every file
 /// HuggingFace writes), the whole of it otherwise.
 #[derive(Default)]
 pub(crate) struct MergesText {
-    /// Every merge's two parts, concatenated.
+    /// Every merge's two parts, concatenated (none for a merge whose token is known:
+    /// its bytes are the token's).
     bytes: Vec<u8>,
     /// (end of the joined bytes, length of the left part), in merge order.
     parts: Vec<(u32, u32)>,
+    /// The token each merge makes ([`NO_RANK`]: none), when the merges are resolved as
+    /// they are read; empty otherwise.
+    ids: Vec<u32>,
 }
 
 impl MergesText {
@@ -500,43 +688,181 @@ impl MergesText {
         let mut merges = MergesText {
             bytes: Vec::with_capacity(1 << 20),
             parts: Vec::with_capacity(1 << 17),
+            ids: Vec::new(),
         };
-        merges.read_with(scan, |_| {})?;
+        merges.read_with(scan, |_| None, |_| {})?;
         Ok(merges)
     }
 
     /// Reads the `merges` array at the scan as [`MergesText::read`] does, each chunk of
     /// it resolved against `ranks` as soon as it is read (and then dropped).
+    ///
+    /// A merge list usually follows the vocabulary's id order (the merge at index `i`
+    /// makes the token after the one merge `i - 1` made, or the same one split
+    /// elsewhere), so each merge's text is first compared with the spelling of those
+    /// two tokens (see [`Spelling::split_in`]): nothing is decoded, and the token's id
+    /// is known without a lookup. Any other merge is decoded and looked up.
+    ///
+    /// Each chunk read is checked (its parts looked up, its splits listed) on a second
+    /// thread while this one reads the next: the two halves of the work take about as
+    /// long each. Without a thread to be had, the chunks are checked here in turn.
     pub(crate) fn read_resolving(
         scan: &mut Scan<'_>,
         ranks: &Ranks,
     ) -> Result<MergeResolver, String> {
-        let mut resolver = MergeResolver::new(ranks);
-        let mut chunk = MergesText {
-            bytes: Vec::with_capacity(CHUNK * 16),
-            parts: Vec::with_capacity(CHUNK),
-        };
-        chunk.read_with(scan, |chunk| {
-            if chunk.parts.len() == CHUNK {
-                resolver.feed(chunk, ranks);
-                chunk.bytes.clear();
-                chunk.parts.clear();
-            }
-        })?;
-        resolver.feed(&chunk, ranks);
-        Ok(resolver)
+        std::thread::scope(|threads| {
+            // Chunks go to a second thread as they are read, which checks them and
+            // lists their splits while this one reads on, and hands them back to be
+            // filled again.
+            let (full, to_check) = std::sync::mpsc::sync_channel::<MergesText>(2);
+            let (checked, empty) = std::sync::mpsc::channel::<MergesText>();
+            // Made here, with all the room it needs: the thread allocates nothing.
+            let mut resolver = MergeResolver::new(ranks);
+            resolver.spans.reserve(2 * CHUNK);
+            let worker = std::thread::Builder::new()
+                .name("ctxbudget-merges".to_owned())
+                .spawn_scoped(threads, move || {
+                    for chunk in to_check {
+                        resolver.feed(&chunk, ranks);
+                        // The reader may have finished: then the chunk is dropped.
+                        let _ = checked.send(chunk);
+                    }
+                    resolver
+                });
+            let mut inline = match worker {
+                Ok(_) => None,
+                // No thread to be had: the chunks are checked here.
+                Err(_) => Some(MergeResolver::new(ranks)),
+            };
+            let read = MergesText::read_chunks(scan, ranks, |chunk| match &mut inline {
+                Some(resolver) => {
+                    resolver.feed(chunk, ranks);
+                    chunk.clear();
+                }
+                None => {
+                    let fresh = empty.try_recv().map_or_else(
+                        |_| MergesText::chunk(),
+                        |mut c| {
+                            c.clear();
+                            c
+                        },
+                    );
+                    // A send fails only if the thread panicked, which `join` reports.
+                    let _ = full.send(std::mem::replace(chunk, fresh));
+                }
+            });
+            drop(full);
+            let resolver = match (inline, worker) {
+                (Some(resolver), _) => resolver,
+                (None, Ok(worker)) => match worker.join() {
+                    Ok(resolver) => resolver,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+                (None, Err(_)) => MergeResolver::new(ranks),
+            };
+            read.map(|()| resolver)
+        })
     }
 
-    /// Reads the merges, calling `read` after each one.
+    /// An empty chunk, with room for [`CHUNK`] merges.
+    fn chunk() -> MergesText {
+        MergesText {
+            bytes: Vec::with_capacity(CHUNK * 16),
+            parts: Vec::with_capacity(CHUNK),
+            ids: Vec::with_capacity(CHUNK),
+        }
+    }
+
+    /// Empties a chunk, keeping its room.
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.parts.clear();
+        self.ids.clear();
+    }
+
+    /// Reads the `merges` array at the scan for [`MergesText::read_resolving`],
+    /// handing each chunk of [`CHUNK`] merges (and the last, shorter one) to `full`,
+    /// which leaves an empty chunk in its place.
+    fn read_chunks(
+        scan: &mut Scan<'_>,
+        ranks: &Ranks,
+        mut full: impl FnMut(&mut MergesText),
+    ) -> Result<(), String> {
+        let vocab = ranks.vocab();
+        let mut chunk = MergesText::chunk();
+        // The spellings of the token the last merge made and of the one after it.
+        let last = std::cell::Cell::new(0u32);
+        let (mut same, mut next) = (Spelling::new(), Spelling::new());
+        // Parts are located by offsets below 2^31 (see `first_missing_part`).
+        let spellable = vocab.bytes.len() < 1 << 31;
+        chunk.read_with(
+            scan,
+            |rest| {
+                if !spellable {
+                    return None;
+                }
+                if next.of(vocab, last.get().wrapping_add(1)) {
+                    if let Some((n, left)) = next.split_in(rest) {
+                        last.set(next.id);
+                        std::mem::swap(&mut same, &mut next);
+                        return Some((n, same.id, left));
+                    }
+                }
+                if same.of(vocab, last.get()) {
+                    if let Some((n, left)) = same.split_in(rest) {
+                        return Some((n, same.id, left));
+                    }
+                }
+                None
+            },
+            |chunk| {
+                let k = chunk.parts.len() - 1;
+                if chunk.ids.len() == k {
+                    // Decoded: found as the resolver once found every merge.
+                    let from = k.checked_sub(1).map_or(0, |j| chunk.parts[j].0 as usize);
+                    let joined = &chunk.bytes[from..chunk.parts[k].0 as usize];
+                    let is = |id: u32| {
+                        (id as usize) < vocab.len() && same_bytes(vocab.token(id), joined)
+                    };
+                    let id = if is(last.get().wrapping_add(1)) {
+                        last.get() + 1
+                    } else if is(last.get()) {
+                        last.get()
+                    } else {
+                        ranks.rank(joined)
+                    };
+                    if id != NO_RANK {
+                        last.set(id);
+                    }
+                    chunk.ids.push(id);
+                }
+                if chunk.parts.len() == CHUNK {
+                    full(chunk);
+                }
+            },
+        )?;
+        full(&mut chunk);
+        Ok(())
+    }
+
+    /// Reads the merges, calling `read` after each one. `known` is asked first about
+    /// each merge's text: a merge it knows (how much text it took, the token it makes,
+    /// the left part's length) is not decoded.
     fn read_with(
         &mut self,
         scan: &mut Scan<'_>,
+        mut known: impl FnMut(&[u8]) -> Option<(usize, u32, u32)>,
         mut read: impl FnMut(&mut MergesText),
     ) -> Result<(), String> {
         let mut index = 0usize;
         scan.array(|scan| {
             let start = self.bytes.len();
-            let left_len = if let Some((n, left_len)) = plain_merge(scan.rest()?, &mut self.bytes) {
+            let rest = scan.rest()?;
+            let left_len = if let Some((n, id, left_len)) = known(rest) {
+                scan.consume(n);
+                self.ids.push(id);
+                left_len as usize
+            } else if let Some((n, left_len)) = plain_merge(rest, &mut self.bytes) {
                 scan.consume(n);
                 left_len
             } else if scan.at_array()? {
@@ -583,56 +909,87 @@ impl MergesText {
         resolver.finish(ignore_merges)
     }
 
-    /// Each merge with its bytes split into its two parts.
-    fn each(&self) -> impl Iterator<Item = (usize, &[u8], u32)> + '_ {
+    /// Where merge `k`'s bytes lie, its bytes in `bytes` starting at `start` (where
+    /// merge `k - 1`'s end): `(in vocab.bytes, from, to)` — a known token's are the
+    /// vocabulary's.
+    #[inline(always)]
+    fn span(&self, vocab: &Vocab, k: usize, start: usize) -> (bool, usize, usize) {
+        let end = self.parts[k].0 as usize;
+        match self.ids.get(k) {
+            Some(&id) if end == start && (id as usize) < vocab.len() => {
+                let i = id as usize;
+                (true, vocab.starts[i] as usize, vocab.starts[i + 1] as usize)
+            }
+            _ => (false, start, end),
+        }
+    }
+
+    /// Merge `k`'s bytes and the length of its left part (see [`MergesText::span`]).
+    #[inline(always)]
+    fn merge<'s>(&'s self, vocab: &'s Vocab, k: usize, start: usize) -> (&'s [u8], u32) {
+        let (in_vocab, from, to) = self.span(vocab, k, start);
+        let bytes = if in_vocab { &vocab.bytes } else { &self.bytes };
+        (&bytes[from..to], self.parts[k].1)
+    }
+
+    /// Each merge's bytes and the length of its left part (see [`MergesText::merge`]).
+    fn each<'s>(&'s self, vocab: &'s Vocab) -> impl Iterator<Item = (&'s [u8], u32)> + 's {
         let mut start = 0usize;
-        self.parts
-            .iter()
-            .enumerate()
-            .map(move |(index, &(end, left_len))| {
-                let joined = &self.bytes[start..end as usize];
-                start = end as usize;
-                (index, joined, left_len)
-            })
+        (0..self.parts.len()).map(move |k| {
+            let merge = self.merge(vocab, k, start);
+            start = self.parts[k].0 as usize;
+            merge
+        })
+    }
+
+    /// Notes where merge `index`'s parts lie (from `from` to `to` in `bytes`, split
+    /// `left_len` bytes in), for [`MergesText::first_missing_part`]: a part of two
+    /// bytes is looked up at once, in the table of byte pairs (`false` if it is not a
+    /// token), a longer one is listed in `spans` (see there).
+    #[inline(always)]
+    fn note_parts(
+        ranks: &Ranks,
+        bytes: &[u8],
+        in_vocab: bool,
+        (from, to, left_len): (usize, usize, u32),
+        spans: &mut Vec<(u32, u32)>,
+    ) -> bool {
+        let middle = from + left_len as usize;
+        let mut found = true;
+        for (a, b) in [(from, middle), (middle, to)] {
+            match b - a {
+                1 => {}
+                2 => found &= ranks.rank(&bytes[a..b]) != NO_RANK,
+                _ => spans.push((a as u32 | u32::from(in_vocab) << 31, b as u32)),
+            }
+        }
+        found
     }
 
     /// The index (in this text) of the first merge with a part that is not a token,
-    /// and that part (its left one if both are not). `spans` is scratch space.
-    fn first_missing_part(
-        &self,
-        ranks: &Ranks,
-        spans: &mut Vec<(u32, u32)>,
-    ) -> Option<(usize, &[u8])> {
-        // Every byte is a token (the vocabulary was checked for it). Parts of two bytes
-        // are answered by one load from the table of byte pairs; the other parts of the
-        // merges up to the first whose such part is missing are looked up in batches.
-        spans.clear();
-        let mut short = None;
-        let mut start = 0u32;
-        for (index, &(end, left_len)) in self.parts.iter().enumerate() {
-            let middle = start + left_len;
-            for (from, to) in [(start, middle), (middle, end)] {
-                match to - from {
-                    1 => {}
-                    2 => {
-                        if ranks.rank(&self.bytes[from as usize..to as usize]) == NO_RANK {
-                            short = Some(index);
-                        }
-                    }
-                    _ => spans.push((from, to)),
-                }
-            }
-            start = end;
-            if short.is_some() {
-                break;
-            }
-        }
-        let long = spans
-            .iter()
-            .map(|&(from, to)| &self.bytes[from as usize..to as usize]);
+    /// and that part (its left one if both are not). Every byte is a token (the
+    /// vocabulary was checked for it); `short` is the first merge with a part of two
+    /// bytes that is not one, and `spans` lists where the longer parts of the merges
+    /// before it (and its own) lie: `(from, to)` in `self.bytes`, or in `vocab.bytes`
+    /// with `from`'s top bit set. They are looked up in batches.
+    fn first_missing_part<'s>(
+        &'s self,
+        ranks: &'s Ranks,
+        spans: &[(u32, u32)],
+        short: Option<usize>,
+    ) -> Option<(usize, &'s [u8])> {
+        let vocab = ranks.vocab();
+        let long = spans.iter().map(|&(from, to)| {
+            let bytes = if from >> 31 == 1 {
+                &vocab.bytes
+            } else {
+                &self.bytes
+            };
+            &bytes[(from & !(1 << 31)) as usize..to as usize]
+        });
         let long = ranks.first_missing(long).and_then(|missing| {
             // Rare: find which merge it was.
-            self.each().position(|(_, joined, left_len)| {
+            self.each(vocab).position(|(joined, left_len)| {
                 let (left, right) = joined.split_at(left_len as usize);
                 left == missing || right == missing
             })
@@ -641,7 +998,7 @@ impl MergesText {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b)?,
         };
-        let (_, joined, left_len) = self.each().nth(index)?;
+        let (joined, left_len) = self.each(vocab).nth(index)?;
         let (left, right) = joined.split_at(left_len as usize);
         [left, right]
             .into_iter()
@@ -680,10 +1037,74 @@ impl MergeResolver {
         }
     }
 
-    /// Resolves the next merges.
+    /// Resolves the next merges: checks their parts, finds the token each makes
+    /// (unless the text's reader knew it), and lists its split, in one pass.
     fn feed(&mut self, merges: &MergesText, ranks: &Ranks) {
-        if self.missing_part.is_none() {
-            if let Some((index, part)) = merges.first_missing_part(ranks, &mut self.spans) {
+        let vocab = ranks.vocab();
+        // A part that is not a token refuses the list before a joined pair that is not
+        // one does, wherever each is: once either is found, nothing more is listed.
+        let check_parts = self.missing_part.is_none();
+        let mut list = check_parts && self.missing_joined.is_none();
+        let mut short = None;
+        self.spans.clear();
+        let mut start = 0;
+        for index in 0..merges.parts.len() {
+            let (in_vocab, from, to) = merges.span(vocab, index, start);
+            start = merges.parts[index].0 as usize;
+            let left_len = merges.parts[index].1;
+            let bytes = if in_vocab {
+                &vocab.bytes
+            } else {
+                &merges.bytes
+            };
+            if check_parts
+                && short.is_none()
+                && !MergesText::note_parts(
+                    ranks,
+                    bytes,
+                    in_vocab,
+                    (from, to, left_len),
+                    &mut self.spans,
+                )
+            {
+                short = Some(index);
+            }
+            if list {
+                let joined = &bytes[from..to];
+                let id = match merges.ids.get(index) {
+                    Some(&id) => id,
+                    None => {
+                        let last = self.last;
+                        let is = |id: u32| {
+                            (id as usize) < vocab.len() && same_bytes(vocab.token(id), joined)
+                        };
+                        if is(last.wrapping_add(1)) {
+                            last + 1
+                        } else if is(last) {
+                            last
+                        } else {
+                            ranks.rank(joined)
+                        }
+                    }
+                };
+                if id == NO_RANK {
+                    self.missing_joined = Some(format!(
+                        "merge {} names {:?}, which is not in the vocabulary",
+                        self.done + index,
+                        spelled(joined)
+                    ));
+                    list = false;
+                } else {
+                    self.last = id;
+                    self.table.push(id, left_len, (self.done + index) as u32);
+                }
+            }
+            if !list && (!check_parts || short.is_some()) {
+                break;
+            }
+        }
+        if check_parts {
+            if let Some((index, part)) = merges.first_missing_part(ranks, &self.spans, short) {
                 self.missing_part = Some(format!(
                     "merge {} names {:?}, which is not in the vocabulary",
                     self.done + index,
@@ -691,36 +1112,7 @@ impl MergeResolver {
                 ));
             }
         }
-        if self.missing_part.is_none() && self.missing_joined.is_none() {
-            self.joined_ids(merges, ranks);
-        }
         self.done += merges.parts.len();
-    }
-
-    /// Finds the token each merge makes, and lists its split.
-    fn joined_ids(&mut self, merges: &MergesText, ranks: &Ranks) {
-        let vocab = ranks.vocab();
-        for (index, joined, left_len) in merges.each() {
-            let last = self.last;
-            let is = |id: u32| (id as usize) < vocab.len() && same_bytes(vocab.token(id), joined);
-            let id = if is(last + 1) {
-                last + 1
-            } else if is(last) {
-                last
-            } else {
-                ranks.rank(joined)
-            };
-            if id == NO_RANK {
-                self.missing_joined = Some(format!(
-                    "merge {} names {:?}, which is not in the vocabulary",
-                    self.done + index,
-                    spelled(joined)
-                ));
-                return;
-            }
-            self.last = id;
-            self.table.push(id, left_len, (self.done + index) as u32);
-        }
     }
 
     /// The table, or why the merges are refused: a part that is not a token before
@@ -806,6 +1198,62 @@ mod tests {
             let mut out = vec![9];
             assert_eq!(plain_merge(text.as_bytes(), &mut out), None, "{text:?}");
             assert_eq!(out, [9], "{text:?}");
+        }
+    }
+
+    /// A merge compared with a token's spelling is accepted exactly when the decoder
+    /// reads it as that token split there.
+    #[test]
+    fn spelled_merges_read_as_the_decoder_reads_them() {
+        let tokens: [&[u8]; 7] = [
+            b"ab",
+            b" t",
+            b"  \n",
+            &[0xE9, b'x', 0],
+            b"a\"b",
+            b"abcdefghijklmnopqrstu",
+            &[0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, b'z'],
+        ];
+        let vocab = Vocab::from_tokens(tokens).unwrap_or_else(|e| panic!("{e}"));
+        let write = |bytes: &[u8]| spelled(bytes).replace('\\', "\\\\").replace('"', "\\\"");
+        let mut spelling = Spelling::new();
+        for (id, token) in tokens.iter().enumerate() {
+            let spellable = spelling.of(&vocab, id as u32);
+            assert_eq!(spellable, !token.contains(&b'"'), "{token:?}");
+            for split in 0..=token.len() {
+                let (l, r) = (write(&token[..split]), write(&token[split..]));
+                let other = write(b"ab");
+                let texts = [
+                    format!(r#""{l} {r}","#),
+                    format!("[\n  \"{l}\",\n  \"{r}\"\n ],"),
+                    format!(r#"["{l}", "{r}"]"#),
+                    format!(r#""{l}  {r}""#),
+                    format!(r#""{l} {r}{other}""#),
+                    format!(r#""{l}{other} {r}""#),
+                    format!(r#"["{l}" "{r}"]"#),
+                    format!(r#"["{l}", "{r}""#),
+                    format!(r#""{l} {r}"#),
+                    format!(r#""{l}\u0041 {r}""#),
+                ];
+                for text in texts {
+                    for cut in [text.len(), text.len().saturating_sub(1), 3] {
+                        let rest = &text.as_bytes()[..cut.min(text.len())];
+                        let mut out = Vec::new();
+                        let decoded = plain_merge(rest, &mut out)
+                            .filter(|_| out == *token)
+                            .map(|(n, left)| (n, left as u32));
+                        let found = if spellable {
+                            spelling.split_in(rest)
+                        } else {
+                            None
+                        };
+                        let expected = decoded.filter(|&(_, left)| {
+                            spellable && left > 0 && (left as usize) < token.len()
+                        });
+                        assert_eq!(found, expected, "{token:?} {rest:?}");
+                    }
+                }
+            }
         }
     }
 

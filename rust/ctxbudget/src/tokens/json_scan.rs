@@ -135,18 +135,24 @@ fn unescape(raw: &[u8], i: usize) -> Result<(u32, usize), String> {
 }
 
 /// Where the JSON whitespace at `text[i..]` ends. Pretty-printed files indent every
-/// line of their big arrays and objects with a run of spaces: taken eight at a time.
+/// line of their big arrays and objects with a run of spaces: a run is measured a word
+/// at a time (the spaces that start eight bytes, found from the first byte that is
+/// not one), so a line break and its indent take two steps.
 #[inline(always)]
 pub(crate) fn space_end(text: &[u8], mut i: usize) -> usize {
     loop {
         match text.get(i) {
-            Some(b' ') => {
-                if text.get(i..i + 8) == Some(b"        ") {
-                    i += 8;
-                } else {
-                    i += 1;
+            Some(b' ') => match text.get(i..i + 8) {
+                Some(w) => {
+                    let mut word = [0u8; 8];
+                    word.copy_from_slice(w);
+                    // Zero bytes where `text` has a space; the first non-zero one ends
+                    // the run (the byte at `i` is a space, so at least one is taken).
+                    let other = u64::from_le_bytes(word) ^ 0x2020_2020_2020_2020;
+                    i += (other.trailing_zeros() / 8) as usize;
                 }
-            }
+                None => i += 1,
+            },
             Some(b'\t' | b'\n' | b'\r') => i += 1,
             _ => return i,
         }

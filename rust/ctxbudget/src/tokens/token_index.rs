@@ -24,6 +24,10 @@ pub(crate) const INLINE: usize = 11;
 /// following one another.
 const BATCH: usize = 16;
 
+/// Lookups made together when checking many pieces (see [`TokenIndex::first_missing`]):
+/// more than [`BATCH`], for more of their cache misses to overlap.
+const CHECK_BATCH: usize = 48;
+
 /// One slot: the first [`INLINE`] bytes of a token (`head`: bytes 0–7, zero padded;
 /// the low 24 bits of `tail`: bytes 8–10), its length (the top 8 bits of `tail`,
 /// 255 for any length from 255 up) and its id ([`NO_RANK`]: an empty slot).
@@ -170,12 +174,12 @@ impl TokenIndex {
         vocab: &Vocab,
         pieces: impl Iterator<Item = &'p [u8]>,
     ) -> Option<&'p [u8]> {
-        let mut batch: [&[u8]; BATCH] = [&[]; BATCH];
-        let mut keys = [Key::of(&[]); BATCH];
+        let mut batch: [&[u8]; CHECK_BATCH] = [&[]; CHECK_BATCH];
+        let mut keys = [Key::of(&[]); CHECK_BATCH];
         let mut pieces = pieces.peekable();
         while pieces.peek().is_some() {
             let mut n = 0;
-            for p in pieces.by_ref().take(BATCH) {
+            for p in pieces.by_ref().take(CHECK_BATCH) {
                 batch[n] = p;
                 keys[n] = Key::of(p);
                 n += 1;
