@@ -21,7 +21,9 @@ BENCHMARK = Benchmark(
     about=(
         "Every `.py` file of the Python standard library (found through `sysconfig`, tests "
         "left out) counted file by file in Rust: CPU time of the counting thread, minimum "
-        "of 3 rounds, the three implementations interleaved. Full runs only."
+        "of 3 rounds, the three implementations interleaved, each round on a fresh thread "
+        "(ctxbudget's whole-text cache off and its per-thread piece and segment caches "
+        "empty: a cold first pass). Full runs only."
     ),
     table=own_table,
 )

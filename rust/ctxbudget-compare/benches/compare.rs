@@ -1,4 +1,5 @@
-//! Side-by-side CPU time of counting (single thread, cache off) for ctxbudget,
+//! Side-by-side CPU time of counting (single thread, cold: cache off, each round on a
+//! fresh thread) for ctxbudget,
 //! GitHub's `bpe-openai` and `tiktoken-rs`, printed as the Markdown tables of
 //! benches/README.md.
 //!
@@ -17,13 +18,23 @@ use corpus::ours;
 const MIB: usize = 1 << 20;
 
 /// Minimum CPU seconds of `f` over `rounds` runs, for each of the closures, interleaved.
-fn time_min(rounds: usize, fs: &mut [&mut dyn FnMut() -> usize]) -> Vec<f64> {
+/// Each run is made on a fresh thread, whose CPU time it is: ctxbudget's per-thread
+/// piece and segment caches then start empty (a cold pass, as the others' always are),
+/// instead of answering a text counted in the round before.
+fn time_min(rounds: usize, fs: &mut [&mut (dyn FnMut() -> usize + Send)]) -> Vec<f64> {
     let mut best = vec![f64::INFINITY; fs.len()];
     for _ in 0..rounds {
         for (k, f) in fs.iter_mut().enumerate() {
-            let start = corpus::thread_cpu_seconds();
-            std::hint::black_box(f());
-            best[k] = best[k].min(corpus::thread_cpu_seconds() - start);
+            let secs = std::thread::scope(|s| {
+                s.spawn(|| {
+                    let start = corpus::thread_cpu_seconds();
+                    std::hint::black_box(f());
+                    corpus::thread_cpu_seconds() - start
+                })
+                .join()
+                .unwrap_or(f64::NAN)
+            });
+            best[k] = best[k].min(secs);
         }
     }
     best
