@@ -25,16 +25,7 @@ fn time_min(rounds: usize, fs: &mut [&mut (dyn FnMut() -> usize + Send)]) -> Vec
     let mut best = vec![f64::INFINITY; fs.len()];
     for _ in 0..rounds {
         for (k, f) in fs.iter_mut().enumerate() {
-            let secs = std::thread::scope(|s| {
-                s.spawn(|| {
-                    let start = corpus::thread_cpu_seconds();
-                    std::hint::black_box(f());
-                    corpus::thread_cpu_seconds() - start
-                })
-                .join()
-                .unwrap_or(f64::NAN)
-            });
-            best[k] = best[k].min(secs);
+            best[k] = best[k].min(corpus::cpu_seconds_on_fresh_thread(f));
         }
     }
     best

@@ -31,7 +31,7 @@
 
 use ctxbudget_compare as corpus;
 
-use corpus::ours;
+use corpus::{cpu_seconds_on_fresh_thread, ours};
 
 const MIB: usize = 1 << 20;
 
@@ -68,19 +68,6 @@ fn their_count(tok: &fastokens::Tokenizer, text: &str) -> usize {
     }
 }
 
-/// CPU seconds of `f` run on a fresh thread (whose caches are cold).
-fn on_fresh_thread(f: impl FnOnce() -> usize + Send) -> f64 {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let start = corpus::thread_cpu_seconds();
-            std::hint::black_box(f());
-            corpus::thread_cpu_seconds() - start
-        })
-        .join()
-        .unwrap_or(f64::NAN)
-    })
-}
-
 fn ratio_cell(ours: f64, theirs: f64) -> String {
     format!("**{:.2}×**", theirs / ours)
 }
@@ -111,9 +98,9 @@ fn cold_and_steady_rows(
     let (mut cold, mut steady) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     for _ in 0..ROUNDS {
         let pass = |e: &ctxbudget::Encoding| texts.iter().map(|t| e.count(t)).sum::<usize>();
-        cold[0].push(on_fresh_thread(|| pass(enc)));
+        cold[0].push(cpu_seconds_on_fresh_thread(|| pass(enc)));
         fast = build();
-        cold[1].push(on_fresh_thread(|| {
+        cold[1].push(cpu_seconds_on_fresh_thread(|| {
             texts.iter().map(|t| their_count(&fast, t)).sum()
         }));
         // Steady state: a second pass on the thread that made the first.
@@ -145,10 +132,7 @@ fn cold_and_steady_rows(
 /// The rows of the open-weight tokenizer files `files` (`(label, path)`).
 fn open_rows(texts: &[String], files: &[(&str, &str)]) {
     for &(label, path) in files {
-        let enc = match ctxbudget::Encoding::from_file(path) {
-            Ok(enc) => enc.with_cache_capacity(0),
-            Err(e) => panic!("{label}: {e}"),
-        };
+        let enc = ours(path);
         let path = std::path::Path::new(path);
         let tekken = path
             .file_name()
@@ -264,8 +248,8 @@ fn run_rows() {
         let equal = enc.count(&text) == their_count(&fast, &text);
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..3 {
-            a.push(on_fresh_thread(|| enc.count(&text)));
-            b.push(on_fresh_thread(|| their_count(&fast, &text)));
+            a.push(cpu_seconds_on_fresh_thread(|| enc.count(&text)));
+            b.push(cpu_seconds_on_fresh_thread(|| their_count(&fast, &text)));
         }
         let (a, b) = (median(a), median(b));
         println!(

@@ -18,14 +18,7 @@ fn main() {
             taken <= max
         })
         .collect();
-    let enc = if std::path::Path::new(&name).is_file() {
-        match ctxbudget::Encoding::from_file(&name) {
-            Ok(enc) => enc.with_cache_capacity(0),
-            Err(e) => panic!("{e}"),
-        }
-    } else {
-        corpus::ours(&name)
-    };
+    let enc = corpus::ours(&name);
     let tokens: usize = files.iter().map(|t| enc.count(t)).sum();
     let bytes: usize = files.iter().map(String::len).sum();
     println!(

@@ -53,12 +53,32 @@ pub fn files() -> Vec<String> {
     files
 }
 
-/// ctxbudget with its cache off.
+/// ctxbudget with its cache off: a shipped encoding by name, or a tokenizer file (a
+/// `tokenizer.json`, `tekken.json`, ...) by its path.
 pub fn ours(name: &str) -> ctxbudget::Encoding {
-    match ctxbudget::Encoding::new(name) {
+    let enc = if Path::new(name).is_file() {
+        ctxbudget::Encoding::from_file(name)
+    } else {
+        ctxbudget::Encoding::new(name)
+    };
+    match enc {
         Ok(enc) => enc.with_cache_capacity(0),
-        Err(e) => panic!("{e}"),
+        Err(e) => panic!("{name}: {e}"),
     }
+}
+
+/// CPU seconds of `f` run on a fresh thread, whose per-thread caches (ctxbudget's piece
+/// and segment caches) start empty: a cold pass.
+pub fn cpu_seconds_on_fresh_thread(f: impl FnOnce() -> usize + Send) -> f64 {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let start = thread_cpu_seconds();
+            std::hint::black_box(f());
+            thread_cpu_seconds() - start
+        })
+        .join()
+        .unwrap_or(f64::NAN)
+    })
 }
 
 /// ctxbudget, bpe-openai and tiktoken-rs for `name` (o200k or cl100k), after checking
