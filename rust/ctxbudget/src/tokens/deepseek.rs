@@ -20,6 +20,7 @@
 
 use std::sync::OnceLock;
 
+use super::pretokenize::{ascii_letters, space_before_word, space_run};
 use super::unicode::{class_at, Class, ASCII};
 
 /// The three split patterns, exactly as DeepSeek's `tokenizer.json` spells them.
@@ -206,7 +207,7 @@ pub(crate) fn piece_end(text: &[u8], i: usize) -> usize {
         _ => None,
     };
     if let Some(from) = word_from {
-        let end = ascii_letters(text, from);
+        let end = ascii_letters(text, from, true);
         if text.get(end).is_none_or(|b| b.is_ascii()) {
             return end;
         }
@@ -216,7 +217,7 @@ pub(crate) fn piece_end(text: &[u8], i: usize) -> usize {
     // character outside ASCII, which the general scan below weighs.
     let punct_from = if b0.is_ascii_punctuation() {
         if text.get(i + 1).is_some_and(u8::is_ascii_alphabetic) {
-            return ascii_letters(text, i + 2);
+            return ascii_letters(text, i + 2, true);
         }
         Some(i + 1)
     } else if b0 == b' ' && text.get(i + 1).is_some_and(u8::is_ascii_punctuation) {
@@ -284,7 +285,7 @@ pub(crate) fn piece_end(text: &[u8], i: usize) -> usize {
     let next = input.at(i + len0);
     // ``[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+``
     if b0.is_ascii_punctuation() && text.get(i + 1).is_some_and(u8::is_ascii_alphabetic) {
-        return ascii_letters(text, i + 2);
+        return ascii_letters(text, i + 2, true);
     }
     // `[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+`: the prefix is taken when a word follows
     // it; a mark without one is a word itself.
@@ -323,49 +324,19 @@ pub(crate) fn piece_end(text: &[u8], i: usize) -> usize {
 
 /// `\s*[\r\n]+|\s+(?!\S)|\s+` at the whitespace character at `i`.
 fn whitespace(input: &Input<'_>, i: usize) -> usize {
-    let mut j = i;
-    let mut last_newline = None;
-    let mut last_start = i;
-    // ASCII whitespace (indentation, line ends) a byte at a time; whitespace is never
-    // in the CJK ranges, so the input goes on over all of it.
-    while let Some(&b) = input.text.get(j) {
-        match ASCII_KINDS.get(usize::from(b)) {
-            Some(Kind::Space) => {}
-            Some(Kind::Newline) => last_newline = Some(j),
-            _ => break,
-        }
-        last_start = j;
-        j += 1;
-    }
-    // Then any other whitespace, a character at a time.
-    while let Some((kind, len)) = input.at(j) {
-        if !kind.is_space() {
-            break;
-        }
-        if kind == Kind::Newline {
-            last_newline = Some(j);
-        }
-        last_start = j;
-        j += len;
-    }
-    // `\s*[\r\n]+`: greedy `\s*` backs off to the last newline of the run (a newline
-    // after it would be in the run).
+    // Whitespace is no number and in no CJK range: the whole run is in this input.
+    let (end, last_newline) = space_run(input.text, i);
+    // `\s*[\r\n]+`: greedy `\s*` backs off to the last newline of the run.
     if let Some(nl) = last_newline {
         return nl + 1;
     }
     // `\s+(?!\S)`: the whole run at the end of the input, else all but its last
     // character when that leaves one; `\s+` otherwise.
-    if input.at(j).is_none() || last_start == i {
-        j
+    if input.at(end).is_none() {
+        end
     } else {
-        last_start
+        space_before_word(input.text, i, end)
     }
-}
-
-/// End of the run of ASCII letters (`[A-Za-z]`) from `j`.
-#[inline(always)]
-fn ascii_letters(text: &[u8], j: usize) -> usize {
-    super::pretokenize::ascii_letters(text, j, true)
 }
 
 /// Whether DeepSeek's pieces always start at byte `p` (`0 < p < text.len()`), whatever

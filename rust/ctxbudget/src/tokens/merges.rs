@@ -157,18 +157,19 @@ impl PairMergesBuilder {
         }
         starts[tokens] = kept as u32;
         entries.truncate(kept);
-        let left_of = (entries.len() <= tokens
-            && starts.windows(2).all(|bounds| bounds[1] - bounds[0] <= 1))
-        .then(|| {
-            starts
-                .windows(2)
-                .map(|bounds| match bounds[1] > bounds[0] {
-                    // A left part of 255 bytes or more is looked up in `entries`.
-                    true => u8::try_from(entries[bounds[0] as usize].0).unwrap_or(LONG_LEFT),
-                    false => 0,
-                })
-                .collect()
-        });
+        let left_of = starts
+            .windows(2)
+            .all(|bounds| bounds[1] - bounds[0] <= 1)
+            .then(|| {
+                starts
+                    .windows(2)
+                    .map(|bounds| match bounds[1] > bounds[0] {
+                        // A left part of 255 bytes or more is looked up in `entries`.
+                        true => u8::try_from(entries[bounds[0] as usize].0).unwrap_or(LONG_LEFT),
+                        false => 0,
+                    })
+                    .collect()
+            });
         PairMerges {
             left_of,
             ..PairMerges::from_parts(starts, entries, ignore_merges)
@@ -240,13 +241,12 @@ impl PairMerges {
     pub(crate) fn rank(&self, id: u32, left: usize) -> u32 {
         let i = id as usize;
         if let Some(left_of) = &self.left_of {
-            return match left_of[i] {
-                0 => NO_RANK,
-                LONG_LEFT if self.listed_index(i, left) != NO_RANK => id,
-                LONG_LEFT => NO_RANK,
-                l if usize::from(l) == left => id,
-                _ => NO_RANK,
+            let listed = match left_of[i] {
+                0 => false,
+                LONG_LEFT => self.listed_index(i, left) != NO_RANK,
+                l => usize::from(l) == left,
             };
+            return if listed { id } else { NO_RANK };
         }
         self.listed_index(i, left)
     }

@@ -183,7 +183,7 @@ fn contraction(text: &[u8], i: usize, ignore_case: bool) -> Option<usize> {
 
 /// Extent of the whitespace run starting at `i` and the start of its last `\r`/`\n`.
 #[inline]
-fn space_run(text: &[u8], i: usize) -> (usize, Option<usize>) {
+pub(crate) fn space_run(text: &[u8], i: usize) -> (usize, Option<usize>) {
     let mut end = i;
     let mut last_newline = None;
     while end < text.len() {
@@ -215,7 +215,7 @@ fn space_run(text: &[u8], i: usize) -> (usize, Option<usize>) {
 /// end of input: greedy `\s+` gives back its last character so that the lookahead sees
 /// whitespace; a run of one character falls through to the single `\s`.
 #[inline]
-fn space_before_word(text: &[u8], i: usize, end: usize) -> usize {
+pub(crate) fn space_before_word(text: &[u8], i: usize, end: usize) -> usize {
     let back = end - len_before(text, end);
     if back > i {
         back
