@@ -10,8 +10,10 @@ Single-thread figures are CPU seconds of the counting thread (`time.thread_time`
 other load on the machine does not count), the median over interleaved rounds; batch
 and cold-start figures are wall seconds. ctxbudget's whole-text count cache is off
 (`cache_size=0`); its per-thread piece cache and fastokens' pretoken caches are on, as
-they ship. A cold pass runs on a fresh thread with a fresh fastokens tokenizer; steady
-state is a further pass on the same thread. Counts are checked equal first.
+they ship. A cold pass runs on a fresh thread with a fresh fastokens tokenizer and a freshly
+loaded ctxbudget one (for a tokenizer file, a copy read anew: the process keeps the tables
+of every file it read, with what counting taught them); steady state is a further pass on
+the same thread. Counts are checked equal first.
 
 fastokens spreads a text of 64 KiB or more over worker threads of its own, whose CPU time
 the counting thread's clock does not see (a quarter of the corpus is in such files), so
@@ -22,8 +24,11 @@ benches/fastokens_side.py ROUNDS`` prints them.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -90,8 +95,14 @@ def corpus_rows(texts: list[str], rounds: int) -> list[str]:
     rows = []
     mib = f"{sum(len(t.encode()) for t in texts) / MIB:.1f} MiB"
     for name in ENCODINGS:
-        enc = ctxbudget.Encoding(name, cache_size=0)
-        rows += cold_and_steady_rows(name, enc, lambda name=name: theirs(name), texts, mib, rounds)
+        rows += cold_and_steady_rows(
+            name,
+            functools.partial(ctxbudget.Encoding, name, cache_size=0),
+            functools.partial(theirs, name),
+            texts,
+            mib,
+            rounds,
+        )
     return rows
 
 
@@ -130,7 +141,17 @@ def open_rows(texts: list[str], rounds: int) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         for label, package, where in OPEN:
             path = package_file(package, *where)
-            enc = ctxbudget.Encoding.from_file(path, cache_size=0)
+            copies = itertools.count()
+
+            def open_fresh(
+                path: Path = path, copies: itertools.count[int] = copies
+            ) -> ctxbudget.Encoding:
+                """ctxbudget reading a copy of ``path`` it has not read before."""
+                copy = Path(tmp) / f"copy-{next(copies)}" / path.name
+                copy.parent.mkdir()
+                shutil.copyfile(path, copy)
+                return ctxbudget.Encoding.from_file(copy, cache_size=0)
+
             if "tekken" in path.name:
                 ranks = Path(tmp) / "tekken.tiktoken"
                 pattern = tekken_as_tiktoken(path, ranks)
@@ -144,27 +165,29 @@ def open_rows(texts: list[str], rounds: int) -> list[str]:
                 def build(path: Path = path) -> fastokens.Tokenizer:
                     return fastokens.Tokenizer.from_file(str(path))
 
-            rows += cold_and_steady_rows(label, enc, build, texts, mib, rounds)
+            rows += cold_and_steady_rows(label, open_fresh, build, texts, mib, rounds)
     return rows
 
 
 def cold_and_steady_rows(
     label: str,
-    enc: ctxbudget.Encoding,
+    open_ours: Callable[[], ctxbudget.Encoding],
     build: Callable[[], fastokens.Tokenizer],
     texts: list[str],
     mib: str,
     rounds: int,
 ) -> list[str]:
-    """The cold first pass and steady state rows of ``enc`` beside the fastokens
-    tokenizers ``build`` makes (a fresh one for each cold pass), counts checked equal."""
+    """The cold first pass and steady state rows of the encodings ``open_ours`` loads
+    beside the fastokens tokenizers ``build`` makes (a fresh one of each for each cold
+    pass), counts checked equal."""
+    enc = open_ours()
     fast = build()
     for t in texts:
         assert enc.count(t) == len(fast.encode_ordinary(t)), label
     cold: tuple[list[float], list[float]] = ([], [])
     steady: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
-        cold[0].append(on_fresh_thread(ours_pass(enc, texts)))
+        cold[0].append(on_fresh_thread(ours_pass(open_ours(), texts)))
         cold[1].append(on_fresh_thread(their_pass(build(), texts)))
         steady[0].append(on_fresh_thread(ours_pass(enc, texts), warm=True))
         steady[1].append(on_fresh_thread(their_pass(fast, texts), warm=True))

@@ -8,7 +8,9 @@
 //! ctxbudget's whole-text count cache is off throughout (it would answer a repeated
 //! file with one lookup); its per-thread piece and segment caches and fastokens'
 //! pretoken caches are on, as they ship. A *cold* pass runs on a fresh thread with a
-//! freshly built fastokens tokenizer, so neither side has seen a piece yet; *steady state* is a
+//! freshly built fastokens tokenizer and a freshly loaded ctxbudget one (for a tokenizer
+//! file, a copy read anew: see `ours_fresh`), so neither side has seen a piece yet;
+//! *steady state* is a
 //! further pass on a thread that has counted the corpus before. Every count is checked
 //! equal between the two first: otherwise the comparison would mean nothing.
 //!
@@ -31,7 +33,7 @@
 
 use ctxbudget_compare as corpus;
 
-use corpus::{cpu_seconds_on_fresh_thread, ours};
+use corpus::{cpu_seconds_on_fresh_thread, ours, ours_fresh};
 
 const MIB: usize = 1 << 20;
 
@@ -74,19 +76,21 @@ fn ratio_cell(ours: f64, theirs: f64) -> String {
 
 fn corpus_rows(texts: &[String]) {
     for name in ["o200k_base", "cl100k_base"] {
-        cold_and_steady_rows(texts, name, &ours(name), &|| theirs(name));
+        cold_and_steady_rows(texts, name, &|| ours_fresh(name), &|| theirs(name));
     }
 }
 
-/// The cold first pass and steady state rows of `label`: ctxbudget's `enc` beside the
-/// fastokens tokenizers that `build` makes (a fresh one for each cold pass).
+/// The cold first pass and steady state rows of `label`: the ctxbudget encodings that
+/// `open` loads beside the fastokens tokenizers that `build` makes (a fresh one of
+/// each for each cold pass).
 fn cold_and_steady_rows(
     texts: &[String],
     label: &str,
-    enc: &ctxbudget::Encoding,
+    open: &dyn Fn() -> ctxbudget::Encoding,
     build: &dyn Fn() -> fastokens::Tokenizer,
 ) {
     let bytes: usize = texts.iter().map(String::len).sum();
+    let enc = &open();
     let mut fast = build();
     for t in texts {
         assert_eq!(
@@ -98,7 +102,8 @@ fn cold_and_steady_rows(
     let (mut cold, mut steady) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     for _ in 0..ROUNDS {
         let pass = |e: &ctxbudget::Encoding| texts.iter().map(|t| e.count(t)).sum::<usize>();
-        cold[0].push(cpu_seconds_on_fresh_thread(|| pass(enc)));
+        let fresh = open();
+        cold[0].push(cpu_seconds_on_fresh_thread(|| pass(&fresh)));
         fast = build();
         cold[1].push(cpu_seconds_on_fresh_thread(|| {
             texts.iter().map(|t| their_count(&fast, t)).sum()
@@ -132,7 +137,7 @@ fn cold_and_steady_rows(
 /// The rows of the open-weight tokenizer files `files` (`(label, path)`).
 fn open_rows(texts: &[String], files: &[(&str, &str)]) {
     for &(label, path) in files {
-        let enc = ours(path);
+        let open = || ours_fresh(path);
         let path = std::path::Path::new(path);
         let tekken = path
             .file_name()
@@ -159,7 +164,7 @@ fn open_rows(texts: &[String], files: &[(&str, &str)]) {
         } else {
             format!("{label} `tokenizer.json`")
         };
-        cold_and_steady_rows(texts, &label, &enc, &*build);
+        cold_and_steady_rows(texts, &label, &open, &*build);
     }
 }
 

@@ -67,6 +67,32 @@ pub fn ours(name: &str) -> ctxbudget::Encoding {
     }
 }
 
+/// ctxbudget with its cache off, freshly loaded: for a tokenizer file, from a copy of
+/// it under a new name, so that nothing an earlier load learnt while counting (which
+/// tokens of a merge list merge back to themselves, its map of pairs by ids) carries
+/// over — the process keeps the tables of every file it read. A shipped encoding
+/// learns nothing of the kind and is opened as [`ours`] opens it.
+pub fn ours_fresh(name: &str) -> ctxbudget::Encoding {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static COPIES: AtomicUsize = AtomicUsize::new(0);
+    let path = Path::new(name);
+    let Some(file_name) = path.file_name().filter(|_| path.is_file()) else {
+        return ours(name);
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "ctxbudget-compare-{}-{}",
+        std::process::id(),
+        COPIES.fetch_add(1, Ordering::Relaxed)
+    ));
+    let copy = dir.join(file_name);
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::copy(path, &copy)) {
+        panic!("{}: {e}", copy.display());
+    }
+    let enc = ours(&copy.to_string_lossy());
+    let _ = std::fs::remove_dir_all(&dir);
+    enc
+}
+
 /// CPU seconds of `f` run on a fresh thread, whose per-thread caches (ctxbudget's piece
 /// and segment caches) start empty: a cold pass.
 pub fn cpu_seconds_on_fresh_thread(f: impl FnOnce() -> usize + Send) -> f64 {

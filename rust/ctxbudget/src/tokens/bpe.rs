@@ -36,6 +36,10 @@ const LONG_MIN_BYTES: usize = 64;
 /// Bytes of long pieces merged by the heap before the backtracking tables are built.
 const BUILD_AFTER_BYTES: usize = 256 * 1024;
 
+/// Bytes of long pieces a merge list merges by their bytes before the map of its
+/// pairs by token ids is built (see [`Ranks::count_long`]).
+pub(crate) const PAIR_MAP_AFTER_BYTES: usize = 64 * 1024;
+
 /// Marks "no such token / pair" in rank slots.
 pub(crate) const NO_RANK: u32 = u32::MAX;
 
@@ -68,7 +72,7 @@ pub(crate) struct Ranks {
     /// while another thread built them must not wait for that thread, which the child
     /// does not have.
     long: OnceLock<Option<Backtrack>>,
-    /// Bytes of long pieces merged by the heap so far.
+    /// Bytes of long pieces merged by the heap on their bytes so far.
     heap_bytes: AtomicUsize,
     /// Id of the process whose thread builds the tables in the background (0: none
     /// started). A forked child sees its parent's id and starts its own.
@@ -166,6 +170,12 @@ impl Ranks {
         }
     }
 
+    /// The merge list of a `tokenizer.json` model, if these tables have one.
+    #[cfg(test)]
+    pub(crate) fn merges(&self) -> Option<&PairMerges> {
+        self.merges.as_ref()
+    }
+
     /// Unique id of this table (never 0), for keying per-thread caches.
     pub(crate) fn id(&self) -> u64 {
         self.id
@@ -250,9 +260,18 @@ impl Ranks {
         }
         if let Some(merges) = &self.merges {
             // The backtracking encoder assumes tiktoken's rule (any two parts that spell
-            // a token merge); a merge list is followed by the exact heap merge, on token
-            // ids (a long run's parts grow long: hashing their bytes for every pair
-            // would cost more than the merge).
+            // a token merge); a merge list is followed by the exact heap merge. On token
+            // ids once long pieces add up (a long run's parts grow long: hashing their
+            // bytes for every pair would cost more than the merge); until then on bytes,
+            // for the map of pairs by ids costs as much to build as merging
+            // [`PAIR_MAP_AFTER_BYTES`] by bytes — ordinary text, whose long pieces are
+            // a few lines of `=` or `#`, never pays for it.
+            if !merges.has_pair_map() {
+                let merged = self.heap_bytes.fetch_add(piece.len(), Ordering::Relaxed);
+                if merged + piece.len() < PAIR_MAP_AFTER_BYTES {
+                    return self.merge_heap(piece, scratch);
+                }
+            }
             return merges.merge_heap(self, piece, scratch);
         }
         let long = match self.long.get() {

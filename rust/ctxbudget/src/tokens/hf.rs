@@ -543,19 +543,38 @@ mod tests {
     fn long_pieces_merge_on_ids_as_short_ones_on_bytes() {
         let t = load(&tiny(r#"[["b", "c"], ["a", "bc"], ["a", "b"]]"#, ""));
         let mut scratch = super::super::bpe::Scratch::default();
-        for text in [
+        let texts = [
             "abc".repeat(40),
             "ab".repeat(50) + "c",
             "cab".repeat(30),
             "a".repeat(100),
-        ] {
-            let piece = text.as_bytes();
-            let quadratic = t.ranks.merge_quadratic(piece, &mut Vec::new());
-            assert_eq!(
-                t.ranks.count_piece(piece, &mut scratch),
-                quadratic,
-                "{text}"
-            );
+            "bcab".repeat(20) + "cabcb",
+        ];
+        // Long pieces merge on their bytes until they add up, then on ids.
+        for on_ids in [false, true] {
+            for text in &texts {
+                let piece = text.as_bytes();
+                let quadratic = t.ranks.merge_quadratic(piece, &mut Vec::new());
+                assert_eq!(
+                    t.ranks.count_piece(piece, &mut scratch),
+                    quadratic,
+                    "{text}, on ids: {on_ids}"
+                );
+            }
+            let merges = t.ranks.merges().unwrap_or_else(|| panic!("a merge list"));
+            assert_eq!(merges.has_pair_map(), on_ids);
+            // Enough long text to build the map of pairs by ids (not one unit
+            // repeated, which is counted a unit at a time).
+            let mut state = 7u32;
+            let run: String = (0..=super::super::bpe::PAIR_MAP_AFTER_BYTES)
+                .map(|_| {
+                    state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    ['a', 'b', 'c'][(state >> 16) as usize % 3]
+                })
+                .collect();
+            let by_bytes = t.ranks.merge_heap(run.as_bytes(), &mut scratch);
+            assert_eq!(t.ranks.count_piece(run.as_bytes(), &mut scratch), by_bytes);
+            assert!(merges.has_pair_map());
         }
     }
 

@@ -36,8 +36,8 @@ pub(crate) struct PairMerges {
     /// Per token, whether merging its own bytes gives back the token (learnt on first
     /// use: most pieces are whole tokens, and most tokens merge back to themselves).
     whole: Vec<AtomicU8>,
-    /// `(left id, right id) -> (merge index, joined id)`, built for the first long
-    /// piece (ordinary text never needs it).
+    /// `(left id, right id) -> (merge index, joined id)`, built once long pieces add
+    /// up (see `Ranks::count_long`; ordinary text never needs it).
     pairs: OnceLock<FxHashMap<(u32, u32), (u32, u32)>>,
     /// For a merge list in the vocabulary's id order that lists one split per token
     /// (GPT-2's, Qwen's, DeepSeek's): the length of each token's left part by id (0: no
@@ -261,6 +261,11 @@ impl PairMerges {
             }
         }
         NO_RANK
+    }
+
+    /// Whether the map of merges by the ids of their parts is built.
+    pub(crate) fn has_pair_map(&self) -> bool {
+        self.pairs.get().is_some()
     }
 
     /// The merges by the ids of their parts.
