@@ -32,7 +32,8 @@ BENCHMARK = Benchmark(
     about=(
         "The fastokens PyPI package and ctxbudget from the same `.tiktoken` files, every count "
         "checked equal first. The standard-library corpus counted file by file: a cold first "
-        "pass (fresh thread, freshly built fastokens tokenizer) and steady state (a further "
+        "pass (fresh thread, freshly built fastokens tokenizer, freshly loaded ctxbudget one: "
+        "a tokenizer file is read anew from a copy) and steady state (a further "
         "pass on the same thread), CPU seconds of the counting thread (fastokens held to one "
         "thread: it spreads a long text over threads of its own), median of interleaved "
         "rounds; `count_many` / `encode_batch` over 2 threads and the fresh-interpreter start "
