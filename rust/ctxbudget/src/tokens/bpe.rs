@@ -243,13 +243,28 @@ impl Ranks {
         self.count_long(piece, scratch)
     }
 
-    /// [`Ranks::count_piece`] of a piece longer than [`pieces::MAX_BYTES`].
+    /// [`Ranks::count_piece`] of a piece longer than [`pieces::MAX_BYTES`]: one token,
+    /// from the piece cache, or merged.
     #[inline(never)]
     fn count_long(&'static self, piece: &[u8], scratch: &mut Scratch) -> usize {
         let id = self.rank(piece);
         if id != NO_RANK && self.is_whole(id, piece, scratch) {
             return 1;
         }
+        if piece.len() > pieces::LONG_MAX_BYTES {
+            return self.merge_long(piece, scratch);
+        }
+        let hash = Key::of(piece).hash;
+        if let Some(n) = scratch.pieces.get_long(self.id, piece, hash) {
+            return n;
+        }
+        let n = self.merge_long(piece, scratch);
+        scratch.pieces.insert_long(self.id, piece, hash, n);
+        n
+    }
+
+    /// The merge of a piece longer than [`pieces::MAX_BYTES`] that is not one token.
+    fn merge_long(&'static self, piece: &[u8], scratch: &mut Scratch) -> usize {
         if piece.len() < LONG_MIN_BYTES {
             return self.merge_quadratic(piece, &mut scratch.parts);
         }

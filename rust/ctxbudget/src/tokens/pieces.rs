@@ -10,6 +10,12 @@
 //!
 //! It is direct-mapped (one slot per hash, the newest piece wins), fixed in size, and
 //! per thread, so it needs no lock and stays small: [`SLOTS`] slots of 32 bytes.
+//!
+//! Longer pieces are few but costly (a ruler of `#` or `-`, a long identifier: a merge
+//! of some thousands of instructions each) and they repeat even more: in the Python
+//! standard library, 9,586 pieces longer than [`MAX_BYTES`] are 638 distinct ones.
+//! [`LONG_SLOTS`] more slots keep them, up to [`LONG_MAX_BYTES`] each, compared in full
+//! as well.
 
 use std::cell::Cell;
 
@@ -38,10 +44,26 @@ const EMPTY: Slot = Slot {
     count: 0,
 };
 
+/// Longest piece the cache holds beside the short ones (at most [`LONG_SLOTS`] ×
+/// this many bytes per thread, however hostile the text).
+pub(crate) const LONG_MAX_BYTES: usize = 1024;
+
+/// Number of slots for pieces longer than [`MAX_BYTES`] (a power of two).
+const LONG_SLOTS: usize = 256;
+
+/// One cached long piece: the table's id (0: an empty slot), its count and bytes.
+#[derive(Default)]
+struct LongSlot {
+    table: u64,
+    count: usize,
+    bytes: Vec<u8>,
+}
+
 /// The cache; empty (no allocation) until the first insert.
 #[derive(Default)]
 pub(crate) struct PieceCache {
     slots: Vec<Slot>,
+    long: Vec<LongSlot>,
 }
 
 thread_local! {
@@ -69,6 +91,29 @@ impl PieceCache {
             && usize::from(slot.len) == piece.len()
             && same_bytes(&slot.bytes[..piece.len()], piece))
         .then_some(usize::from(slot.count))
+    }
+
+    /// The count of `piece`, longer than [`MAX_BYTES`], under table `table`, if
+    /// cached; `hash` is the piece's hash.
+    pub(crate) fn get_long(&self, table: u64, piece: &[u8], hash: usize) -> Option<usize> {
+        let slot = self.long.get(hash & (LONG_SLOTS - 1))?;
+        (slot.table == table && slot.bytes == piece).then_some(slot.count)
+    }
+
+    /// Remembers that `piece` counts `count` tokens under table `table`, if it is at
+    /// most [`LONG_MAX_BYTES`] long.
+    pub(crate) fn insert_long(&mut self, table: u64, piece: &[u8], hash: usize, count: usize) {
+        if piece.len() > LONG_MAX_BYTES {
+            return;
+        }
+        if self.long.is_empty() {
+            self.long = (0..LONG_SLOTS).map(|_| LongSlot::default()).collect();
+        }
+        let slot = &mut self.long[hash & (LONG_SLOTS - 1)];
+        slot.table = table;
+        slot.count = count;
+        slot.bytes.clear();
+        slot.bytes.extend_from_slice(piece);
     }
 
     /// Remembers that `piece` (at most [`MAX_BYTES`] long) counts `count` tokens.
@@ -111,6 +156,28 @@ mod tests {
         let long = [b'a'; MAX_BYTES + 1];
         cache.insert(1, &long, 9, 4);
         assert_eq!(cache.get(1, &long, 9), None);
+    }
+
+    #[test]
+    fn long_pieces_hit_only_the_same_bytes_of_the_same_table() {
+        let mut cache = PieceCache::default();
+        let ruler = [b'#'; 80];
+        assert_eq!(cache.get_long(1, &ruler, 5), None);
+        cache.insert_long(1, &ruler, 5, 3);
+        assert_eq!(cache.get_long(1, &ruler, 5), Some(3));
+        assert_eq!(cache.get_long(2, &ruler, 5), None);
+        assert_eq!(cache.get_long(1, &ruler[..79], 5), None);
+        let mut other = ruler;
+        other[40] = b'-';
+        assert_eq!(cache.get_long(1, &other, 5), None);
+        // A colliding piece replaces the slot.
+        cache.insert_long(1, &other, 5 + LONG_SLOTS, 4);
+        assert_eq!(cache.get_long(1, &ruler, 5), None);
+        assert_eq!(cache.get_long(1, &other, 5), Some(4));
+        // Too long to hold: not cached.
+        let long = vec![b'a'; LONG_MAX_BYTES + 1];
+        cache.insert_long(1, &long, 9, 7);
+        assert_eq!(cache.get_long(1, &long, 9), None);
     }
 
     #[test]
