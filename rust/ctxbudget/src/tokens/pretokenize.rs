@@ -283,8 +283,17 @@ fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
     if k0 == LETTER {
         return letters_end(text, ascii_letters(text, i, true));
     }
-    if k0 & (SPACE | BLANK | PUNCT) != 0 && kind_at(text, i + 1) == LETTER {
+    let k1 = kind_at(text, i + 1);
+    if k0 & (SPACE | BLANK | PUNCT) != 0 && k1 == LETTER {
         return letters_end(text, ascii_letters(text, i + 1, true));
+    }
+    // ASCII punctuation, alone or after a space, before anything but a letter or a
+    // character outside ASCII: the other common piece of code.
+    if k0 == PUNCT && k1 != HIGH {
+        return ascii_symbols(text, i + 1);
+    }
+    if k0 == SPACE && k1 & (PUNCT | QUOTE) != 0 {
+        return ascii_symbols(text, i + 2);
     }
     cl100k_general(text, i, final_run, digits)
 }
@@ -339,10 +348,17 @@ fn kind_at(text: &[u8], i: usize) -> u8 {
 #[inline(always)]
 fn letters_end(text: &[u8], end: usize) -> usize {
     if text.get(end).is_some_and(|&b| b >= 0x80) {
-        run(text, end, Class::is_letter)
+        letters_beyond_ascii(text, end)
     } else {
         end
     }
+}
+
+/// The letter run from `end`, where a character outside ASCII comes: out of line, as
+/// it is rare in code and its loop would cost the common paths registers.
+#[inline(never)]
+fn letters_beyond_ascii(text: &[u8], end: usize) -> usize {
+    run(text, end, Class::is_letter)
 }
 
 /// [`cl100k`] of a piece that is not an ASCII word.
@@ -368,9 +384,9 @@ fn cl100k_general(text: &[u8], i: usize, final_run: bool, digits: usize) -> usiz
             if k == END {
                 return end; // `\s++$`
             }
-            return cl100k_whitespace(text, i, final_run);
+            return cl100k_other(text, i, final_run, digits);
         }
-        NEWLINE => return cl100k_whitespace(text, i, final_run),
+        NEWLINE => return cl100k_other(text, i, final_run, digits),
         kind @ (PUNCT | QUOTE) => {
             if kind == QUOTE {
                 if let Some(len) = contraction(text, i, true) {
@@ -409,11 +425,19 @@ fn cl100k_general(text: &[u8], i: usize, final_run: bool, digits: usize) -> usiz
                 }
             }
             if k1 & (SPACE | BLANK | NEWLINE) != 0 {
-                return cl100k_whitespace(text, i, final_run);
+                return cl100k_other(text, i, final_run, digits);
             }
         }
         _ => {}
     }
+    cl100k_other(text, i, final_run, digits)
+}
+
+/// [`cl100k`] of a piece that the first two bytes do not decide: next to a character
+/// outside ASCII, or a run of whitespace with more than spaces in it. Kept out of
+/// [`cl100k_general`] so that its common paths need few registers.
+#[inline(never)]
+fn cl100k_other(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
     if let Some(len) = contraction(text, i, true) {
         return i + len;
     }
@@ -469,9 +493,16 @@ fn ascii_numbers(text: &[u8], i: usize, digits: usize) -> usize {
     end
 }
 
+/// The punctuation run from `end`, where a character outside ASCII comes (out of line,
+/// as [`letters_beyond_ascii`]).
+#[inline(never)]
+fn symbols_beyond_ascii(text: &[u8], end: usize) -> usize {
+    run(text, end, Class::is_symbol)
+}
+
 /// `[^\s\p{L}\p{N}]*+[\r\n]*+` from `j`, the rest of a punctuation piece whose
 /// first character ends at `j`.
-#[inline]
+#[inline(always)]
 fn ascii_symbols(text: &[u8], j: usize) -> usize {
     // ASCII punctuation a byte at a time (code is full of it); a character outside
     // ASCII goes on with the general run.
@@ -482,7 +513,7 @@ fn ascii_symbols(text: &[u8], j: usize) -> usize {
         kind = kind_at(text, end);
     }
     if kind == HIGH {
-        end = run(text, end, Class::is_symbol);
+        end = symbols_beyond_ascii(text, end);
     }
     while kind_at(text, end) == NEWLINE {
         end += 1;
