@@ -295,6 +295,17 @@ fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
     if k0 == SPACE && k1 & (PUNCT | QUOTE) != 0 {
         return ascii_symbols(text, i + 2);
     }
+    // Indentation before the line's first word, number or punctuation: `\s+(?!\S)`
+    // gives back the last of its spaces.
+    if k0 == SPACE && k1 == SPACE {
+        let end = spaces_end(text, i + 2);
+        if kind_at(text, end) & (LETTER | DIGIT | PUNCT | QUOTE) != 0 {
+            return end - 1;
+        }
+    }
+    if k0 == DIGIT {
+        return ascii_numbers(text, i, digits);
+    }
     cl100k_general(text, i, final_run, digits)
 }
 
@@ -480,7 +491,7 @@ fn spaces_end(text: &[u8], mut i: usize) -> usize {
 
 /// `\p{N}{1,digits}` from an ASCII digit at `i`: ASCII digits a byte at a time, and the
 /// general [`numbers`] for the rest of the count if a character outside ASCII follows.
-#[inline]
+#[inline(always)]
 fn ascii_numbers(text: &[u8], i: usize, digits: usize) -> usize {
     let limit = (i + digits).min(text.len());
     let mut end = i + 1;
@@ -488,9 +499,16 @@ fn ascii_numbers(text: &[u8], i: usize, digits: usize) -> usize {
         end += 1;
     }
     if end < limit && text[end] >= 0x80 {
-        return numbers(text, end, digits - (end - i));
+        return numbers_beyond_ascii(text, end, digits - (end - i));
     }
     end
+}
+
+/// [`numbers`] out of line, for the digits outside ASCII after ASCII ones (rare, and
+/// its loop would cost the common paths registers).
+#[inline(never)]
+fn numbers_beyond_ascii(text: &[u8], i: usize, digits: usize) -> usize {
+    numbers(text, i, digits)
 }
 
 /// The punctuation run from `end`, where a character outside ASCII comes (out of line,
