@@ -28,6 +28,8 @@ mod backtrack;
 mod bpe;
 mod cache;
 mod chunk;
+#[cfg(test)]
+mod cl100k_reference;
 mod deepseek;
 mod error;
 mod files;

@@ -276,22 +276,82 @@ fn gpt2(text: &[u8], i: usize) -> usize {
 /// end of the text. `digits` is the `{1,3}` bound (Qwen 2: one).
 #[inline(always)]
 fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
-    // A word of ASCII letters, alone or after one byte that may lead a word (a space,
-    // `(`, `.`): a third of the pieces of text and more of code, settled in the
-    // counting loop without a call.
-    let b0 = text[i];
-    if b0 < 0x80 && b0 != b'\'' {
-        let c0 = ASCII[usize::from(b0)];
-        if c0.is_letter() {
-            return letters_end(text, ascii_letters(text, i, true));
-        }
-        if let Some(&b1) = text.get(i + 1) {
-            if b1 < 0x80 && c0.is_word_prefix() && ASCII[usize::from(b1)].is_letter() {
-                return letters_end(text, ascii_letters(text, i + 1, true));
-            }
+    // A word of ASCII letters, alone or after one byte that may lead it (a space,
+    // `(`, `.`; not an apostrophe, which may start a contraction): a third of the
+    // pieces of text and more of code, settled in the counting loop without a call.
+    let k0 = KIND[usize::from(text[i])];
+    if k0 == LETTER {
+        return letters_end(text, ascii_letters(text, i, true));
+    }
+    let k1 = kind_at(text, i + 1);
+    if k0 & (SPACE | BLANK | PUNCT) != 0 && k1 == LETTER {
+        return letters_end(text, ascii_letters(text, i + 1, true));
+    }
+    // ASCII punctuation, alone or after a space, before anything but a letter or a
+    // character outside ASCII: the other common piece of code.
+    if k0 == PUNCT && k1 != HIGH {
+        return ascii_symbols(text, i + 1);
+    }
+    if k0 == SPACE && k1 & (PUNCT | QUOTE) != 0 {
+        return ascii_symbols(text, i + 2);
+    }
+    // Indentation before the line's first word, number or punctuation: `\s+(?!\S)`
+    // gives back the last of its spaces.
+    if k0 == SPACE && k1 == SPACE {
+        let end = spaces_end(text, i + 2);
+        if kind_at(text, end) & (LETTER | DIGIT | PUNCT | QUOTE) != 0 {
+            return end - 1;
         }
     }
+    if k0 == DIGIT {
+        return ascii_numbers(text, i, digits);
+    }
     cl100k_general(text, i, final_run, digits)
+}
+
+/// Kind of a byte for cl100k's ASCII fast path: one bit each, so that a set of kinds
+/// is one mask test. An ASCII letter.
+const LETTER: u8 = 1;
+/// An ASCII digit.
+const DIGIT: u8 = 1 << 1;
+/// The space ` `: the only whitespace that may lead a punctuation piece.
+const SPACE: u8 = 1 << 2;
+/// `\t`, `\x0B`, `\x0C`: whitespace that leads a word but not punctuation.
+const BLANK: u8 = 1 << 3;
+/// `\r` or `\n`.
+const NEWLINE: u8 = 1 << 4;
+/// ASCII punctuation, symbols and controls, but the apostrophe.
+const PUNCT: u8 = 1 << 5;
+/// The apostrophe, which may start a contraction.
+const QUOTE: u8 = 1 << 6;
+/// A byte of a character outside ASCII: the general code classifies it.
+const HIGH: u8 = 1 << 7;
+/// The "byte" after the end of the text ([`kind_at`]).
+const END: u8 = 0;
+
+/// [`LETTER`], [`DIGIT`], ... of every byte value, for [`cl100k`]'s ASCII fast path.
+static KIND: [u8; 256] = {
+    let mut kinds = [HIGH; 256];
+    let mut b = 0;
+    while b < 128 {
+        kinds[b] = match ASCII[b] {
+            Class::Upper | Class::Lower | Class::Caseless => LETTER,
+            Class::Number => DIGIT,
+            Class::Newline => NEWLINE,
+            Class::Space if b == b' ' as usize => SPACE,
+            Class::Space => BLANK,
+            _ if b == b'\'' as usize => QUOTE,
+            _ => PUNCT,
+        };
+        b += 1;
+    }
+    kinds
+};
+
+/// Kind of the byte at `i`, [`END`] past the end of `text`.
+#[inline(always)]
+fn kind_at(text: &[u8], i: usize) -> u8 {
+    text.get(i).map_or(END, |&b| KIND[usize::from(b)])
 }
 
 /// The end of a word whose ASCII letters end at `end`: there, unless a letter outside
@@ -299,53 +359,96 @@ fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
 #[inline(always)]
 fn letters_end(text: &[u8], end: usize) -> usize {
     if text.get(end).is_some_and(|&b| b >= 0x80) {
-        run(text, end, Class::is_letter)
+        letters_beyond_ascii(text, end)
     } else {
         end
     }
 }
 
+/// The letter run from `end`, where a character outside ASCII comes: out of line, as
+/// it is rare in code and its loop would cost the common paths registers.
+#[inline(never)]
+fn letters_beyond_ascii(text: &[u8], end: usize) -> usize {
+    run(text, end, Class::is_letter)
+}
+
 /// [`cl100k`] of a piece that is not an ASCII word.
 #[inline(never)]
 fn cl100k_general(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
-    // The pieces of most text, decided from one or two ASCII bytes: exactly what the
-    // alternatives below give for them (an apostrophe may start a contraction and
-    // takes the general path).
-    let b0 = text[i];
-    if b0 < 0x80 && b0 != b'\'' {
-        let c0 = ASCII[usize::from(b0)];
-        if c0.is_letter() {
-            return run(text, ascii_letters(text, i, true), Class::is_letter);
-        }
-        if c0 == Class::Number {
-            return numbers(text, i, digits);
-        }
-        let c1 = match text.get(i + 1) {
-            Some(&b1) if b1 < 0x80 => Some(ASCII[usize::from(b1)]),
-            Some(_) => None,
-            None => Some(Class::Newline), // end of input: no letter follows
-        };
-        if let Some(c1) = c1 {
-            if c0.is_word_prefix() && c1.is_letter() {
-                return run(text, ascii_letters(text, i + 1, true), Class::is_letter);
+    // The pieces of most text, decided from the kinds of their first two bytes: exactly
+    // what the alternatives below give for them. A byte outside ASCII next to the
+    // start takes the general code (it may be a letter, a mark or whitespace).
+    let k1 = kind_at(text, i + 1);
+    match KIND[usize::from(text[i])] {
+        LETTER => return letters_end(text, ascii_letters(text, i, true)),
+        DIGIT => return ascii_numbers(text, i, digits),
+        // A newline leads neither a word nor punctuation. A line's newline before
+        // its indentation, then the indentation, are the commonest runs of code:
+        // settled by a scan of their spaces alone.
+        NEWLINE if text[i] == b'\n' => {
+            let end = spaces_end(text, i + 1);
+            let k = kind_at(text, end);
+            if k & (LETTER | DIGIT | PUNCT | QUOTE) != 0 || (k == END && !final_run) {
+                // `\s*[\r\n]` backs off to this newline, the run's only one.
+                return i + 1;
             }
-            // Punctuation, or a space before it (no word can start at either).
-            if c0.is_symbol() || (b0 == b' ' && c1.is_symbol()) {
-                if let Some(end) = symbols(text, i, c0, 1, b"\r\n") {
-                    return end;
+            if k == END {
+                return end; // `\s++$`
+            }
+            return cl100k_other(text, i, final_run, digits);
+        }
+        NEWLINE => return cl100k_other(text, i, final_run, digits),
+        kind @ (PUNCT | QUOTE) => {
+            if kind == QUOTE {
+                if let Some(len) = contraction(text, i, true) {
+                    return i + len;
                 }
             }
-            // Whitespace before whitespace, a digit or the end: no word, number or
-            // punctuation alternative can start here.
-            if c0.is_space() && (c1.is_space() || c1 == Class::Number) {
-                return cl100k_whitespace(text, i, final_run);
+            if k1 == LETTER {
+                return letters_end(text, ascii_letters(text, i + 1, true));
+            }
+            if k1 != HIGH {
+                return ascii_symbols(text, i + 1);
             }
         }
-        // A newline never starts a word, number or punctuation piece.
-        if c0 == Class::Newline {
-            return cl100k_whitespace(text, i, final_run);
+        kind @ (SPACE | BLANK) => {
+            if k1 == LETTER {
+                return letters_end(text, ascii_letters(text, i + 1, true));
+            }
+            // ` ?[^\s\p{L}\p{N}]++`: only a space may lead punctuation.
+            if kind == SPACE && k1 & (PUNCT | QUOTE) != 0 {
+                return ascii_symbols(text, i + 2);
+            }
+            // One whitespace character before a digit, punctuation or the end: `\s`
+            // (or `\s++$`), as no longer run of whitespace starts here.
+            if k1 & (DIGIT | PUNCT | QUOTE) != 0 || k1 == END {
+                return i + 1;
+            }
+            if kind == SPACE && k1 == SPACE {
+                let end = spaces_end(text, i + 2);
+                let k = kind_at(text, end);
+                if k & (LETTER | DIGIT | PUNCT | QUOTE) != 0 {
+                    // `\s+(?!\S)` gives back the last of two or more spaces.
+                    return end - 1;
+                }
+                if k == END {
+                    return end; // `\s++$`, or `\s+(?!\S)` at the end of the text
+                }
+            }
+            if k1 & (SPACE | BLANK | NEWLINE) != 0 {
+                return cl100k_other(text, i, final_run, digits);
+            }
         }
+        _ => {}
     }
+    cl100k_other(text, i, final_run, digits)
+}
+
+/// [`cl100k`] of a piece that the first two bytes do not decide: next to a character
+/// outside ASCII, or a run of whitespace with more than spaces in it. Kept out of
+/// [`cl100k_general`] so that its common paths need few registers.
+#[inline(never)]
+fn cl100k_other(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
     if let Some(len) = contraction(text, i, true) {
         return i + len;
     }
@@ -366,6 +469,74 @@ fn cl100k_general(text: &[u8], i: usize, final_run: bool, digits: usize) -> usiz
         return end;
     }
     cl100k_whitespace(text, i, final_run)
+}
+
+/// End of the spaces (` ` only) from `i`, eight at a time.
+#[inline(always)]
+fn spaces_end(text: &[u8], mut i: usize) -> usize {
+    const SPACES: u64 = u64::from_le_bytes([b' '; 8]);
+    while let Some(word) = text.get(i..i + 8) {
+        let x = super::bpe::word8(word, 0) ^ SPACES;
+        if x != 0 {
+            // The first byte that differs from a space.
+            return i + (x.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while text.get(i) == Some(&b' ') {
+        i += 1;
+    }
+    i
+}
+
+/// `\p{N}{1,digits}` from an ASCII digit at `i`: ASCII digits a byte at a time, and the
+/// general [`numbers`] for the rest of the count if a character outside ASCII follows.
+#[inline(always)]
+fn ascii_numbers(text: &[u8], i: usize, digits: usize) -> usize {
+    let limit = (i + digits).min(text.len());
+    let mut end = i + 1;
+    while end < limit && text[end].is_ascii_digit() {
+        end += 1;
+    }
+    if end < limit && text[end] >= 0x80 {
+        return numbers_beyond_ascii(text, end, digits - (end - i));
+    }
+    end
+}
+
+/// [`numbers`] out of line, for the digits outside ASCII after ASCII ones (rare, and
+/// its loop would cost the common paths registers).
+#[inline(never)]
+fn numbers_beyond_ascii(text: &[u8], i: usize, digits: usize) -> usize {
+    numbers(text, i, digits)
+}
+
+/// The punctuation run from `end`, where a character outside ASCII comes (out of line,
+/// as [`letters_beyond_ascii`]).
+#[inline(never)]
+fn symbols_beyond_ascii(text: &[u8], end: usize) -> usize {
+    run(text, end, Class::is_symbol)
+}
+
+/// `[^\s\p{L}\p{N}]*+[\r\n]*+` from `j`, the rest of a punctuation piece whose
+/// first character ends at `j`.
+#[inline(always)]
+fn ascii_symbols(text: &[u8], j: usize) -> usize {
+    // ASCII punctuation a byte at a time (code is full of it); a character outside
+    // ASCII goes on with the general run.
+    let mut end = j;
+    let mut kind = kind_at(text, end);
+    while kind & (PUNCT | QUOTE) != 0 {
+        end += 1;
+        kind = kind_at(text, end);
+    }
+    if kind == HIGH {
+        end = symbols_beyond_ascii(text, end);
+    }
+    while kind_at(text, end) == NEWLINE {
+        end += 1;
+    }
+    end
 }
 
 /// `\s++$|\s*[\r\n]|\s+(?!\S)|\s` (without `final_run`, no `\s++$`): what is left of
@@ -686,6 +857,89 @@ mod tests {
                         "{text:?} from {start}, upper {upper}"
                     );
                 }
+            }
+        }
+    }
+
+    /// The three flag sets of [`cl100k`]: cl100k itself, Llama 3, Qwen 2.
+    const CL100K_FLAGS: [(bool, usize); 3] = [(true, 3), (false, 3), (false, 1)];
+
+    /// Every piece end of [`cl100k`] from every character boundary of `text` is the
+    /// frozen reference scanner's.
+    fn assert_cl100k_like_reference(text: &str) {
+        let bytes = text.as_bytes();
+        for (final_run, digits) in CL100K_FLAGS {
+            for (i, _) in text.char_indices() {
+                assert_eq!(
+                    cl100k(bytes, i, final_run, digits),
+                    super::super::cl100k_reference::cl100k(bytes, i, final_run, digits),
+                    "{text:?} from {i}, final_run {final_run}, digits {digits}"
+                );
+            }
+        }
+    }
+
+    /// Random strings made of the characters that decide cl100k's pieces: ASCII of
+    /// every kind, contractions in both cases, and letters, digits, marks and
+    /// whitespace from outside ASCII.
+    #[test]
+    fn cl100k_ends_where_the_reference_does_on_random_text() {
+        const PARTS: &[&str] = &[
+            "a", "Z", "q", "xyz", "Hello", "0", "7", "123", "4567", " ", "  ", "        ", "\t",
+            "\x0b", "\x0c", "\r", "\n", "\r\n", "\n    ", "'", "'s", "'S", "'t", "'T", "'re",
+            "'RE", "'ve", "'Ve", "'m", "'M", "'ll", "'LL", "'d", "'D", "'ſ", "'l", "'r", "'v", "(",
+            ")", ".", ",", ":", "#", "\"", "=", "_", "-", "!", "\\", "\0", "\x7f", "é", "中", "٣",
+            "\u{0301}", "\u{00a0}", "\u{2028}", "\u{3000}", "\u{85}", "ſ", "😀", "Ⅻ", "ǅ", "¿",
+            "—",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut text = String::new();
+        for _ in 0..30_000 {
+            text.clear();
+            let len = next() % 16;
+            for _ in 0..len {
+                text.push_str(PARTS[(next() % PARTS.len() as u64) as usize]);
+            }
+            assert_cl100k_like_reference(&text);
+        }
+        // Long runs of one kind, and of one kind before another.
+        for part in PARTS {
+            for tail in ["", "x", "1", " ", "\n", "!", "é"] {
+                assert_cl100k_like_reference(&format!("{}{tail}", part.repeat(40)));
+            }
+        }
+    }
+
+    /// The same on real code: Python's standard library, if a Python is at hand.
+    #[test]
+    fn cl100k_ends_where_the_reference_does_on_python_source() {
+        let Ok(out) = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import sysconfig;print(sysconfig.get_paths()['stdlib'])",
+            ])
+            .output()
+        else {
+            return;
+        };
+        let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut paths: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "py"))
+            .collect();
+        paths.sort();
+        for path in paths.iter().step_by(8).take(40) {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                assert_cl100k_like_reference(&text);
             }
         }
     }
