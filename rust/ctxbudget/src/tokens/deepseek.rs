@@ -195,72 +195,116 @@ impl Input<'_> {
     }
 }
 
+/// Kind of a byte for [`piece_end`]'s ASCII fast paths, one bit each so that a set of
+/// kinds is one mask test: an ASCII letter.
+const LETTER: u8 = 1;
+/// An ASCII digit.
+const DIGIT: u8 = 1 << 1;
+/// The space ` `.
+const SPACE: u8 = 1 << 2;
+/// `\t`.
+const TAB: u8 = 1 << 3;
+/// `\r` or `\n`.
+const NEWLINE: u8 = 1 << 4;
+/// ASCII punctuation and symbols: `[\p{P}\p{S}]` of ASCII.
+const PUNCT: u8 = 1 << 5;
+/// Any other ASCII byte (controls, `\x0B`, `\x0C`): the general code weighs it.
+const OTHER_ASCII: u8 = 1 << 6;
+/// A byte of a character outside ASCII.
+const HIGH: u8 = 1 << 7;
+/// Past the end of the text ([`byte_kind_at`]).
+const END: u8 = 0;
+
+/// [`LETTER`], [`DIGIT`], ... of every byte value.
+static BYTE_KIND: [u8; 256] = {
+    let mut kinds = [HIGH; 256];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        kinds[b] = if c.is_ascii_alphabetic() {
+            LETTER
+        } else if c.is_ascii_digit() {
+            DIGIT
+        } else if c == b' ' {
+            SPACE
+        } else if c == b'\t' {
+            TAB
+        } else if c == b'\n' || c == b'\r' {
+            NEWLINE
+        } else if c.is_ascii_punctuation() {
+            PUNCT
+        } else {
+            OTHER_ASCII
+        };
+        b += 1;
+    }
+    kinds
+};
+
+/// Kind of the byte at `i`, [`END`] past the end of `text`.
+#[inline(always)]
+fn byte_kind_at(text: &[u8], i: usize) -> u8 {
+    text.get(i).map_or(END, |&b| BYTE_KIND[usize::from(b)])
+}
+
 /// End (exclusive byte offset) of the piece that starts at `i` (`i < text.len()`, a
 /// character boundary of valid UTF-8).
 pub(crate) fn piece_end(text: &[u8], i: usize) -> usize {
     let b0 = text[i];
+    let (k0, k1) = (BYTE_KIND[usize::from(b0)], byte_kind_at(text, i + 1));
     // Most pieces of most text: an ASCII letter run, alone or after a space (the
     // second alternative, when no letter or mark outside ASCII goes on with the run).
-    let word_from = match (b0, text.get(i + 1)) {
-        (b' ', Some(b1)) if b1.is_ascii_alphabetic() => Some(i + 2),
-        _ if b0.is_ascii_alphabetic() => Some(i + 1),
-        _ => None,
-    };
-    if let Some(from) = word_from {
+    if k0 == LETTER || (k0 == SPACE && k1 == LETTER) {
+        let from = if k0 == LETTER { i + 1 } else { i + 2 };
         let end = ascii_letters(text, from, true);
-        if text.get(end).is_none_or(|b| b.is_ascii()) {
+        if byte_kind_at(text, end) != HIGH {
             return end;
         }
     }
     // Then runs of ASCII punctuation (code is full of them): a mark and the ASCII
     // letters after it, or ` ?[\p{P}\p{S}]+[\r\n]*` — unless the run goes on into a
     // character outside ASCII, which the general scan below weighs.
-    let punct_from = if b0.is_ascii_punctuation() {
-        if text.get(i + 1).is_some_and(u8::is_ascii_alphabetic) {
+    let punct_from = if k0 == PUNCT {
+        if k1 == LETTER {
             return ascii_letters(text, i + 2, true);
         }
         Some(i + 1)
-    } else if b0 == b' ' && text.get(i + 1).is_some_and(u8::is_ascii_punctuation) {
+    } else if k0 == SPACE && k1 == PUNCT {
         Some(i + 2)
     } else {
         None
     };
     if let Some(mut j) = punct_from {
-        while text.get(j).is_some_and(u8::is_ascii_punctuation) {
+        let mut k = byte_kind_at(text, j);
+        while k == PUNCT {
             j += 1;
+            k = byte_kind_at(text, j);
         }
-        if text.get(j).is_none_or(u8::is_ascii) {
-            while text.get(j).is_some_and(|&b| b == b'\n' || b == b'\r') {
+        if k != HIGH {
+            while k == NEWLINE {
                 j += 1;
+                k = byte_kind_at(text, j);
             }
             return j;
         }
     }
     // Whitespace that starts no word and no punctuation run here: a line end, a tab
     // before an ASCII character that is no letter, a space before one that is no
-    // letter and no punctuation.
-    let next = text.get(i + 1).copied();
-    let starts_nothing = |punct_too: bool| {
-        next.is_none_or(|b| {
-            b.is_ascii() && !b.is_ascii_alphabetic() && !(punct_too && b.is_ascii_punctuation())
-        })
-    };
-    if b0 == b'\n'
-        || b0 == b'\r'
-        || (b0 == b'\t' && starts_nothing(false))
-        || (b0 == b' ' && starts_nothing(true))
+    // letter and no punctuation (or the end of the text).
+    if k0 == NEWLINE
+        || (k0 == TAB && k1 & (LETTER | HIGH) == 0)
+        || (k0 == SPACE && k1 & (LETTER | PUNCT | HIGH) == 0)
     {
         return whitespace(&Input { text, cjk: false }, i);
     }
     // ASCII digits, three at most (a number character outside ASCII may go on).
-    if b0.is_ascii_digit() {
-        let digits = text[i..]
-            .iter()
-            .take(3)
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        if digits == 3 || text.get(i + digits).is_none_or(u8::is_ascii) {
-            return i + digits;
+    if k0 == DIGIT {
+        let mut end = i + 1;
+        while end < i + 3 && byte_kind_at(text, end) == DIGIT {
+            end += 1;
+        }
+        if end == i + 3 || byte_kind_at(text, end) != HIGH {
+            return end;
         }
     }
     let (k0, len0, cjk) = kind_at(text, i);
@@ -410,8 +454,9 @@ mod tests {
     const ALPHABET: &[&str] = &[
         "a", "Z", "q", " ", "  ", "\n", "\r", "\t", "1", "7", "!", "#", "-", ".", "'", "/", "_",
         "`", "~", "é", "ß", "Ж", "\u{301}", "\u{a0}", "\u{3000}", "\u{200b}", "\u{1}", "\u{7f}",
-        "中", "国", "の", "カ", "゛", "゠", "・", "ー", "\u{3099}", "\u{3097}", "한", "٣", "²",
-        "½", "€", "😀", "«", "→", "\u{e000}", "\u{2028}", "x", "y", "🙂",
+        "\u{b}", "\u{c}", "999", "中", "国", "の", "カ", "゛", "゠", "・", "ー", "\u{3099}",
+        "\u{3097}", "한", "٣", "²", "½", "€", "😀", "«", "→", "\u{e000}", "\u{2028}", "x", "y",
+        "🙂",
     ];
 
     fn texts(seed: u64, count: usize, len: usize) -> Vec<String> {
