@@ -605,6 +605,16 @@ fn o200k(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
             return end - 1;
         }
     }
+    // A line's newline before its indentation and the line's first word, number or
+    // punctuation (or before the end): `\s*[\r\n]+` backs off to this newline, the
+    // run's only one. Settled by a scan of the spaces alone.
+    if text[i] == b'\n' {
+        let end = spaces_end(text, i + 1);
+        let k = kind_at(text, end);
+        if k & (LETTER | DIGIT | PUNCT | QUOTE) != 0 || k == END {
+            return i + 1;
+        }
+    }
     if k0 == DIGIT {
         return ascii_numbers(text, i, digits);
     }
@@ -660,16 +670,6 @@ fn o200k_general(text: &[u8], i: usize, contractions: bool, digits: usize) -> us
             end
         }
     };
-    // A line's newline before its indentation and the line's first word, number or
-    // punctuation (or before the end): `\s*[\r\n]+` backs off to this newline, the
-    // run's only one. Settled by a scan of the spaces alone.
-    if text[i] == b'\n' {
-        let end = spaces_end(text, i + 1);
-        let k = kind_at(text, end);
-        if k & (LETTER | DIGIT | PUNCT | QUOTE) != 0 || k == END {
-            return i + 1;
-        }
-    }
     // The pieces of most text, decided from one or two ASCII bytes: exactly what the
     // alternatives below give for them. A lowercase word (after an optional space or
     // punctuation prefix) is `L+` at once; punctuation before a non-letter is the
