@@ -2,8 +2,9 @@
 //! rewritten (test-only): the differential tests compare every piece end of the
 //! scanner in use with this one, so a changed boundary fails them.
 //!
-//! Kept self-contained (its own copies of the helpers it used) so that later changes
-//! to the shared helpers cannot move the reference along with them.
+//! Kept self-contained (its own copies of the helpers it used, which the frozen o200k
+//! scanner uses too) so that later changes to the shared helpers
+//! cannot move the reference along with them.
 
 use super::unicode::{class_at, len_before, Class, ASCII};
 
@@ -106,7 +107,7 @@ fn cl100k_whitespace(text: &[u8], i: usize, final_run: bool) -> usize {
 }
 
 /// Longest run of characters from `i` whose class satisfies `keep`, one at a time.
-fn run(text: &[u8], mut i: usize, keep: impl Fn(Class) -> bool) -> usize {
+pub(super) fn run(text: &[u8], mut i: usize, keep: impl Fn(Class) -> bool) -> usize {
     while i < text.len() {
         let (class, len) = class_at(text, i);
         if !keep(class) {
@@ -118,7 +119,7 @@ fn run(text: &[u8], mut i: usize, keep: impl Fn(Class) -> bool) -> usize {
 }
 
 /// ASCII letters from `i`, a byte at a time.
-fn ascii_letters(text: &[u8], mut i: usize, upper: bool) -> usize {
+pub(super) fn ascii_letters(text: &[u8], mut i: usize, upper: bool) -> usize {
     while i < text.len()
         && (text[i].is_ascii_lowercase() || (upper && text[i].is_ascii_uppercase()))
     {
@@ -128,12 +129,12 @@ fn ascii_letters(text: &[u8], mut i: usize, upper: bool) -> usize {
 }
 
 /// Class of the character at `i`, or `None` at the end of input.
-fn class_of(text: &[u8], i: usize) -> Option<Class> {
+pub(super) fn class_of(text: &[u8], i: usize) -> Option<Class> {
     (i < text.len()).then(|| class_at(text, i).0)
 }
 
 /// Length of a contraction starting at `i`, if any.
-fn contraction(text: &[u8], i: usize, ignore_case: bool) -> Option<usize> {
+pub(super) fn contraction(text: &[u8], i: usize, ignore_case: bool) -> Option<usize> {
     if text.get(i) != Some(&b'\'') {
         return None;
     }
@@ -155,7 +156,7 @@ fn contraction(text: &[u8], i: usize, ignore_case: bool) -> Option<usize> {
 }
 
 /// Extent of the whitespace run starting at `i` and the start of its last newline.
-fn space_run(text: &[u8], i: usize) -> (usize, Option<usize>) {
+pub(super) fn space_run(text: &[u8], i: usize) -> (usize, Option<usize>) {
     let mut end = i;
     let mut last_newline = None;
     while end < text.len() {
@@ -171,7 +172,7 @@ fn space_run(text: &[u8], i: usize) -> (usize, Option<usize>) {
 }
 
 /// `\p{N}{1,digits}`
-fn numbers(text: &[u8], i: usize, digits: usize) -> usize {
+pub(super) fn numbers(text: &[u8], i: usize, digits: usize) -> usize {
     let mut end = i;
     for _ in 0..digits {
         match (end < text.len()).then(|| class_at(text, end)) {
@@ -183,7 +184,7 @@ fn numbers(text: &[u8], i: usize, digits: usize) -> usize {
 }
 
 /// ` ?[^\s\p{L}\p{N}]+[tail]*`, if it matches at `i`.
-fn symbols(text: &[u8], i: usize, c0: Class, len0: usize, tail: &[u8]) -> Option<usize> {
+pub(super) fn symbols(text: &[u8], i: usize, c0: Class, len0: usize, tail: &[u8]) -> Option<usize> {
     let start = if c0.is_symbol() {
         i
     } else if text[i] == b' ' && class_of(text, i + len0).is_some_and(Class::is_symbol) {

@@ -42,6 +42,8 @@ pub mod media;
 mod merges;
 pub mod mistral;
 mod models;
+#[cfg(test)]
+mod o200k_reference;
 pub mod pdf;
 mod pieces;
 mod pretokenize;

@@ -309,8 +309,8 @@ fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
     cl100k_general(text, i, final_run, digits)
 }
 
-/// Kind of a byte for cl100k's ASCII fast path: one bit each, so that a set of kinds
-/// is one mask test. An ASCII letter.
+/// Kind of a byte for the ASCII fast paths of cl100k and o200k: one bit each, so that
+/// a set of kinds is one mask test. An ASCII letter.
 const LETTER: u8 = 1;
 /// An ASCII digit.
 const DIGIT: u8 = 1 << 1;
@@ -329,7 +329,8 @@ const HIGH: u8 = 1 << 7;
 /// The "byte" after the end of the text ([`kind_at`]).
 const END: u8 = 0;
 
-/// [`LETTER`], [`DIGIT`], ... of every byte value, for [`cl100k`]'s ASCII fast path.
+/// [`LETTER`], [`DIGIT`], ... of every byte value, for the ASCII fast paths of
+/// [`cl100k`] and [`o200k`].
 static KIND: [u8; 256] = {
     let mut kinds = [HIGH; 256];
     let mut b = 0;
@@ -567,37 +568,99 @@ fn cl100k_whitespace(text: &[u8], i: usize, final_run: bool) -> usize {
 /// bound (tekken: one).
 #[inline(always)]
 fn o200k(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
-    // A word of ASCII lowercase letters, alone or after one byte that may lead a word,
-    // followed by an ASCII byte that neither goes on with it nor may start a
-    // contraction: the most common piece, settled in the counting loop without a call.
-    let b0 = text[i];
-    if b0 < 0x80 {
-        let c0 = ASCII[usize::from(b0)];
-        let from = if c0 == Class::Lower {
-            Some(i)
-        } else if c0.is_word_prefix()
-            && text
-                .get(i + 1)
-                .is_some_and(|&b1| b1 < 0x80 && ASCII[usize::from(b1)] == Class::Lower)
-        {
-            Some(i + 1)
-        } else {
-            None
-        };
-        if let Some(from) = from {
-            let end = ascii_letters(text, from, false);
-            if text
-                .get(end)
-                .is_none_or(|&b| b < 0x80 && !(contractions && b == b'\''))
-            {
-                return end;
-            }
+    // A word of ASCII letters, alone or after one byte that may lead it (any byte but a
+    // letter, a digit or a newline; the apostrophe too, as o200k's contractions only
+    // end words): the most common piece, settled in the counting loop without a call.
+    let k0 = KIND[usize::from(text[i])];
+    let k1 = kind_at(text, i + 1);
+    let word = if k0 == LETTER {
+        Some(i)
+    } else if k0 & (SPACE | BLANK | PUNCT | QUOTE) != 0 && k1 == LETTER {
+        Some(i + 1)
+    } else {
+        None
+    };
+    if let Some(start) = word {
+        if let Some(end) = o200k_ascii_word(text, start) {
+            return match text.get(end) {
+                Some(&b'\'') if contractions => with_contraction(text, end),
+                _ => end,
+            };
         }
+        return o200k_general(text, i, contractions, digits);
+    }
+    // ASCII punctuation, alone or after a space, before anything but a letter or a
+    // character outside ASCII: the other common piece of code.
+    if k0 & (PUNCT | QUOTE) != 0 && k1 != HIGH {
+        return o200k_ascii_symbols(text, i + 1);
+    }
+    if k0 == SPACE && k1 & (PUNCT | QUOTE) != 0 {
+        return o200k_ascii_symbols(text, i + 2);
+    }
+    // Indentation before the line's first word, number or punctuation: `\s+(?!\S)`
+    // gives back the last of its spaces.
+    if k0 == SPACE && k1 == SPACE {
+        let end = spaces_end(text, i + 2);
+        if kind_at(text, end) & (LETTER | DIGIT | PUNCT | QUOTE) != 0 {
+            return end - 1;
+        }
+    }
+    // A line's newline before its indentation and the line's first word, number or
+    // punctuation (or before the end): `\s*[\r\n]+` backs off to this newline, the
+    // run's only one. Settled by a scan of the spaces alone.
+    if text[i] == b'\n' {
+        let end = spaces_end(text, i + 1);
+        let k = kind_at(text, end);
+        if k & (LETTER | DIGIT | PUNCT | QUOTE) != 0 || k == END {
+            return i + 1;
+        }
+    }
+    if k0 == DIGIT {
+        return ascii_numbers(text, i, digits);
     }
     o200k_general(text, i, contractions, digits)
 }
 
-/// [`o200k`] of a piece that the word path above does not settle.
+/// End of o200k's word (`U* L+` or `U+ L*`) of ASCII letters from `start`, an ASCII
+/// letter, when the byte after it is ASCII or the end of input; `None` when a
+/// character outside ASCII follows (it may go on with the word), for the general code.
+/// Capitals then small letters are one word (`HTTPServer`: `U*` takes `HTTPS`); small
+/// letters end at a capital (`camelCase`), as no capital is in `L`. The contraction,
+/// if the family has them, is the caller's to add.
+#[inline(always)]
+fn o200k_ascii_word(text: &[u8], start: usize) -> Option<usize> {
+    let mut j = start;
+    while text.get(j).is_some_and(u8::is_ascii_uppercase) {
+        j += 1;
+    }
+    let end = ascii_letters(text, j, false);
+    match text.get(end) {
+        Some(&b) if b >= 0x80 => None,
+        _ => Some(end),
+    }
+}
+
+/// ` ?[^\s\p{L}\p{N}]+[\r\n/]*` from `j`, the rest of a punctuation piece whose
+/// first character ends at `j`.
+#[inline(always)]
+fn o200k_ascii_symbols(text: &[u8], j: usize) -> usize {
+    let mut end = j;
+    let mut kind = kind_at(text, end);
+    while kind & (PUNCT | QUOTE) != 0 {
+        end += 1;
+        kind = kind_at(text, end);
+    }
+    if kind == HIGH {
+        end = symbols_beyond_ascii(text, end);
+    }
+    while matches!(text.get(end), Some(b'\r' | b'\n' | b'/')) {
+        end += 1;
+    }
+    end
+}
+
+/// [`o200k`] of a piece that its fast paths do not settle (out of line, so that they
+/// save few registers).
 #[inline(never)]
 fn o200k_general(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
     let with_contraction = |end: usize| {
@@ -919,6 +982,147 @@ mod tests {
     /// The same on real code: Python's standard library, if a Python is at hand.
     #[test]
     fn cl100k_ends_where_the_reference_does_on_python_source() {
+        for text in python_sources() {
+            assert_cl100k_like_reference(&text);
+        }
+    }
+
+    /// The two flag sets of [`o200k`]: o200k itself, and tekken.
+    const O200K_FLAGS: [(bool, usize); 2] = [(true, 3), (false, 1)];
+
+    /// Every piece end of [`o200k`] from every character boundary of `text` is the
+    /// frozen reference scanner's.
+    fn assert_o200k_like_reference(text: &str) {
+        let bytes = text.as_bytes();
+        for (contractions, digits) in O200K_FLAGS {
+            for (i, _) in text.char_indices() {
+                assert_eq!(
+                    o200k(bytes, i, contractions, digits),
+                    super::super::o200k_reference::o200k(bytes, i, contractions, digits),
+                    "{text:?} from {i}, contractions {contractions}, digits {digits}"
+                );
+            }
+        }
+    }
+
+    /// Random strings made of the characters that decide o200k's pieces: ASCII of every
+    /// kind (`/` and newlines after punctuation), words in every mix of cases,
+    /// contractions in both cases, and letters of every case class, marks, digits and
+    /// whitespace from outside ASCII.
+    #[test]
+    fn o200k_ends_where_the_reference_does_on_random_text() {
+        const PARTS: &[&str] = &[
+            "a",
+            "Z",
+            "q",
+            "xyz",
+            "Hello",
+            "camelCase",
+            "ABC",
+            "HTTPServer",
+            "aB",
+            "Ab",
+            "0",
+            "7",
+            "123",
+            "4567",
+            " ",
+            "  ",
+            "        ",
+            "\t",
+            "\x0b",
+            "\x0c",
+            "\r",
+            "\n",
+            "\r\n",
+            "\n    ",
+            "\r\n\r\n",
+            "'",
+            "'s",
+            "'S",
+            "'t",
+            "'T",
+            "'re",
+            "'RE",
+            "'ve",
+            "'Ve",
+            "'m",
+            "'M",
+            "'ll",
+            "'LL",
+            "'d",
+            "'D",
+            "'ſ",
+            "'l",
+            "'r",
+            "'v",
+            "(",
+            ")",
+            ".",
+            ",",
+            ":",
+            "#",
+            "/",
+            "//",
+            "\"",
+            "=",
+            "_",
+            "-",
+            "!",
+            "\\",
+            "\0",
+            "\x7f",
+            "é",
+            "É",
+            "ǅ",
+            "ʰ",
+            "中",
+            "٣",
+            "\u{0301}",
+            "\u{00a0}",
+            "\u{2028}",
+            "\u{3000}",
+            "\u{85}",
+            "ſ",
+            "😀",
+            "Ⅻ",
+            "¿",
+            "—",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut text = String::new();
+        for _ in 0..30_000 {
+            text.clear();
+            let len = next() % 16;
+            for _ in 0..len {
+                text.push_str(PARTS[(next() % PARTS.len() as u64) as usize]);
+            }
+            assert_o200k_like_reference(&text);
+        }
+        // Long runs of one kind, and of one kind before another.
+        for part in PARTS {
+            for tail in ["", "x", "X", "1", " ", "\n", "!", "/", "'s", "é", "É"] {
+                assert_o200k_like_reference(&format!("{}{tail}", part.repeat(40)));
+            }
+        }
+    }
+
+    /// The same on real code: Python's standard library, if a Python is at hand.
+    #[test]
+    fn o200k_ends_where_the_reference_does_on_python_source() {
+        for text in python_sources() {
+            assert_o200k_like_reference(&text);
+        }
+    }
+
+    /// Some of the `.py` files of Python's standard library, if a Python is at hand.
+    fn python_sources() -> Vec<String> {
         let Ok(out) = std::process::Command::new("python3")
             .args([
                 "-c",
@@ -926,22 +1130,23 @@ mod tests {
             ])
             .output()
         else {
-            return;
+            return Vec::new();
         };
         let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         let Ok(entries) = std::fs::read_dir(&dir) else {
-            return;
+            return Vec::new();
         };
         let mut paths: Vec<_> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "py"))
             .collect();
         paths.sort();
-        for path in paths.iter().step_by(8).take(40) {
-            if let Ok(text) = std::fs::read_to_string(path) {
-                assert_cl100k_like_reference(&text);
-            }
-        }
+        paths
+            .iter()
+            .step_by(8)
+            .take(40)
+            .filter_map(|path| std::fs::read_to_string(path).ok())
+            .collect()
     }
 
     #[test]
