@@ -138,14 +138,12 @@ def open_rows(texts: list[str], rounds: int) -> list[str]:
 
     rows = []
     mib = f"{sum(len(t.encode()) for t in texts) / MIB:.1f} MiB"
+    copies = itertools.count()
     with tempfile.TemporaryDirectory() as tmp:
         for label, package, where in OPEN:
             path = package_file(package, *where)
-            copies = itertools.count()
 
-            def open_fresh(
-                path: Path = path, copies: itertools.count[int] = copies
-            ) -> ctxbudget.Encoding:
+            def open_fresh(path: Path = path) -> ctxbudget.Encoding:
                 """ctxbudget reading a copy of ``path`` it has not read before."""
                 copy = Path(tmp) / f"copy-{next(copies)}" / path.name
                 copy.parent.mkdir()
