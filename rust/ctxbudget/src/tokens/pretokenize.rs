@@ -942,6 +942,33 @@ mod tests {
         }
     }
 
+    /// `check`s 30,000 random strings of up to 15 of `parts`, then every part repeated
+    /// 40 times before each of `tails` (runs of one kind, and of one kind before
+    /// another).
+    fn for_random_texts(parts: &[&str], tails: &[&str], check: fn(&str)) {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut text = String::new();
+        for _ in 0..30_000 {
+            text.clear();
+            let len = next() % 16;
+            for _ in 0..len {
+                text.push_str(parts[(next() % parts.len() as u64) as usize]);
+            }
+            check(&text);
+        }
+        for part in parts {
+            for tail in tails {
+                check(&format!("{}{tail}", part.repeat(40)));
+            }
+        }
+    }
+
     /// Random strings made of the characters that decide cl100k's pieces: ASCII of
     /// every kind, contractions in both cases, and letters, digits, marks and
     /// whitespace from outside ASCII.
@@ -955,28 +982,11 @@ mod tests {
             "\u{0301}", "\u{00a0}", "\u{2028}", "\u{3000}", "\u{85}", "ſ", "😀", "Ⅻ", "ǅ", "¿",
             "—",
         ];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        let mut text = String::new();
-        for _ in 0..30_000 {
-            text.clear();
-            let len = next() % 16;
-            for _ in 0..len {
-                text.push_str(PARTS[(next() % PARTS.len() as u64) as usize]);
-            }
-            assert_cl100k_like_reference(&text);
-        }
-        // Long runs of one kind, and of one kind before another.
-        for part in PARTS {
-            for tail in ["", "x", "1", " ", "\n", "!", "é"] {
-                assert_cl100k_like_reference(&format!("{}{tail}", part.repeat(40)));
-            }
-        }
+        for_random_texts(
+            PARTS,
+            &["", "x", "1", " ", "\n", "!", "é"],
+            assert_cl100k_like_reference,
+        );
     }
 
     /// The same on real code: Python's standard library, if a Python is at hand.
@@ -1089,28 +1099,11 @@ mod tests {
             "¿",
             "—",
         ];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        let mut text = String::new();
-        for _ in 0..30_000 {
-            text.clear();
-            let len = next() % 16;
-            for _ in 0..len {
-                text.push_str(PARTS[(next() % PARTS.len() as u64) as usize]);
-            }
-            assert_o200k_like_reference(&text);
-        }
-        // Long runs of one kind, and of one kind before another.
-        for part in PARTS {
-            for tail in ["", "x", "X", "1", " ", "\n", "!", "/", "'s", "é", "É"] {
-                assert_o200k_like_reference(&format!("{}{tail}", part.repeat(40)));
-            }
-        }
+        for_random_texts(
+            PARTS,
+            &["", "x", "X", "1", " ", "\n", "!", "/", "'s", "é", "É"],
+            assert_o200k_like_reference,
+        );
     }
 
     /// The same on real code: Python's standard library, if a Python is at hand.
