@@ -290,10 +290,10 @@ fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
     // ASCII punctuation, alone or after a space, before anything but a letter or a
     // character outside ASCII: the other common piece of code.
     if k0 == PUNCT && k1 != HIGH {
-        return ascii_symbols(text, i + 1);
+        return ascii_symbols(text, i + 1, b"\r\n");
     }
     if k0 == SPACE && k1 & (PUNCT | QUOTE) != 0 {
-        return ascii_symbols(text, i + 2);
+        return ascii_symbols(text, i + 2, b"\r\n");
     }
     // Indentation before the line's first word, number or punctuation: `\s+(?!\S)`
     // gives back the last of its spaces.
@@ -409,7 +409,7 @@ fn cl100k_general(text: &[u8], i: usize, final_run: bool, digits: usize) -> usiz
                 return letters_end(text, ascii_letters(text, i + 1, true));
             }
             if k1 != HIGH {
-                return ascii_symbols(text, i + 1);
+                return ascii_symbols(text, i + 1, b"\r\n");
             }
         }
         kind @ (SPACE | BLANK) => {
@@ -418,7 +418,7 @@ fn cl100k_general(text: &[u8], i: usize, final_run: bool, digits: usize) -> usiz
             }
             // ` ?[^\s\p{L}\p{N}]++`: only a space may lead punctuation.
             if kind == SPACE && k1 & (PUNCT | QUOTE) != 0 {
-                return ascii_symbols(text, i + 2);
+                return ascii_symbols(text, i + 2, b"\r\n");
             }
             // One whitespace character before a digit, punctuation or the end: `\s`
             // (or `\s++$`), as no longer run of whitespace starts here.
@@ -519,10 +519,11 @@ fn symbols_beyond_ascii(text: &[u8], end: usize) -> usize {
     run(text, end, Class::is_symbol)
 }
 
-/// `[^\s\p{L}\p{N}]*+[\r\n]*+` from `j`, the rest of a punctuation piece whose
-/// first character ends at `j`.
+/// `[^\s\p{L}\p{N}]*+` and then any of the bytes `tail` (cl100k: `[\r\n]*+`,
+/// o200k: `[\r\n/]*`) from `j`, the rest of a punctuation piece whose first character
+/// ends at `j`.
 #[inline(always)]
-fn ascii_symbols(text: &[u8], j: usize) -> usize {
+fn ascii_symbols(text: &[u8], j: usize, tail: &[u8]) -> usize {
     // ASCII punctuation a byte at a time (code is full of it); a character outside
     // ASCII goes on with the general run.
     let mut end = j;
@@ -534,7 +535,7 @@ fn ascii_symbols(text: &[u8], j: usize) -> usize {
     if kind == HIGH {
         end = symbols_beyond_ascii(text, end);
     }
-    while kind_at(text, end) == NEWLINE {
+    while text.get(end).is_some_and(|b| tail.contains(b)) {
         end += 1;
     }
     end
@@ -592,10 +593,10 @@ fn o200k(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
     // ASCII punctuation, alone or after a space, before anything but a letter or a
     // character outside ASCII: the other common piece of code.
     if k0 & (PUNCT | QUOTE) != 0 && k1 != HIGH {
-        return o200k_ascii_symbols(text, i + 1);
+        return ascii_symbols(text, i + 1, b"\r\n/");
     }
     if k0 == SPACE && k1 & (PUNCT | QUOTE) != 0 {
-        return o200k_ascii_symbols(text, i + 2);
+        return ascii_symbols(text, i + 2, b"\r\n/");
     }
     // Indentation before the line's first word, number or punctuation: `\s+(?!\S)`
     // gives back the last of its spaces.
@@ -638,25 +639,6 @@ fn o200k_ascii_word(text: &[u8], start: usize) -> Option<usize> {
         Some(&b) if b >= 0x80 => None,
         _ => Some(end),
     }
-}
-
-/// ` ?[^\s\p{L}\p{N}]+[\r\n/]*` from `j`, the rest of a punctuation piece whose
-/// first character ends at `j`.
-#[inline(always)]
-fn o200k_ascii_symbols(text: &[u8], j: usize) -> usize {
-    let mut end = j;
-    let mut kind = kind_at(text, end);
-    while kind & (PUNCT | QUOTE) != 0 {
-        end += 1;
-        kind = kind_at(text, end);
-    }
-    if kind == HIGH {
-        end = symbols_beyond_ascii(text, end);
-    }
-    while matches!(text.get(end), Some(b'\r' | b'\n' | b'/')) {
-        end += 1;
-    }
-    end
 }
 
 /// [`o200k`] of a piece that its fast paths do not settle (out of line, so that they
