@@ -135,7 +135,7 @@ proptest! {
 }
 
 /// Documents made of lines drawn from a small pool, so that documents share segments
-/// of the per-thread segment cache (which cuts at exact boundaries at least 256 bytes
+/// of the per-thread segment cache (which cuts at exact boundaries at least 1 KiB
 /// apart), with now and then a line of tricky text or a long run between them.
 fn documents() -> impl Strategy<Value = Vec<String>> {
     let line = prop_oneof![
@@ -145,7 +145,7 @@ fn documents() -> impl Strategy<Value = Vec<String>> {
     ];
     (
         prop::collection::vec(line, 1..12),
-        prop::collection::vec(prop::collection::vec(0usize..12, 0..60), 1..6),
+        prop::collection::vec(prop::collection::vec(0usize..12, 0..120), 1..6),
     )
         .prop_map(|(pool, docs)| {
             docs.into_iter()

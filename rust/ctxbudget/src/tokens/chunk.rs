@@ -43,7 +43,7 @@ pub(crate) fn next_cut(family: Family, text: &[u8], start: usize, max: usize) ->
 
 /// Bytes a segment of the count cache spans at least, unless the text ends first
 /// (see [`segment_end`]).
-pub(crate) const SEGMENT_MIN_BYTES: usize = 256;
+pub(crate) const SEGMENT_MIN_BYTES: usize = 1024;
 
 /// How far past [`SEGMENT_MIN_BYTES`] a segment looks for a line start before it
 /// takes any exact boundary.
@@ -129,6 +129,11 @@ pub(crate) fn is_exact_boundary(family: Family, text: &[u8], p: usize) -> bool {
             let stop = (p + NEWLINE_LOOKAHEAD).min(text.len());
             let mut q = p;
             while q < stop {
+                // Indentation, the common case, without a class lookup per byte.
+                if matches!(text[q], b' ' | b'\t') {
+                    q += 1;
+                    continue;
+                }
                 let (class, len) = class_at(text, q);
                 if !class.is_space() {
                     let slash_joins = matches!(family, Family::O200k | Family::Tekken);
@@ -188,10 +193,10 @@ mod tests {
 
     #[test]
     fn segments_end_at_line_starts_else_at_any_exact_boundary() {
-        let code = "x = 1\n".repeat(100);
+        let code = "x = 1\n".repeat(SEGMENT_MIN_BYTES / 6 + 100);
         let end = segment_end(Family::O200k, code.as_bytes(), 0);
         assert!(end >= SEGMENT_MIN_BYTES && end.is_multiple_of(6), "{end}");
-        let prose = "word ".repeat(100);
+        let prose = "word ".repeat(SEGMENT_MIN_BYTES / 5 + 100);
         let end = segment_end(Family::O200k, prose.as_bytes(), 0);
         assert_eq!(end, SEGMENT_MIN_BYTES + 4 - SEGMENT_MIN_BYTES % 5);
         assert_eq!(prose.as_bytes()[end], b' ');

@@ -20,6 +20,7 @@
 use std::cell::Cell;
 
 use super::bpe::same_bytes;
+use super::token_index::slot_of;
 
 /// Longest piece the cache holds (longer pieces are rare and go to the merge).
 pub(crate) const MAX_BYTES: usize = 22;
@@ -85,8 +86,8 @@ impl PieceCache {
 
     /// The count of `piece` under table `table`, if cached; `hash` is the piece's hash.
     #[inline]
-    pub(crate) fn get(&self, table: u64, piece: &[u8], hash: usize) -> Option<usize> {
-        let slot = self.slots.get(hash & (SLOTS - 1))?;
+    pub(crate) fn get(&self, table: u64, piece: &[u8], hash: u64) -> Option<usize> {
+        let slot = self.slots.get(slot_of(hash, SLOTS.trailing_zeros()))?;
         (slot.table == table
             && usize::from(slot.len) == piece.len()
             && same_bytes(&slot.bytes[..piece.len()], piece))
@@ -95,21 +96,21 @@ impl PieceCache {
 
     /// The count of `piece`, longer than [`MAX_BYTES`], under table `table`, if
     /// cached; `hash` is the piece's hash.
-    pub(crate) fn get_long(&self, table: u64, piece: &[u8], hash: usize) -> Option<usize> {
-        let slot = self.long.get(hash & (LONG_SLOTS - 1))?;
+    pub(crate) fn get_long(&self, table: u64, piece: &[u8], hash: u64) -> Option<usize> {
+        let slot = self.long.get(slot_of(hash, LONG_SLOTS.trailing_zeros()))?;
         (slot.table == table && slot.bytes == piece).then_some(slot.count)
     }
 
     /// Remembers that `piece` counts `count` tokens under table `table`, if it is at
     /// most [`LONG_MAX_BYTES`] long.
-    pub(crate) fn insert_long(&mut self, table: u64, piece: &[u8], hash: usize, count: usize) {
+    pub(crate) fn insert_long(&mut self, table: u64, piece: &[u8], hash: u64, count: usize) {
         if piece.len() > LONG_MAX_BYTES {
             return;
         }
         if self.long.is_empty() {
             self.long = (0..LONG_SLOTS).map(|_| LongSlot::default()).collect();
         }
-        let slot = &mut self.long[hash & (LONG_SLOTS - 1)];
+        let slot = &mut self.long[slot_of(hash, LONG_SLOTS.trailing_zeros())];
         slot.table = table;
         slot.count = count;
         slot.bytes.clear();
@@ -118,14 +119,14 @@ impl PieceCache {
 
     /// Remembers that `piece` (at most [`MAX_BYTES`] long) counts `count` tokens.
     #[inline]
-    pub(crate) fn insert(&mut self, table: u64, piece: &[u8], hash: usize, count: usize) {
+    pub(crate) fn insert(&mut self, table: u64, piece: &[u8], hash: u64, count: usize) {
         if piece.len() > MAX_BYTES {
             return;
         }
         if self.slots.is_empty() {
             self.slots = vec![EMPTY; SLOTS];
         }
-        let slot = &mut self.slots[hash & (SLOTS - 1)];
+        let slot = &mut self.slots[slot_of(hash, SLOTS.trailing_zeros())];
         slot.table = table;
         slot.bytes[..piece.len()].copy_from_slice(piece);
         // Both fit: a piece of at most MAX_BYTES bytes has at most that many tokens.
@@ -148,8 +149,8 @@ mod tests {
         assert_eq!(cache.get(1, b"abd", 7), None);
         assert_eq!(cache.get(1, b"ab", 7), None);
         assert_eq!(cache.get(2, b"abc", 7), None);
-        // A colliding piece replaces the slot.
-        cache.insert(1, b"xyz", 7 + SLOTS, 3);
+        // A colliding piece (a hash with the same top bits) replaces the slot.
+        cache.insert(1, b"xyz", 7 + 1, 3);
         assert_eq!(cache.get(1, b"abc", 7), None);
         assert_eq!(cache.get(1, b"xyz", 7), Some(3));
         // Too long to hold: not cached.
@@ -170,8 +171,8 @@ mod tests {
         let mut other = ruler;
         other[40] = b'-';
         assert_eq!(cache.get_long(1, &other, 5), None);
-        // A colliding piece replaces the slot.
-        cache.insert_long(1, &other, 5 + LONG_SLOTS, 4);
+        // A colliding piece (a hash with the same top bits) replaces the slot.
+        cache.insert_long(1, &other, 5 + 1, 4);
         assert_eq!(cache.get_long(1, &ruler, 5), None);
         assert_eq!(cache.get_long(1, &other, 5), Some(4));
         // Too long to hold: not cached.

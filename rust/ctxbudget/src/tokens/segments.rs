@@ -11,7 +11,9 @@
 //! Keys are 128-bit hashes of the segment's bytes, keyed with a random seed drawn per
 //! thread and mixed with the rank table's id: two segments that differ have the same
 //! key with probability about 2⁻¹²⁸ per pair, and text cannot be written to collide on
-//! purpose, since the seed is not known outside the process. Storing the hash alone,
+//! purpose, since the seed is not known outside the process. The hash's secret is
+//! derived from the two once per thread and table, not for every segment (as a seeded
+//! XXH3 of more than 240 bytes would). Storing the hash alone,
 //! not the bytes, keeps the cache small: [`MAX_SLOTS`] slots of 24 bytes (6 MiB) at
 //! most, per thread that counts, whatever the length of the text.
 //!
@@ -47,7 +49,14 @@ pub(crate) struct SegmentCache {
     len: usize,
     /// Random per thread; see the module docs.
     seed: u64,
+    /// The table whose keys [`SegmentCache::secret`] makes (0: none yet).
+    secret_table: u64,
+    /// xxh3's secret for that table's keys, derived from the seed and the table's id.
+    secret: [u8; SECRET_BYTES],
 }
+
+/// Bytes of an xxh3 secret derived from a seed.
+const SECRET_BYTES: usize = 192;
 
 impl Default for SegmentCache {
     fn default() -> SegmentCache {
@@ -57,6 +66,8 @@ impl Default for SegmentCache {
             seed: std::collections::hash_map::RandomState::new()
                 .build_hasher()
                 .finish(),
+            secret_table: 0,
+            secret: [0; SECRET_BYTES],
         }
     }
 }
@@ -66,13 +77,10 @@ thread_local! {
     static CACHE: Cell<Option<SegmentCache>> = const { Cell::new(None) };
 }
 
-/// Key of `segment` under the table whose id is `table`, with `seed`.
+/// Key of `segment` hashed with `secret`.
 #[inline]
-fn key(seed: u64, table: u64, segment: &[u8]) -> (u64, u64) {
-    let h = xxhash_rust::xxh3::xxh3_128_with_seed(
-        segment,
-        seed ^ table.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-    );
+fn key(secret: &[u8; SECRET_BYTES], segment: &[u8]) -> (u64, u64) {
+    let h = xxhash_rust::xxh3::xxh3_128_with_secret(segment, secret);
     // 0 marks an empty slot: a key is never 0.
     ((h as u64) | 1, (h >> 64) as u64)
 }
@@ -105,7 +113,13 @@ impl SegmentCache {
         if segment.len() > MAX_SEGMENT_BYTES {
             return count();
         }
-        let (lo, hi) = key(self.seed, table, segment);
+        if table != self.secret_table {
+            self.secret = xxhash_rust::const_xxh3::const_custom_default_secret(
+                self.seed ^ table.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
+            self.secret_table = table;
+        }
+        let (lo, hi) = key(&self.secret, segment);
         if let Some(n) = self.get(lo, hi) {
             return n;
         }

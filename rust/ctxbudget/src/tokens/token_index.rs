@@ -51,8 +51,10 @@ const EMPTY: Slot = Slot {
 pub(crate) struct Key {
     head: u64,
     tail: u32,
-    /// Hash of the whole piece (also the per-thread piece cache's slot).
-    pub(crate) hash: usize,
+    /// Hash of the whole piece: a product, whose top bits mix every byte, so tables
+    /// take their slot from the top (see [`slot_of`]; also the per-thread piece
+    /// caches' slot).
+    pub(crate) hash: u64,
 }
 
 impl Key {
@@ -66,19 +68,27 @@ impl Key {
         } else {
             (up_to_8(bytes), len)
         };
-        let mut h = (head ^ u64::from(tail).rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut mixed = head ^ u64::from(tail).rotate_left(29);
         if n > INLINE {
             let mut rest = FxHasher::default();
             rest.write(&bytes[INLINE..]);
-            h ^= rest.finish();
+            mixed ^= rest.finish().rotate_left(7);
         }
-        h = (h ^ (h >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         Key {
             head,
             tail,
-            hash: (h ^ (h >> 32)) as usize,
+            // One multiply: bit k of a product depends on bits 0..=k of `mixed`, so
+            // the top bits depend on all of them (Fibonacci hashing).
+            hash: mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15),
         }
     }
+}
+
+/// Slot of `hash` in a table of `2^bits` slots (`1 <= bits <= 64`): its top bits
+/// (see [`Key::hash`]).
+#[inline(always)]
+pub(crate) fn slot_of(hash: u64, bits: u32) -> usize {
+    (hash >> (64 - bits)) as usize
 }
 
 /// `s` (at most 8 bytes) as a little-endian word padded with zeros, by two
@@ -112,6 +122,8 @@ const MAX_ROOMY_SLOTS: usize = 1 << 18;
 pub(crate) struct TokenIndex {
     slots: Vec<Slot>,
     mask: usize,
+    /// `log2` of the number of slots.
+    bits: u32,
 }
 
 impl TokenIndex {
@@ -130,6 +142,7 @@ impl TokenIndex {
             .max((2 * vocab.len()).next_power_of_two().min(MAX_ROOMY_SLOTS))
             .max(16);
         let mask = size - 1;
+        let bits = size.trailing_zeros();
         let mut slots = vec![EMPTY; size];
         let mut keys = [Key::of(&[]); BATCH];
         let count = vocab.len() as u32;
@@ -142,11 +155,11 @@ impl TokenIndex {
             // place each token.
             let mut occupied = 0u32;
             for (k, key) in keys.iter().take(batch.len()).enumerate() {
-                occupied |= u32::from(slots[key.hash & mask].id != NO_RANK) << k;
+                occupied |= u32::from(slots[slot_of(key.hash, bits)].id != NO_RANK) << k;
             }
             std::hint::black_box(occupied);
             for (id, key) in batch.zip(&keys) {
-                let mut i = key.hash & mask;
+                let mut i = slot_of(key.hash, bits);
                 while slots[i].id != NO_RANK {
                     i = (i + 1) & mask;
                 }
@@ -157,13 +170,13 @@ impl TokenIndex {
                 };
             }
         }
-        TokenIndex { slots, mask }
+        TokenIndex { slots, mask, bits }
     }
 
     /// Id of the token spelled `bytes`, whose key is `key`, or [`NO_RANK`].
     #[inline(always)]
     pub(crate) fn get(&self, vocab: &Vocab, bytes: &[u8], key: Key) -> u32 {
-        let mut i = key.hash & self.mask;
+        let mut i = slot_of(key.hash, self.bits);
         loop {
             let slot = &self.slots[i];
             if slot.head == key.head && slot.tail == key.tail {
@@ -197,7 +210,7 @@ impl TokenIndex {
             }
             let mut touched = 0u64;
             for key in &keys[..n] {
-                touched ^= self.slots[key.hash & self.mask].head;
+                touched ^= self.slots[slot_of(key.hash, self.bits)].head;
             }
             std::hint::black_box(touched);
             if let Some((p, _)) = batch[..n]
