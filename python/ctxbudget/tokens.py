@@ -331,7 +331,11 @@ class Encoding:
         return self._core.cache_len()
 
     def clear_cache(self) -> None:
-        """Forget every cached count."""
+        """Forget the counts of whole texts cached for this encoding (and its copies).
+
+        The per-thread caches of pieces and segments are kept: they are exact, bounded
+        and only make later counts faster.
+        """
         self._core.clear_cache()
 
     def __repr__(self) -> str:
