@@ -13,9 +13,9 @@
 //! key with probability about 2⁻¹²⁸ per pair, and text cannot be written to collide on
 //! purpose, since the seed is not known outside the process. The hash's secret is
 //! derived from the two once per thread and table, not for every segment (as a seeded
-//! XXH3 of more than 240 bytes would). Storing the hash alone,
-//! not the bytes, keeps the cache small: [`MAX_SLOTS`] slots of 24 bytes (6 MiB) at
-//! most, per thread that counts, whatever the length of the text.
+//! XXH3 of more than 240 bytes would). Storing the hash alone, not the bytes, keeps the
+//! cache small: [`MAX_SLOTS`] slots of 24 bytes (6 MiB) at most, per thread that
+//! counts, whatever the length of the text.
 //!
 //! The table is open-addressed and grows by doubling from a small start; once at its
 //! largest and three quarters full it is emptied and fills again (text more diverse
