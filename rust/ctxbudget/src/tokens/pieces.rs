@@ -9,7 +9,10 @@
 //! counted with.
 //!
 //! It is direct-mapped (one slot per hash, the newest piece wins), fixed in size, and
-//! per thread, so it needs no lock and stays small: [`SLOTS`] slots of 32 bytes.
+//! per thread, so it needs no lock and stays bounded: [`SLOTS`] slots of 32 bytes
+//! (512 KiB). The standard library's multi-token pieces of DeepSeek V4 are 47,733
+//! distinct ones among 330,614: 4,096 slots merged 76,583 of them, 16,384 slots
+//! 62,110, which took 3.8% off the cold passes of DeepSeek and o200k.
 //!
 //! Longer pieces are few but costly (a ruler of `#` or `-`, a long identifier: a merge
 //! of some thousands of instructions each) and they repeat even more: in the Python
@@ -26,7 +29,7 @@ use super::token_index::slot_of;
 pub(crate) const MAX_BYTES: usize = 22;
 
 /// Number of slots (a power of two).
-const SLOTS: usize = 4096;
+const SLOTS: usize = 16384;
 
 /// One cached piece: its bytes, its length, its token count and the table's id.
 #[derive(Clone, Copy)]
