@@ -290,4 +290,59 @@ mod tests {
             Some(&b"abcdefghijk_six"[..])
         );
     }
+
+    /// Longest run of occupied slots (a lookup of a piece that is no token walks at
+    /// most this far) and mean slots a token's lookup reads.
+    fn clusters(index: &TokenIndex, vocab: &Vocab) -> (usize, f64) {
+        let n = index.slots.len();
+        let (mut longest, mut run) = (0, 0);
+        // Twice round: a run may wrap past the last slot.
+        for i in 0..2 * n {
+            if index.slots[i % n].id == NO_RANK {
+                run = 0;
+            } else {
+                run += 1;
+                longest = longest.max(run.min(n));
+            }
+        }
+        let mut probes = 0usize;
+        for id in 0..vocab.len() as u32 {
+            let key = Key::of(vocab.token(id));
+            let mut i = slot_of(key.hash, index.bits);
+            probes += 1;
+            while index.slots[i].id != id {
+                i = (i + 1) & index.mask;
+                probes += 1;
+            }
+        }
+        (longest, probes as f64 / vocab.len() as f64)
+    }
+
+    /// The tokens of every shipped table spread over the index as random keys would:
+    /// a lookup reads no more slots on average than linear probing with a random hash
+    /// does at that load (`(1 + 1 / (1 - load)) / 2`), and no run of occupied slots is
+    /// longer than half again the longest such hashing expects (`ln n / (load - 1 -
+    /// ln load)`). A hash that lost some of a key's bytes (the one multiply's low bits,
+    /// say) piles tokens that share them into runs of thousands.
+    #[test]
+    fn tokens_spread_as_random_keys_would() {
+        for name in ["o200k_base", "cl100k_base", "p50k_base", "r50k_base"] {
+            let data = super::super::vocab::source(name).unwrap_or_default();
+            let vocab = Vocab::parse(data).unwrap_or_else(|e| panic!("{e}"));
+            let index = TokenIndex::new(&vocab);
+            let (longest, mean) = clusters(&index, &vocab);
+            let n = index.slots.len() as f64;
+            let load = vocab.len() as f64 / n;
+            let random_mean = (1.0 + 1.0 / (1.0 - load)) / 2.0;
+            let random_longest = n.ln() / (load - 1.0 - load.ln());
+            assert!(
+                mean <= random_mean * 1.05,
+                "{name}: {mean:.3} > {random_mean:.3}"
+            );
+            assert!(
+                (longest as f64) <= random_longest * 1.5,
+                "{name}: a run of {longest} slots, random hashing about {random_longest:.0}"
+            );
+        }
+    }
 }
