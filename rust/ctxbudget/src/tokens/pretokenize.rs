@@ -295,12 +295,9 @@ fn cl100k(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize {
     if k0 == SPACE && k1 & (PUNCT | QUOTE) != 0 {
         return ascii_symbols(text, i + 2, b"\r\n");
     }
-    // Indentation before the line's first word, number or punctuation: `\s+(?!\S)`
-    // gives back the last of its spaces.
     if k0 == SPACE && k1 == SPACE {
-        let end = spaces_end(text, i + 2);
-        if kind_at(text, end) & (LETTER | DIGIT | PUNCT | QUOTE) != 0 {
-            return end - 1;
+        if let Some(end) = indentation_end(text, i) {
+            return end;
         }
     }
     if k0 == DIGIT {
@@ -472,6 +469,15 @@ fn cl100k_other(text: &[u8], i: usize, final_run: bool, digits: usize) -> usize 
     cl100k_whitespace(text, i, final_run)
 }
 
+/// The end of the piece of indentation from `i` (two spaces or more) before a line's
+/// first word, number or punctuation: `\s+(?!\S)` gives back the last of its spaces.
+/// `None` when the spaces are followed by anything else.
+#[inline(always)]
+fn indentation_end(text: &[u8], i: usize) -> Option<usize> {
+    let end = spaces_end(text, i + 2);
+    (kind_at(text, end) & (LETTER | DIGIT | PUNCT | QUOTE) != 0).then(|| end - 1)
+}
+
 /// End of the spaces (` ` only) from `i`, eight at a time.
 #[inline(always)]
 fn spaces_end(text: &[u8], mut i: usize) -> usize {
@@ -598,12 +604,9 @@ fn o200k(text: &[u8], i: usize, contractions: bool, digits: usize) -> usize {
     if k0 == SPACE && k1 & (PUNCT | QUOTE) != 0 {
         return ascii_symbols(text, i + 2, b"\r\n/");
     }
-    // Indentation before the line's first word, number or punctuation: `\s+(?!\S)`
-    // gives back the last of its spaces.
     if k0 == SPACE && k1 == SPACE {
-        let end = spaces_end(text, i + 2);
-        if kind_at(text, end) & (LETTER | DIGIT | PUNCT | QUOTE) != 0 {
-            return end - 1;
+        if let Some(end) = indentation_end(text, i) {
+            return end;
         }
     }
     // A line's newline before its indentation and the line's first word, number or
